@@ -1,0 +1,241 @@
+"""Posterior types returned by every engine and by the NUTS reference.
+
+Three kinds, one interface:
+
+* :class:`GaussianPosterior` - mean and Cholesky factor over the flat parameter vector
+  (Laplace, EP, VB);
+* :class:`PointPosterior`   - a single parameter value (MAP by EM/MM, SLA);
+* :class:`DrawsPosterior`   - draws of shape (chains, draws, *site shape) (NUTS, Gibbs,
+  a Gaussian in an unconstrained space pushed through its transforms).
+
+Each knows its spec and sites, can ``sample``, ``predict_proba`` on a new design matrix
+and carries a :class:`FitInfo` (objective trace, iterations, timings, converged flag).
+Conversion to ArviZ lives in :mod:`zoo.validation.arviz_adapter`, the only module that
+imports ArviZ.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..models.base import Site, flatten, total_size, unflatten
+
+
+@dataclass(frozen=True, eq=False)
+class FitInfo:
+    """How a fit went.
+
+    seconds: warm wall time of the fit (compilation excluded); compile_seconds: the time
+    the first, compiling call took beyond that (0 when measured without a cold call).
+    trace: the engine's objective per iteration (log joint, ELBO, log evidence, ...),
+    named by ``objective``. ``converged`` is False with a ``reason`` whenever the engine
+    stopped on its iteration cap or hit a numerical problem - never a silent NaN.
+    """
+
+    engine: str
+    converged: bool
+    n_iter: int
+    reason: str = ""
+    seconds: float = float("nan")
+    compile_seconds: float = 0.0
+    objective: str = ""
+    trace: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def with_timing(self, seconds: float, compile_seconds: float) -> "FitInfo":
+        return FitInfo(
+            self.engine, self.converged, self.n_iter, self.reason, seconds,
+            compile_seconds, self.objective, self.trace, self.extra,
+        )
+
+
+class Posterior:
+    """Common interface. Subclasses set ``kind`` and implement the abstract pieces."""
+
+    kind: str = "abstract"
+    spec: Any
+    sites: tuple[Site, ...]
+    info: FitInfo
+
+    # --- to implement ---
+    def sample(self, key, n: int) -> dict[str, np.ndarray]:
+        """n independent draws, as {site: array of shape (n, *site.shape)}."""
+        raise NotImplementedError
+
+    def mean_flat(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def sd_flat(self) -> np.ndarray | None:
+        """Marginal standard deviations, or None for a point estimate."""
+        raise NotImplementedError
+
+    def predict_proba(self, Phi_new) -> np.ndarray:
+        raise NotImplementedError
+
+    # --- shared ---
+    @property
+    def dim(self) -> int:
+        return total_size(self.sites)
+
+    def mean(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v) for k, v in unflatten(self.mean_flat(), self.sites).items()}
+
+    def flat_names(self) -> list[str]:
+        """Human names of the flat coordinates, e.g. ['b', 'w[0]', 'w[1]', ...]."""
+        names = []
+        for s in self.sites:
+            if s.shape == ():
+                names.append(s.name)
+            else:
+                names.extend(f"{s.name}[{','.join(map(str, i))}]" for i in np.ndindex(*s.shape))
+        return names
+
+    def support_mask(self) -> np.ndarray:
+        """Boolean per flat coordinate: True where the target's support is w >= 0."""
+        return np.concatenate(
+            [np.full(s.size, s.support == "nonnegative") for s in self.sites]
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class GaussianPosterior(Posterior):
+    """N(mean, L L^T) over the flat parameter vector ordered as ``sites``."""
+
+    spec: Any
+    sites: tuple[Site, ...]
+    mean_vec: np.ndarray
+    chol: np.ndarray
+    info: FitInfo
+    kind: str = field(default="gaussian", init=False)
+
+    def __post_init__(self):
+        d = total_size(self.sites)
+        if self.mean_vec.shape != (d,) or self.chol.shape != (d, d):
+            raise ValueError(
+                f"Gaussian posterior shapes do not match the sites: mean {self.mean_vec.shape}, "
+                f"chol {self.chol.shape}, expected ({d},) and ({d}, {d})"
+            )
+        if not (np.all(np.isfinite(self.mean_vec)) and np.all(np.isfinite(self.chol))):
+            raise FloatingPointError(f"{self.info.engine}: posterior mean or covariance is not finite")
+
+    @property
+    def cov(self) -> np.ndarray:
+        return self.chol @ self.chol.T
+
+    def mean_flat(self):
+        return np.asarray(self.mean_vec)
+
+    def sd_flat(self):
+        return np.sqrt(np.sum(self.chol**2, axis=1))
+
+    def sample_flat(self, key, n: int) -> np.ndarray:
+        z = jax.random.normal(key, (n, self.dim))
+        return np.asarray(self.mean_vec[None, :] + z @ self.chol.T)
+
+    def sample(self, key, n):
+        return {k: np.asarray(v) for k, v in unflatten(self.sample_flat(key, n), self.sites).items()}
+
+    def log_density_flat(self, theta) -> np.ndarray:
+        """log N(theta | mean, cov) for a batch of flat vectors, shape (n,)."""
+        diff = np.atleast_2d(theta) - self.mean_vec[None, :]
+        sol = jax.scipy.linalg.solve_triangular(self.chol, diff.T, lower=True)
+        logdet = 2.0 * np.sum(np.log(np.diag(self.chol)))
+        return np.asarray(-0.5 * np.sum(sol**2, axis=0) - 0.5 * (self.dim * np.log(2 * np.pi) + logdet))
+
+    def predict_proba(self, Phi_new):
+        A = np.asarray(self.spec.flat_design(Phi_new))
+        mean_f = A @ self.mean_vec
+        var_f = np.sum((A @ self.chol) ** 2, axis=1)
+        return np.asarray(self.spec.gaussian_prob(mean_f, var_f))
+
+
+@dataclass(frozen=True, eq=False)
+class PointPosterior(Posterior):
+    """A point estimate (MAP). ``sd_flat`` is None: it claims no uncertainty."""
+
+    spec: Any
+    sites: tuple[Site, ...]
+    value: np.ndarray
+    info: FitInfo
+    kind: str = field(default="point", init=False)
+
+    def __post_init__(self):
+        if self.value.shape != (total_size(self.sites),):
+            raise ValueError(f"point estimate has shape {self.value.shape}, expected ({total_size(self.sites)},)")
+        if not np.all(np.isfinite(self.value)):
+            raise FloatingPointError(f"{self.info.engine}: point estimate is not finite")
+
+    def mean_flat(self):
+        return np.asarray(self.value)
+
+    def sd_flat(self):
+        return None
+
+    def sample(self, key, n):
+        flat = np.broadcast_to(self.value, (n, self.dim))
+        return {k: np.asarray(v) for k, v in unflatten(flat, self.sites).items()}
+
+    def predict_proba(self, Phi_new):
+        params = unflatten(self.value, self.sites)
+        return np.asarray(self.spec.prob(self.spec.linear_predictor(params, Phi_new)))
+
+
+@dataclass(frozen=True, eq=False)
+class DrawsPosterior(Posterior):
+    """Draws {site: (chains, draws, *shape)} - the NUTS reference and sampler engines."""
+
+    spec: Any
+    sites: tuple[Site, ...]
+    draws: dict[str, np.ndarray]
+    info: FitInfo
+    kind: str = field(default="draws", init=False)
+
+    def __post_init__(self):
+        shapes = {s.name: s.shape for s in self.sites}
+        lead = None
+        for name, shape in shapes.items():
+            if name not in self.draws:
+                raise ValueError(f"draws lack site {name!r}")
+            arr = self.draws[name]
+            if arr.ndim != 2 + len(shape) or tuple(arr.shape[2:]) != shape:
+                raise ValueError(f"site {name!r}: draws of shape {arr.shape}, expected (chains, draws, *{shape})")
+            lead = arr.shape[:2] if lead is None else lead
+            if arr.shape[:2] != lead:
+                raise ValueError("all sites must have the same (chains, draws)")
+
+    @property
+    def n_chains(self) -> int:
+        return self.draws[self.sites[0].name].shape[0]
+
+    @property
+    def n_draws(self) -> int:
+        return self.draws[self.sites[0].name].shape[1]
+
+    def flat_draws(self) -> np.ndarray:
+        """All draws as (chains * draws, dim) in flat order."""
+        pooled = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
+        return np.asarray(flatten(pooled, self.sites))
+
+    def mean_flat(self):
+        return self.flat_draws().mean(0)
+
+    def sd_flat(self):
+        return self.flat_draws().std(0, ddof=1)
+
+    def sample(self, key, n):
+        flat = self.flat_draws()
+        idx = np.asarray(jax.random.choice(key, flat.shape[0], (n,), replace=n > flat.shape[0]))
+        return {k: np.asarray(v) for k, v in unflatten(flat[idx], self.sites).items()}
+
+    def predict_proba(self, Phi_new, max_draws: int = 4000):
+        """Posterior predictive mean of p(y=1|x), averaged over (up to max_draws) draws."""
+        flat = self.flat_draws()
+        if flat.shape[0] > max_draws:  # evenly thinned, deterministic
+            flat = flat[np.linspace(0, flat.shape[0] - 1, max_draws).astype(int)]
+        params = unflatten(flat, self.sites)
+        p = self.spec.prob(self.spec.linear_predictor(params, jnp.asarray(Phi_new)))
+        return np.asarray(jnp.mean(p, axis=0))

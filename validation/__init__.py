@@ -1,0 +1,1 @@
+"""Validation: NUTS references and their certification, metrics, comparisons, data sets."""

@@ -1,0 +1,98 @@
+"""Input validation with messages that name the problem.
+
+Every public entry point (engines, references, the classifier, the CLI) checks its
+inputs here, so that a bad array fails at the door with a sentence a user can act on
+instead of as a NaN deep inside a jitted loop.
+
+Label convention inside the project: ``y`` is a float vector of 0/1 (1 = the positive
+class). Engines that need +1/-1 convert with ``2 * y - 1``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def check_features(X, *, n_features: int | None = None, name: str = "X") -> np.ndarray:
+    """Return X as a finite float64 matrix of shape (n, d); raise ValueError otherwise."""
+    try:
+        X = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a numeric array: {err}") from None
+    if X.ndim == 1:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features); got a 1-D array of length "
+            f"{X.shape[0]}. Use X.reshape(-1, 1) for a single feature."
+        )
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} has no rows")
+    if not np.all(np.isfinite(X)):
+        bad = np.argwhere(~np.isfinite(X))[0]
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first at row {bad[0]}, column {bad[1]})"
+        )
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features but {n_features} were expected "
+            "(the number the basis was fitted with)"
+        )
+    return X
+
+
+def check_binary_labels(y, *, n_samples: int | None = None, name: str = "y") -> np.ndarray:
+    """Return labels as a float 0/1 vector.
+
+    Accepts {0, 1}, {-1, +1} or booleans. Raises ValueError for NaN, for more than two
+    distinct values, for a single class, and for a length that does not match X.
+    """
+    y = np.asarray(y)
+    if y.ndim != 1:
+        y = np.squeeze(y)
+        if y.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D vector of labels; got shape {np.shape(y)}")
+    if n_samples is not None and y.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {y.shape[0]} labels but X has {n_samples} rows (shape mismatch)"
+        )
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        raise ValueError(f"{name} contains NaN or infinite labels")
+    values = np.unique(y)
+    if values.size == 1:
+        raise ValueError(
+            f"{name} holds one class only (all labels are {values[0]!r}); a binary "
+            "classifier needs examples of both classes"
+        )
+    if values.size > 2:
+        shown = ", ".join(repr(v) for v in values[:5])
+        raise ValueError(
+            f"{name} must hold exactly two classes; found {values.size} distinct values "
+            f"({shown}{', ...' if values.size > 5 else ''})"
+        )
+    allowed = ({0, 1}, {-1, 1}, {False, True})
+    as_set = {v.item() if hasattr(v, "item") else v for v in values}
+    if not any(as_set == a for a in allowed):
+        raise ValueError(
+            f"{name} must be coded 0/1 or -1/+1; found {sorted(as_set)!r}. "
+            "(The scikit-learn classifier accepts any two class labels.)"
+        )
+    return (y == values[1]).astype(float)
+
+
+def check_design(Phi, y=None, *, name: str = "Phi") -> tuple[np.ndarray, np.ndarray | None]:
+    """Validate a design matrix and (optionally) its labels together."""
+    Phi = check_features(Phi, name=name)
+    if y is None:
+        return Phi, None
+    return Phi, check_binary_labels(y, n_samples=Phi.shape[0])
+
+
+def check_positive(value, name: str, *, allow_inf: bool = False) -> np.ndarray:
+    """Raise ValueError unless every entry of value is > 0 (and finite unless allowed)."""
+    arr = np.asarray(value, dtype=float)
+    ok = arr > 0
+    if not allow_inf:
+        ok &= np.isfinite(arr)
+    if not np.all(ok):
+        raise ValueError(f"hyper-parameter {name} must be positive and finite; got {value!r}")
+    return arr

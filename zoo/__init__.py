@@ -15,6 +15,34 @@ import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
 
+#: CPU devices to ask for, one per chain of the default NUTS reference
+#: (env ZOO_HOST_DEVICES; 1 turns the request off).
+HOST_DEVICES = int(_os.environ.get("ZOO_HOST_DEVICES", "4"))
+
+
+def request_host_devices(n: int = HOST_DEVICES) -> bool:
+    """Ask XLA for ``n`` CPU devices so NUTS chains can run in parallel.
+
+    JAX exposes one CPU device unless asked before its backend starts (the first JAX
+    computation of the process), so this runs at ``import zoo``. Measured on the 2-core
+    machine: 4 parallel chains take about half the wall time of "sequential" and draws
+    are bit-identical; single-device work is not slowed by the extra devices. Returns
+    False (and changes nothing) if the backend already started or the user chose a count.
+    """
+    from jax._src import xla_bridge
+
+    if n <= 1 or xla_bridge.backends_are_initialized():
+        return False
+    if _jax.config.jax_num_cpu_devices >= 0 or "xla_force_host_platform_device_count" in _os.environ.get(
+        "XLA_FLAGS", ""
+    ):
+        return False
+    _jax.config.update("jax_num_cpu_devices", int(n))
+    return True
+
+
+HOST_DEVICES_REQUESTED = request_host_devices()
+
 # Running from a source checkout without installing: let ``zoo.models`` etc. resolve to
 # the top-level folders. An installed copy already has them inside this package.
 _here = _os.path.dirname(_os.path.abspath(__file__))

@@ -1,0 +1,258 @@
+"""The NUTS reference pipeline: a known-answer posterior end to end, the certification
+rule on good and deliberately bad chains, and the disk cache."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from jax.scipy.special import ndtr
+
+import zoo  # noqa: F401  (float64)
+from zoo.models.base import Site
+from zoo.validation import arviz_adapter
+from zoo.validation.reference import (
+    CERTIFICATION,
+    ReferenceConfig,
+    cached_reference,
+    certify,
+    package_versions,
+    run_reference,
+)
+
+
+class NormalMeans:
+    """Conjugate known-answer model: mu_j ~ N(0, tau^2), and the columns of Phi are
+    observations x_ij ~ N(mu_j, sigma^2), so mu_j | x ~ N(sum_i x_ij / sigma^2 / P, 1/P)
+    with P = 1/tau^2 + n/sigma^2.
+
+    ``y`` (0/1 labels, required by the reference's input checks) does not enter the
+    likelihood; linear_predictor/prob make the spec a complete ModelSpec.
+    """
+
+    name = "normal_means"
+
+    def __init__(self, tau=2.0, sigma=1.0):
+        self.tau, self.sigma = tau, sigma
+
+    def sites(self, M):
+        return (Site("mu", (M,), "real", ("basis",)),)
+
+    def model(self, Phi, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, self.tau).expand([Phi.shape[1]]).to_event(1))
+        numpyro.sample("x", dist.Normal(mu, self.sigma).to_event(1), obs=Phi)
+
+    def linear_predictor(self, params, Phi):
+        return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["mu"]))
+
+    def prob(self, f):
+        return ndtr(f)
+
+    def to_dict(self):
+        return {"model": self.name, "tau": self.tau, "sigma": self.sigma}
+
+    def exact_posterior(self, Phi):
+        precision = 1.0 / self.tau**2 + Phi.shape[0] / self.sigma**2
+        return Phi.sum(0) / self.sigma**2 / precision, 1.0 / math.sqrt(precision)
+
+
+# 4 chains x 150 draws reach a tail ESS of 286 on this model (seed 0): short of 400,
+# so the run must continue once (to 300 draws per chain) and then certify. This
+# exercises the doubling rule in the fast tier.
+CONFIG = ReferenceConfig(num_warmup=300, num_samples=150, seed=0, max_doublings=2)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(1)
+    Phi = rng.normal([0.5, -1.0], 1.0, size=(20, 2))
+    y = np.tile([0.0, 1.0], 10)
+    return NormalMeans(), Phi, y
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("nuts-cache"))
+
+
+@pytest.fixture(scope="module")
+def reference(problem, cache_dir):
+    spec, Phi, y = problem
+    return run_reference(spec, Phi, y, config=CONFIG, cache_dir=cache_dir)
+
+
+def test_known_answer_posterior(problem, reference):
+    """Tolerances are 4 Monte Carlo standard errors from the reference's own ESS:
+    mean: 4 sd / sqrt(ESS_bulk); sd: 4 sd / sqrt(2 ESS_sq), the delta-method error of
+    sqrt(mean (x - m)^2) with ESS_sq the bulk ESS of the squared deviations (for a
+    Gaussian, sd((x - m)^2) = sqrt(2) sd^2)."""
+    spec, Phi, y = problem
+    assert reference.certified, reference.failures
+    mean, sd = spec.exact_posterior(Phi)
+    draws = reference.posterior.draws["mu"]
+    ess_bulk = np.asarray(reference.diagnostics["per_site"]["mu"]["ess_bulk"])
+    np.testing.assert_array_less(np.abs(draws.mean((0, 1)) - mean), 4.0 * sd / np.sqrt(ess_bulk))
+
+    sq = (draws - draws.mean((0, 1))) ** 2
+    sq_diag = arviz_adapter.summary_diagnostics(
+        arviz_adapter.draws_to_idata({"mu": sq}, spec.sites(2)), sites=spec.sites(2)
+    )
+    ess_sq = sq_diag["per_site"]["mu"]["ess_bulk"]
+    np.testing.assert_array_less(np.abs(draws.std((0, 1), ddof=1) - sd), 4.0 * sd / np.sqrt(2.0 * ess_sq))
+
+
+def test_doubling_rule_recorded(reference):
+    attempts = reference.provenance["attempts"]
+    assert [a["num_samples"] for a in attempts] == [150, 300]
+    assert [a["certified"] for a in attempts] == [False, True]
+    assert reference.posterior.draws["mu"].shape == (4, 300, 2)
+    assert reference.provenance["sampler"]["doublings"] == 1
+    assert reference.provenance["sampler"]["num_samples_total"] == 300
+
+
+def test_reference_contents(problem, reference):
+    spec, Phi, y = problem
+    idata = reference.idata
+    assert idata.posterior["mu"].dims == ("chain", "draw", "basis")
+    np.testing.assert_array_equal(idata.constant_data["Phi"].values, Phi)
+    np.testing.assert_array_equal(idata.constant_data["y"].values, y)
+    assert idata.sample_stats["diverging"].shape == (4, 300)
+    assert idata.sample_stats["diverging"].dtype == bool
+
+    d = reference.diagnostics
+    assert d["divergences"] == 0
+    assert d["rhat_max"] <= CERTIFICATION.rhat_max
+    assert min(d["ess_bulk_min"], d["ess_tail_min"]) >= CERTIFICATION.ess_bulk_min
+    assert set(d["per_site"]["mu"]) == {"rhat", "ess_bulk", "ess_tail"}
+
+    p = reference.provenance
+    json.dumps(p, allow_nan=False)
+    assert p["spec"] == spec.to_dict()
+    assert p["package_versions"] == package_versions()
+    assert set(p["package_versions"]) == {"jax", "numpyro", "arviz", "numpy"}
+    assert p["seed"] == 0 and p["sampler"]["num_chains"] == 4 and p["sampler"]["target_accept"] == 0.9
+    assert all(c["passed"] for c in p["checks"]) and len(p["checks"]) == 4
+    assert len(p["data"]["Phi_sha256"]) == 64 and p["date"]
+    assert reference.seconds > 0 and 0 <= reference.compile_seconds <= reference.seconds
+    assert reference.from_cache is False
+    assert reference.posterior.info.converged and reference.posterior.info.engine == "nuts"
+
+
+def test_second_call_hits_cache(problem, reference, cache_dir):
+    spec, Phi, y = problem
+    again = run_reference(spec, Phi, y, config=CONFIG, cache_dir=cache_dir)
+    assert again.from_cache is True
+    np.testing.assert_array_equal(again.posterior.draws["mu"], reference.posterior.draws["mu"])
+    assert again.seconds == reference.seconds
+    assert again.certified == reference.certified and again.failures == reference.failures
+    assert again.provenance == reference.provenance
+    np.testing.assert_array_equal(again.idata.sample_stats["diverging"], reference.idata.sample_stats["diverging"])
+
+
+def _entry(cache_dir):
+    files = sorted(os.listdir(cache_dir))
+    nc = [f for f in files if f.endswith(".nc")]
+    js = [f for f in files if f.endswith(".json")]
+    assert len(nc) == 1 and len(js) == 1 and not [f for f in files if f.startswith(".tmp-")]
+    return os.path.join(cache_dir, nc[0]), os.path.join(cache_dir, js[0])
+
+
+def test_partial_or_mismatched_cache_entries_are_ignored(problem, reference, cache_dir, tmp_path):
+    spec, Phi, y = problem
+    nc, js = _entry(cache_dir)
+    # interrupted write: the netCDF file without its provenance record
+    only_nc = tmp_path / "only_nc"
+    only_nc.mkdir()
+    shutil.copy(nc, only_nc)
+    assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(only_nc)) is None
+    # a record whose draws digest does not match the netCDF next to it
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    shutil.copy(nc, tampered)
+    record = json.load(open(js))
+    record["draws_sha256"] = "0" * 64
+    (tampered / os.path.basename(js)).write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="ignoring unreadable reference cache entry"):
+        assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(tampered)) is None
+    # other data -> other key -> no entry
+    assert cached_reference(spec, Phi + 1.0, y, config=CONFIG, cache_dir=cache_dir) is None
+
+
+def test_corrupted_cache_file_is_recomputed(problem, reference, cache_dir, tmp_path):
+    spec, Phi, y = problem
+    nc, js = _entry(cache_dir)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    shutil.copy(js, broken)
+    with open(nc, "rb") as fh:
+        head = fh.read(2000)
+    (broken / os.path.basename(nc)).write_bytes(head)  # a truncated netCDF file
+    with pytest.warns(UserWarning, match="ignoring unreadable reference cache entry"):
+        redone = run_reference(spec, Phi, y, config=CONFIG, cache_dir=str(broken))
+    assert redone.from_cache is False
+    # same seed and settings: the recomputation reproduces the original draws
+    np.testing.assert_array_equal(redone.posterior.draws["mu"], reference.posterior.draws["mu"])
+    # and the repaired entry is now readable
+    assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(broken)).from_cache
+
+
+# --- the certification rule on synthetic draws -------------------------------------
+SITES = (Site("b", ()), Site("w", (3,), "nonnegative", ("basis",)))
+
+
+def _iid_draws(seed=0, chains=4, draws=1000):
+    rng = np.random.default_rng(seed)
+    return {"b": rng.normal(size=(chains, draws)), "w": rng.normal(size=(chains, draws, 3))}
+
+
+def test_certify_accepts_good_iid_draws():
+    ok, failures, diag = certify(_iid_draws(), SITES, 0)
+    assert ok and failures == []
+    assert diag["rhat_max"] <= 1.01 and diag["ess_bulk_min"] >= 400 and diag["divergences"] == 0
+
+
+def test_certify_rejects_chains_with_shifted_means():
+    draws = _iid_draws()
+    draws["w"][:, :, 1] += np.arange(4)[:, None]  # chain c centred at c: R-hat >> 1.01
+    ok, failures, diag = certify(draws, SITES, 0)
+    assert not ok
+    assert diag["rhat_max"] > 1.5
+    assert any(f.startswith("w[1]: R-hat") and "> 1.01" in f for f in failures)
+    assert not any(f.startswith("b:") or f.startswith("w[0]") for f in failures)
+
+
+def test_certify_rejects_divergences():
+    diverging = np.zeros((4, 1000), bool)
+    diverging[2, [10, 500, 900]] = True
+    ok, failures, diag = certify(_iid_draws(), SITES, diverging)
+    assert not ok and diag["divergences"] == 3
+    assert failures == ["3 divergent transitions after warmup (allowed: 0)"]
+
+
+def test_certify_rejects_too_few_effective_draws():
+    ok, failures, _ = certify(_iid_draws(draws=50), SITES, 0)  # 200 iid draws < 400
+    assert not ok
+    assert any("bulk ESS" in f for f in failures) and any("tail ESS" in f for f in failures)
+
+
+def test_certify_rejects_a_stuck_chain():
+    draws = _iid_draws()
+    draws["b"][3] = 0.7  # one chain never moves
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ok, failures, _ = certify(draws, SITES, 0)
+    assert not ok and any(f.startswith("b: R-hat") for f in failures)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="chain_method"):
+        ReferenceConfig(chain_method="threads")
+    with pytest.raises(ValueError, match="target_accept"):
+        ReferenceConfig(target_accept=1.0)

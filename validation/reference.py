@@ -1,0 +1,599 @@
+"""The NUTS reference: ground truth for every engine, and the rule that certifies it.
+
+``run_reference(spec, Phi, y)`` runs NUTS on ``spec.model`` (4 chains, float64), checks
+convergence with rank-normalized split R-hat and bulk/tail ESS (Vehtari et al. 2021) and
+the divergence count, and returns a :class:`Reference`. The reference is *certified* only
+if every coordinate of every latent site passes :data:`CERTIFICATION`. An uncertified
+reference says why in ``failures`` (one sentence per problem) and must not be used as
+truth silently. When the only problem is too few effective draws (no divergences), the
+chains are continued until the number of draws has doubled, up to
+``config.max_doublings`` times: more draws, the same rule - never a looser one.
+
+Results are cached on disk (netCDF draws + provenance JSON, each written atomically)
+under a content hash of the model, its hyper-parameters, the data, the sampler settings
+and the package versions, much like posteriordb's reference posteriors carry their
+provenance.
+
+Chain layout. ``chain_method="parallel"`` (the default) puts one chain on each XLA CPU
+device; on the 2-core machine it needs about half the wall time of "vectorized" or
+"sequential" (numbers in :class:`ReferenceConfig`). JAX exposes one CPU device
+unless asked for more *before its backend starts* (the first JAX computation of the
+process), so ``import zoo`` asks for :data:`HOST_DEVICES` devices if the backend
+has not started and the user has not chosen a count (:func:`zoo.request_host_devices`;
+``ZOO_HOST_DEVICES=1`` in the environment turns this off). Extra host devices do not
+slow single-device work (measured: a Cholesky/matmul loop and a small-op loop took the
+same time with 1 and 4 devices). If the devices are missing anyway (something ran JAX
+before this import), "parallel" falls back to "sequential", which yields bit-for-bit the
+same draws (verified), so import order can change the speed, never the result.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import jax
+import numpy as np
+import numpyro
+from numpyro.infer import MCMC, NUTS
+
+from ..inference.posterior import DrawsPosterior, FitInfo
+from ..models.base import Site
+from . import arviz_adapter as adapter
+from .inputs import check_design
+
+# The host-device request lives in zoo/__init__.py so that it happens at `import zoo`,
+# before anything can start the JAX backend.
+from zoo import HOST_DEVICES, HOST_DEVICES_REQUESTED, request_host_devices  # noqa: E402,F401
+
+
+
+# --------------------------------------------------------------------------------------
+# The certification rule: the one place where its thresholds live.
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Certification:
+    """When a NUTS run may serve as ground truth.
+
+    rhat_max: rank-normalized split R-hat of every coordinate at most this (Vehtari et al.
+    2021 recommend 1.01); ess_bulk_min / ess_tail_min: bulk and tail ESS of every
+    coordinate at least this (their recommendation of 100 per chain, 4 chains) - so the
+    reference mean is known to within sd/20, and its 5%/95% quantiles are usable;
+    max_divergences: divergent transitions after warmup allowed (any divergence means
+    NUTS missed part of the posterior, which biases it without showing in R-hat).
+    """
+
+    rhat_max: float = 1.01
+    ess_bulk_min: float = 400.0
+    ess_tail_min: float = 400.0
+    max_divergences: int = 0
+
+
+CERTIFICATION = Certification()
+RHAT_MAX = CERTIFICATION.rhat_max
+ESS_BULK_MIN = CERTIFICATION.ess_bulk_min
+ESS_TAIL_MIN = CERTIFICATION.ess_tail_min
+MAX_DIVERGENCES = CERTIFICATION.max_divergences
+
+#: at most this many per-coordinate sentences per criterion; the rest are counted
+_MAX_SENTENCES_PER_CHECK = 10
+#: bump when the cache layout changes, so old entries are recomputed rather than misread
+CACHE_FORMAT = 1
+#: NumPyro per-draw fields kept as ArviZ sample_stats (numpyro name -> arviz name)
+_EXTRA_FIELDS = {
+    "diverging": "diverging",
+    "num_steps": "n_steps",
+    "accept_prob": "acceptance_rate",
+    "energy": "energy",
+    "potential_energy": "lp",  # stored negated: lp = -potential energy
+    "adapt_state.step_size": "step_size",
+}
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    """NUTS settings of the reference.
+
+    chain_method: "parallel" by default (one chain per CPU device; falls back to
+    "sequential" when the process has fewer devices than chains). Measured on the
+    2-core machine, PCVM on 60 Ripley points, M=60, 4 chains x (1000 warmup + 1000
+    draws), one process per layout, 2 runs x 2 rounds, load 2-3 from other jobs,
+    wall seconds (CPU seconds): parallel 11-20 (19-23), vectorized 25-33 (24-35),
+    sequential 26-40 (37-49). (At load 5-8 with 500 + 500 iterations: parallel
+    24-45 (16), vectorized 26-44 (19-24), sequential 53-104 (32-35).)
+    "parallel" and "sequential" give identical draws (verified bit for bit);
+    "vectorized" draws differ (batched arithmetic changes the last bits, and NUTS
+    trajectories amplify that), so the layout is part of the cache key.
+    max_doublings: when certification fails only on R-hat/ESS with zero divergences,
+    the chains are continued until the draws double, at most this many times.
+    """
+
+    num_chains: int = 4
+    num_warmup: int = 1000
+    num_samples: int = 1000
+    target_accept: float = 0.9
+    max_tree_depth: int = 10
+    seed: int = 0
+    chain_method: str = "parallel"
+    max_doublings: int = 2
+
+    def __post_init__(self):
+        if self.chain_method not in ("parallel", "sequential", "vectorized"):
+            raise ValueError(
+                f"chain_method must be 'parallel', 'sequential' or 'vectorized'; got {self.chain_method!r}"
+            )
+        for name in ("num_chains", "num_warmup", "num_samples", "max_tree_depth"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"ReferenceConfig.{name} must be a positive integer")
+        if not 0.0 < self.target_accept < 1.0:
+            raise ValueError(f"target_accept must lie in (0, 1); got {self.target_accept}")
+        if self.max_doublings < 0:
+            raise ValueError("max_doublings must be >= 0")
+
+    def sampler_settings(self) -> dict[str, Any]:
+        """The settings that determine the draws (the cache key's share of the config).
+
+        parallel and sequential produce the same draws, so they share a layout name.
+        """
+        settings = asdict(self)
+        settings.pop("chain_method")
+        settings["chain_layout"] = "vectorized" if self.chain_method == "vectorized" else "per-chain"
+        settings["sampler"] = "numpyro.NUTS"
+        return settings
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    """A NUTS reference posterior with its certificate and provenance.
+
+    posterior: DrawsPosterior over spec.sites(M), draws (chains, draws, *shape).
+    idata: ArviZ InferenceData (posterior, sample_stats incl. diverging, constant_data
+    Phi and y). certified: passes :data:`CERTIFICATION`; failures: why not, as sentences.
+    diagnostics: rhat_max, ess_bulk_min, ess_tail_min, divergences, per_site (lists).
+    seconds: wall time of the sampling, compilation included (from the original run when
+    read from the cache); compile_seconds: the part of it JAX spent tracing and compiling.
+    """
+
+    posterior: DrawsPosterior
+    idata: Any
+    certified: bool
+    failures: list[str]
+    diagnostics: dict[str, Any]
+    seconds: float
+    provenance: dict[str, Any]
+    compile_seconds: float = 0.0
+    from_cache: bool = False
+    cache_path: str | None = None
+
+    @property
+    def sites(self) -> tuple[Site, ...]:
+        return self.posterior.sites
+
+    def require_certified(self) -> "Reference":
+        """Return self, or raise if the reference may not serve as ground truth."""
+        if not self.certified:
+            raise RuntimeError("NUTS reference is not certified: " + "; ".join(self.failures))
+        return self
+
+
+# --------------------------------------------------------------------------------------
+# Certification
+# --------------------------------------------------------------------------------------
+def _coordinate_names(site: Site) -> list[str]:
+    if site.shape == ():
+        return [site.name]
+    return [f"{site.name}[{','.join(map(str, i))}]" for i in np.ndindex(*site.shape)]
+
+
+def _count_divergences(divergences) -> int:
+    arr = np.asarray(divergences)
+    if arr.ndim == 0:
+        return int(arr)
+    return int(np.sum(arr.astype(bool)))
+
+
+def _jsonable(x):
+    """numpy -> plain Python; NaN/inf -> None, so the JSON is strict."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    return x
+
+
+def _check_failures(diag: dict, sites: tuple[Site, ...], divergences: int, rule: Certification):
+    """(sentences, kinds): one sentence per failing coordinate and criterion."""
+    sentences: list[str] = []
+    kinds: set[str] = set()
+    checks = (
+        ("rhat", "R-hat", lambda v: not (v <= rule.rhat_max), lambda v: f"{v:.3f} > {rule.rhat_max}"),
+        ("ess_bulk", "bulk ESS", lambda v: not (v >= rule.ess_bulk_min), lambda v: f"{v:.0f} < {rule.ess_bulk_min:.0f}"),
+        ("ess_tail", "tail ESS", lambda v: not (v >= rule.ess_tail_min), lambda v: f"{v:.0f} < {rule.ess_tail_min:.0f}"),
+    )
+    for key, label, fails, describe in checks:
+        bad = []
+        for s in sites:
+            values = np.asarray(diag["per_site"][s.name][key], dtype=float).ravel()
+            bad.extend((name, v) for name, v in zip(_coordinate_names(s), values) if fails(v))
+        if bad:
+            kinds.add(key)
+        for name, v in bad[:_MAX_SENTENCES_PER_CHECK]:
+            shown = "NaN (constant or non-finite draws)" if not np.isfinite(v) else describe(v)
+            sentences.append(f"{name}: {label} {shown}")
+        if len(bad) > _MAX_SENTENCES_PER_CHECK:
+            sentences.append(f"... and {len(bad) - _MAX_SENTENCES_PER_CHECK} more coordinates fail the {label} check")
+    if divergences > rule.max_divergences:
+        kinds.add("divergences")
+        sentences.append(
+            f"{divergences} divergent transitions after warmup (allowed: {rule.max_divergences})"
+        )
+    return sentences, kinds
+
+
+def certify(idata_or_draws, sites: tuple[Site, ...], divergences, *, rule: Certification = CERTIFICATION):
+    """Apply the certification rule to any draws.
+
+    idata_or_draws: InferenceData, or {site: (chains, draws, *shape)}.
+    divergences: a count, or the (chains, draws) boolean ``diverging`` array.
+    Returns (certified, failures, diagnostics); diagnostics holds rhat_max, ess_bulk_min,
+    ess_tail_min, divergences and per_site {name: {rhat, ess_bulk, ess_tail}} as lists.
+    """
+    sites = tuple(sites)
+    idata = idata_or_draws
+    if isinstance(idata_or_draws, dict):
+        idata = adapter.draws_to_idata(idata_or_draws, sites)
+    diag = adapter.summary_diagnostics(idata, sites=sites)
+    n_div = _count_divergences(divergences)
+    failures, _ = _check_failures(diag, sites, n_div, rule)
+    diagnostics = _diagnostics_dict(diag, n_div, idata)
+    return not failures, failures, diagnostics
+
+
+def _diagnostics_dict(diag: dict, n_div: int, idata) -> dict:
+    post = idata.posterior
+    return {
+        "rhat_max": diag["rhat_max"],
+        "ess_bulk_min": diag["ess_bulk_min"],
+        "ess_tail_min": diag["ess_tail_min"],
+        "divergences": n_div,
+        "n_chains": int(post.sizes["chain"]),
+        "n_draws": int(post.sizes["draw"]),
+        "per_site": {
+            name: {k: np.asarray(v).tolist() for k, v in vals.items()} for name, vals in diag["per_site"].items()
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Hashing and the disk cache
+# --------------------------------------------------------------------------------------
+def package_versions() -> dict[str, str]:
+    return {
+        "jax": jax.__version__,
+        "numpyro": numpyro.__version__,
+        "arviz": adapter.ARVIZ_VERSION,
+        "numpy": np.__version__,
+    }
+
+
+def _array_digest(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    h = hashlib.sha256()
+    h.update(repr(a.shape).encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _draws_digest(draws: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(draws):
+        h.update(name.encode())
+        h.update(_array_digest(draws[name]).encode())
+    return h.hexdigest()
+
+
+def cache_key(spec, Phi: np.ndarray, y: np.ndarray, config: ReferenceConfig) -> str:
+    """Content hash of (model + hyper-parameters, data, sampler settings, package versions)."""
+    payload = {
+        "spec": spec.to_dict(),
+        "Phi": _array_digest(Phi),
+        "y": _array_digest(y),
+        "sampler": config.sampler_settings(),
+        "versions": package_versions(),
+        "cache_format": CACHE_FORMAT,
+    }
+    text = json.dumps(_jsonable(payload), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _atomic_write_text(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _cache_paths(cache_dir, key: str) -> tuple[str, str]:
+    base = os.path.join(os.fspath(cache_dir), f"nuts-{key[:32]}")
+    return base + ".nc", base + ".json"
+
+
+def _write_cache(cache_dir, key: str, reference: Reference) -> str:
+    """netCDF first, provenance JSON last: the JSON is the commit mark of an entry, and it
+    names the digest of the draws it belongs to, so a half-written or swapped netCDF
+    file is detected on reading."""
+    nc_path, json_path = _cache_paths(cache_dir, key)
+    adapter.to_netcdf(reference.idata, nc_path)
+    record = {
+        "cache_format": CACHE_FORMAT,
+        "cache_key": key,
+        "draws_sha256": _draws_digest(reference.posterior.draws),
+        "certified": reference.certified,
+        "failures": reference.failures,
+        "diagnostics": reference.diagnostics,
+        "seconds": reference.seconds,
+        "compile_seconds": reference.compile_seconds,
+        "provenance": reference.provenance,
+    }
+    _atomic_write_text(json_path, json.dumps(_jsonable(record), indent=1, sort_keys=True))
+    return nc_path
+
+
+def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...]) -> Reference | None:
+    """The cached Reference, or None when there is no complete, intact entry."""
+    nc_path, json_path = _cache_paths(cache_dir, key)
+    if not (os.path.exists(nc_path) and os.path.exists(json_path)):
+        return None
+    try:
+        with open(json_path) as fh:
+            record = json.load(fh)
+        if record.get("cache_format") != CACHE_FORMAT or record.get("cache_key") != key:
+            raise ValueError("cache record belongs to another key or format")
+        idata = adapter.from_netcdf(nc_path)
+        draws = adapter.idata_to_draws(idata, sites)
+        if _draws_digest(draws) != record["draws_sha256"]:
+            raise ValueError("draws do not match the digest recorded with them")
+        diagnostics = record["diagnostics"]
+        info = _fit_info(
+            record["certified"], record["failures"], record["seconds"], record["compile_seconds"],
+            record["provenance"]["sampler"], diagnostics,
+        )
+        posterior = DrawsPosterior(spec, sites, draws, info)
+    except Exception as err:  # any damage: recompute, never crash or trust it
+        warnings.warn(f"ignoring unreadable reference cache entry {nc_path}: {type(err).__name__}: {err}")
+        return None
+    return Reference(
+        posterior=posterior, idata=idata, certified=bool(record["certified"]),
+        failures=list(record["failures"]), diagnostics=diagnostics,
+        seconds=float(record["seconds"]), provenance=record["provenance"],
+        compile_seconds=float(record["compile_seconds"]), from_cache=True, cache_path=nc_path,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Sampling
+# --------------------------------------------------------------------------------------
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+class _CompileTimer:
+    """Sum of JAX's own tracing/lowering/compilation durations while active."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def _listener(self, event: str, duration: float, **_):
+        if event in _COMPILE_EVENTS:
+            self.seconds += float(duration)
+
+    def __enter__(self):
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self._listener)
+        return False
+
+
+def effective_chain_method(config: ReferenceConfig) -> str:
+    """The layout actually used. "parallel" needs one device per chain; without them the
+    chains run "sequential" - the same draws bit for bit, only slower - with a warning."""
+    if config.chain_method == "parallel" and jax.local_device_count() < config.num_chains:
+        warnings.warn(
+            f"chain_method='parallel' needs {config.num_chains} CPU devices but JAX has "
+            f"{jax.local_device_count()}; running the chains one after another (same draws, "
+            "slower). Import zoo (or call zoo.request_host_devices()) before any JAX computation "
+            "to get them."
+        )
+        return "sequential"
+    return config.chain_method
+
+
+def _collect(mcmc) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    draws = {k: np.asarray(v, dtype=float) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    return draws, extra
+
+
+def _sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    stats = {}
+    for numpyro_name, arviz_name in _EXTRA_FIELDS.items():
+        if numpyro_name in extra:
+            value = extra[numpyro_name]
+            stats[arviz_name] = -value if numpyro_name == "potential_energy" else value
+    stats["diverging"] = stats["diverging"].astype(bool)
+    return stats
+
+
+def _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics) -> FitInfo:
+    return FitInfo(
+        engine="nuts",
+        converged=bool(certified),
+        n_iter=int(sampler["num_warmup"]) + int(sampler["num_samples_total"]),
+        reason="; ".join(failures),
+        seconds=max(float(seconds) - float(compile_seconds), 0.0),
+        compile_seconds=float(compile_seconds),
+        objective="",
+        extra={"certified": bool(certified), "divergences": diagnostics.get("divergences")},
+    )
+
+
+def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
+                  progress: bool = False) -> Reference:
+    """NUTS on ``spec.model(Phi, y)``, certified (or not) by :data:`CERTIFICATION`.
+
+    Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1).
+    cache_dir: folder of the disk cache (None: no cache). A hit returns the stored
+    Reference with ``from_cache=True`` and the original run's timings.
+    """
+    Phi, y = check_design(Phi, y)
+    sites = tuple(spec.sites(Phi.shape[1]))
+    key = cache_key(spec, Phi, y, config)
+    if cache_dir is not None:
+        cached = _read_cache(cache_dir, key, spec, sites)
+        if cached is not None:
+            return cached
+
+    method = effective_chain_method(config)
+    kernel = NUTS(spec.model, target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth)
+    mcmc = MCMC(
+        kernel, num_warmup=config.num_warmup, num_samples=config.num_samples,
+        num_chains=config.num_chains, chain_method=method, progress_bar=progress,
+    )
+    fields = tuple(_EXTRA_FIELDS)
+    attempts = []
+    with _CompileTimer() as compile_timer:
+        # seconds counts the sampler only (not the diagnostics between attempts)
+        start = time.perf_counter()
+        mcmc.run(jax.random.PRNGKey(config.seed), Phi, y=y, extra_fields=fields)
+        draws, extra = _collect(mcmc)
+        seconds = time.perf_counter() - start
+        certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites)
+        attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
+        doublings = 0
+        # More draws may fix too-small ESS or a slowly mixing chain; they cannot fix
+        # divergences (a geometry problem), so those stop the loop.
+        while not certified and kinds <= {"rhat", "ess_bulk", "ess_tail"} and doublings < config.max_doublings:
+            n_more = next(iter(draws.values())).shape[1]
+            start = time.perf_counter()
+            # continue every chain from its last state with the adapted step size and mass
+            # matrix: the new draws extend the same Markov chains
+            mcmc.post_warmup_state = mcmc.last_state
+            mcmc.num_samples = n_more
+            mcmc.run(mcmc.post_warmup_state.rng_key, Phi, y=y, extra_fields=fields)
+            more_draws, more_extra = _collect(mcmc)
+            seconds += time.perf_counter() - start
+            draws = {k: np.concatenate([draws[k], more_draws[k]], axis=1) for k in draws}
+            extra = {k: np.concatenate([extra[k], more_extra[k]], axis=1) for k in extra}
+            doublings += 1
+            certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites)
+            attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
+    compile_seconds = min(compile_timer.seconds, seconds)
+
+    sampler = dict(config.sampler_settings(), chain_method=method, num_samples_total=int(
+        next(iter(draws.values())).shape[1]), doublings=doublings)
+    provenance = {
+        "sampler": sampler,
+        "seed": config.seed,
+        "certification_rule": asdict(CERTIFICATION),
+        "checks": _checks(diagnostics),
+        "certified": certified,
+        "attempts": attempts,
+        "diagnostics": {k: v for k, v in diagnostics.items() if k != "per_site"},
+        "package_versions": package_versions(),
+        "python": platform.python_version(),
+        "devices": jax.local_device_count(),
+        "spec": spec.to_dict(),
+        "data": {"Phi_sha256": _array_digest(Phi), "y_sha256": _array_digest(y),
+                 "n": int(Phi.shape[0]), "n_basis": int(Phi.shape[1])},
+        "cache_key": key,
+        "seconds": seconds,
+        "compile_seconds": compile_seconds,
+        "timing_note": "seconds is wall time of warmup + sampling including JIT compilation; "
+                       "compile_seconds is JAX's own tracing/lowering/compile time within it",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    provenance = _jsonable(provenance)
+    idata = adapter.draws_to_idata(
+        draws, sites, constant_data={"Phi": Phi, "y": y}, sample_stats=_sample_stats(extra),
+        attrs={"sampler": "numpyro.NUTS", "certified": certified, "cache_key": key},
+    )
+    info = _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics)
+    reference = Reference(
+        posterior=DrawsPosterior(spec, sites, draws, info), idata=idata, certified=certified,
+        failures=failures, diagnostics=_jsonable(diagnostics), seconds=seconds, provenance=provenance,
+        compile_seconds=compile_seconds, from_cache=False,
+    )
+    if cache_dir is not None:
+        path = _write_cache(cache_dir, key, reference)
+        reference = replace(reference, cache_path=path)
+    return reference
+
+
+def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir) -> Reference | None:
+    """The cached Reference for these inputs, or None (no entry, or a damaged one).
+
+    Never samples: a report can show a reference without paying for NUTS.
+    """
+    Phi, y = check_design(Phi, y)
+    sites = tuple(spec.sites(Phi.shape[1]))
+    return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites)
+
+
+def _certify_run(draws, extra, sites):
+    idata = adapter.draws_to_idata(draws, sites)
+    diag = adapter.summary_diagnostics(idata, sites=sites)
+    n_div = _count_divergences(extra["diverging"])
+    failures, kinds = _check_failures(diag, sites, n_div, CERTIFICATION)
+    return not failures, failures, _diagnostics_dict(diag, n_div, idata), kinds
+
+
+def _attempt(draws, certified, failures, diagnostics, seconds) -> dict:
+    return {"num_samples": int(next(iter(draws.values())).shape[1]), "certified": bool(certified),
+            "n_failures": len(failures), "rhat_max": diagnostics["rhat_max"],
+            "ess_bulk_min": diagnostics["ess_bulk_min"], "ess_tail_min": diagnostics["ess_tail_min"],
+            "divergences": diagnostics["divergences"], "seconds": float(seconds)}
+
+
+def _checks(diagnostics: dict) -> list[dict]:
+    rule = CERTIFICATION
+    return [
+        {"check": f"R-hat <= {rule.rhat_max} for every coordinate", "value": diagnostics["rhat_max"],
+         "passed": bool(diagnostics["rhat_max"] <= rule.rhat_max)},
+        {"check": f"bulk ESS >= {rule.ess_bulk_min:.0f} for every coordinate", "value": diagnostics["ess_bulk_min"],
+         "passed": bool(diagnostics["ess_bulk_min"] >= rule.ess_bulk_min)},
+        {"check": f"tail ESS >= {rule.ess_tail_min:.0f} for every coordinate", "value": diagnostics["ess_tail_min"],
+         "passed": bool(diagnostics["ess_tail_min"] >= rule.ess_tail_min)},
+        {"check": f"divergences <= {rule.max_divergences}", "value": diagnostics["divergences"],
+         "passed": bool(diagnostics["divergences"] <= rule.max_divergences)},
+    ]

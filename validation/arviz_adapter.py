@@ -250,7 +250,9 @@ def posterior_attrs(idata: az.InferenceData) -> dict[str, Any]:
     return dict(idata.posterior.attrs)
 
 
-def plot_forest(idatas: dict[str, az.InferenceData], var_names, path, *, hdi_prob: float = 0.94) -> str:
+def plot_forest(
+    idatas: dict[str, az.InferenceData], var_names, path, *, hdi_prob: float = 0.94, colors=None
+) -> str:
     """Forest plot (HDI intervals per coordinate) of several posteriors side by side, saved as PNG.
 
     idatas: {label: InferenceData}, e.g. {"NUTS": ref.idata, "Laplace": ...}. Drawn on an
@@ -273,6 +275,7 @@ def plot_forest(idatas: dict[str, az.InferenceData], var_names, path, *, hdi_pro
         az.plot_forest(
             data, model_names=labels, var_names=list(var_names), combined=True,
             hdi_prob=hdi_prob, ax=ax, show=False,
+            **({"colors": list(colors)} if colors is not None else {}),
         )
     fig.tight_layout()
     path = os.fspath(path)

@@ -1,0 +1,82 @@
+"""Which engines exist for which model, under which CLI names.
+
+Two ways to call an engine:
+
+* ``fixed``: ``fit(spec, Phi, y, config=None) -> Posterior`` at the spec's frozen
+  hyper-parameters. ``zoo compare`` uses it, so every engine is measured on the same
+  posterior p(w | y, alpha) as the NUTS reference.
+* ``end_to_end``: ``fit(Phi_all, y, *, seed) -> EndToEndFit`` - the engine as its paper
+  runs it, selecting its own hyper-parameters and basis functions from all candidate
+  columns. The classifier and the benchmarks use it.
+
+Engine modules are imported lazily so that importing the registry stays cheap.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+
+class EndToEndFit(NamedTuple):
+    """An engine's own end-to-end fit: its posterior over the kept columns."""
+
+    posterior: Any  # Posterior over sites of spec.sites(len(active))
+    spec: Any  # the frozen spec it selected
+    active: np.ndarray  # indices of the kept candidate columns
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    name: str
+    kind: str  # "gaussian" | "point" | "draws"
+    description: str
+    fixed: str  # "module:function"
+    end_to_end: str | None = None
+
+    @staticmethod
+    def _resolve(target: str) -> Callable:
+        module, func = target.split(":")
+        return getattr(importlib.import_module(f"zoo.inference.{module}"), func)
+
+    def fit(self) -> Callable:
+        return self._resolve(self.fixed)
+
+    def fit_end_to_end(self) -> Callable:
+        if self.end_to_end is None:
+            raise ValueError(f"engine {self.name!r} has no end-to-end mode")
+        return self._resolve(self.end_to_end)
+
+
+ENGINES: dict[str, dict[str, EngineEntry]] = {
+    "pcvm": {
+        "em": EngineEntry(
+            "em", "point",
+            "PCVM EM (Chen, Tino & Yao 2009): MAP of the truncated-prior probit model",
+            "em:fit", "em:fit_end_to_end",
+        ),
+        "laplace": EngineEntry(
+            "laplace", "gaussian",
+            "EPCVM Laplace (Chen, Tino & Yao 2014): Gaussian at the mode of the surrogate model",
+            "laplace:fit", "laplace:fit_end_to_end",
+        ),
+        "ep": EngineEntry(
+            "ep", "gaussian",
+            "EPCVM EP (Chen, Tino & Yao 2014): likelihood and truncation sites",
+            "expectation_propagation:fit", "expectation_propagation:fit_end_to_end",
+        ),
+    },
+}
+
+
+def get_engine(model: str, engine: str) -> EngineEntry:
+    if model not in ENGINES:
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(ENGINES))}")
+    engines = ENGINES[model]
+    if engine not in engines:
+        raise ValueError(
+            f"model {model!r} has no engine {engine!r}; available: {', '.join(engines)}"
+        )
+    return engines[engine]

@@ -1,0 +1,84 @@
+"""A scikit-learn compatible classifier over any (model, engine) pair.
+
+    from zoo.classifier import SparseBayesClassifier
+    from sklearn.model_selection import GridSearchCV
+    search = GridSearchCV(SparseBayesClassifier(model="pcvm", engine="laplace"),
+                          {"width": [0.35, 0.5, 0.7, 1.0]}, cv=5)
+    search.fit(X, y)            # any two class labels
+    search.predict_proba(X_test)
+
+``fit`` runs the engine end to end (it selects its own hyper-parameters and basis
+functions, as its paper does). Inputs are used as given: standardize them first (the
+papers do, and `zoo.validation.datasets.load` does).
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+import zoo  # noqa: F401  (float64 on)
+from zoo.inference.registry import get_engine
+from zoo.models.basis import pcvm_basis
+from zoo.validation.inputs import check_binary_labels, check_features
+
+
+class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
+    """Sparse Bayesian kernel classifier.
+
+    Parameters
+    ----------
+    model : str, default "pcvm"
+    engine : str, default "laplace"   (pcvm: "laplace", "ep", "em")
+    width : float, default 1.0        RBF kernel width (k = exp(-r^2 / (2 width^2)))
+    seed : int, default 0             for engines with random initialization (em)
+
+    Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
+    ``active_`` (indices of the training points kept as basis functions), ``n_basis_``.
+    """
+
+    def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0):
+        self.model = model
+        self.engine = engine
+        self.width = width
+        self.seed = seed
+
+    def fit(self, X, y):
+        X = check_features(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be a vector with one label per row of X ({X.shape[0]}); got shape {y.shape}")
+        classes = np.unique(y)
+        if classes.size != 2:
+            raise ValueError(
+                f"y must hold exactly two classes; found {classes.size}"
+                + (" (one class only)" if classes.size == 1 else "")
+            )
+        if not np.isfinite(self.width) or self.width <= 0:
+            raise ValueError(f"width must be a positive number, got {self.width!r}")
+        self.classes_ = classes
+        y01 = check_binary_labels((y == classes[1]).astype(float), n_samples=X.shape[0])
+        if self.model != "pcvm":
+            raise ValueError(f"model {self.model!r} has no classifier yet; available: pcvm")
+        entry = get_engine(self.model, self.engine)
+        basis = pcvm_basis(X, y01, self.width)
+        fit = entry.fit_end_to_end()(basis.transform(X), y01, seed=self.seed)
+        self.posterior_ = fit.posterior
+        self.spec_ = fit.spec
+        self.active_ = np.asarray(fit.active)
+        self.basis_ = basis.subset(self.active_)
+        self.n_basis_ = int(self.active_.size)
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict_proba(self, X):
+        check_is_fitted(self, "posterior_")
+        X = check_features(X, n_features=self.n_features_in_)
+        p1 = np.clip(self.posterior_.predict_proba(self.basis_.transform(X)), 0.0, 1.0)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict(self, X):
+        return self.classes_[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
+
+    def decision_function(self, X):
+        return self.predict_proba(X)[:, 1] - 0.5

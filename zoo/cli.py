@@ -1,0 +1,138 @@
+"""The ``zoo`` command line.
+
+    zoo compare            # PCVM on Ripley, engines em,laplace,ep against NUTS -> ./zoo-report/
+    zoo compare --model pcvm --data banana --split 3 --engines laplace,ep --param width=0.7
+    zoo datasets           # names, sizes and sources of the embedded data
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _parse_params(items: list[str]) -> dict[str, float]:
+    params = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"--param takes name=value, got {item!r}")
+        name, value = item.split("=", 1)
+        try:
+            params[name.strip()] = float(value)
+        except ValueError:
+            raise SystemExit(f"--param {name}: value {value!r} is not a number") from None
+    return params
+
+
+def _default_cache_dir() -> str:
+    return os.environ.get(
+        "ZOO_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
+    )
+
+
+def _cmd_compare(args) -> int:
+    from zoo.validation.compare import CompareConfig, compare
+    from zoo.validation.reference import ReferenceConfig
+    from zoo.validation.report import write_report
+
+    ref_cfg = ReferenceConfig(
+        num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
+        target_accept=args.target_accept, seed=args.seed,
+    )
+    config = CompareConfig(
+        model=args.model, data=args.data, split=args.split,
+        engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
+        params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
+        cache_dir=None if args.no_cache else args.cache_dir,
+    )
+    progress = not args.no_progress and sys.stderr.isatty()
+    try:
+        comp = compare(config, progress=progress)
+    except ValueError as err:  # bad arguments or data: one clear line, no traceback
+        print(f"zoo compare: error: {err}", file=sys.stderr)
+        return 2
+    files = write_report(comp, args.out)
+    print(summary_table(comp.results))
+    print(f"\nreport: {files['report']}")
+    return 0
+
+
+def summary_table(res) -> str:
+    ref = res["reference"]
+    status = "certified" if ref["certified"] else "NOT CERTIFIED: " + "; ".join(ref["failures"])
+    lines = [
+        f"{res['model']} on {res['data']} (split {res['split']}), n_train={res['n_train']}, "
+        f"n_basis={res['hyper'].get('n_basis')}, width={res['hyper'].get('width')}",
+        f"NUTS reference: {status} (R-hat max {ref['rhat_max']:.4f}, ESS bulk/tail min "
+        f"{ref['ess_bulk_min']:.0f}/{ref['ess_tail_min']:.0f}, divergences {ref['divergences']}, "
+        f"{ref['seconds']:.1f} s); NUTS test error {res['nuts_test_error']:.4f}",
+        "",
+        f"{'engine':<9}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'xNUTS':>9}",
+    ]
+
+    def f(v, spec):
+        width = int(spec.split(".")[0])
+        return format(v, spec) if v is not None else format("null", f">{width}")
+
+    for name, r in res["engines"].items():
+        lines.append(
+            f"{name:<9}{f(r['pred_mae'], '10.5f')}{f(r['std_mean_err_median'], '11.3f')}"
+            f"{f(r['sd_ratio_median'], '10.3f')}{f(r['khat'], '8.2f')}{f(r['test_error'], '10.4f')}"
+            f"{f(r['seconds'], '10.4f')}{f(r['speedup_vs_nuts'], '9.0f')}"
+        )
+    missed = [t for t in res.get("targets", []) if t["met"] is False]
+    if missed:
+        lines.append("")
+        lines += [f"target missed: {t['engine']} {t['metric']} = {t['value']:.4g} (target {t['op']} {t['target']})" for t in missed]
+    return "\n".join(lines)
+
+
+def _cmd_datasets(args) -> int:
+    from zoo.validation import datasets
+
+    rows = datasets.describe()
+    print(f"{'name':<15}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  source")
+    for r in rows:
+        print(f"{r['name']:<15}{r['n_train']:>7}{r['n_test']:>7}{r['dim']:>5}{r['n_splits']:>8}  {r['source']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zoo", description="Sparse Bayesian classifier zoo")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser(
+        "compare",
+        help="fit engines and a NUTS reference on one frozen spec and data; write a report",
+        description="Selection happens once (kernel width by CV, alpha and the active basis by the "
+        "laplace engine); NUTS and every engine then approximate the same posterior.",
+    )
+    c.add_argument("--model", default="pcvm", help="model name (default: pcvm)")
+    c.add_argument("--data", default="ripley", help="data set name, see `zoo datasets` (default: ripley)")
+    c.add_argument("--split", type=int, default=0, help="k-th seeded train/test split (ripley has one)")
+    c.add_argument("--engines", default="em,laplace,ep", help="comma-separated engines (default: em,laplace,ep)")
+    c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a scalar hyper-parameter (repeatable), e.g. width=0.5, alpha=10")
+    c.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
+    c.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain")
+    c.add_argument("--samples", type=int, default=1000, help="NUTS draws per chain")
+    c.add_argument("--target-accept", type=float, default=0.9, help="NUTS target acceptance")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", default="zoo-report", help="output folder (default ./zoo-report)")
+    c.add_argument("--cache-dir", default=_default_cache_dir(), help="where NUTS references are cached")
+    c.add_argument("--no-cache", action="store_true", help="always rerun NUTS")
+    c.add_argument("--no-progress", action="store_true", help="no progress bars")
+    c.set_defaults(func=_cmd_compare)
+
+    d = sub.add_parser("datasets", help="list the embedded data sets")
+    d.set_defaults(func=_cmd_datasets)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

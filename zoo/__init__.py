@@ -57,6 +57,7 @@ if not _os.path.isdir(_os.path.join(_here, "models")) and _os.path.isdir(
 # default threads on a busy 2-core machine against ~1 ms with one (both through JAX's
 # LAPACK and numpy). Set ZOO_BLAS_THREADS to override.
 try:
+    import scipy.linalg as _scipy_linalg  # noqa: F401  (load scipy's own OpenBLAS so it is limited too)
     from threadpoolctl import threadpool_limits as _threadpool_limits
 
     _threadpool_limits(int(_os.environ.get("ZOO_BLAS_THREADS", "1")), user_api="blas")

@@ -29,7 +29,7 @@ from sklearn.svm import SVC
 import zoo  # noqa: F401
 from zoo.classifier import SparseBayesClassifier
 from zoo.validation import datasets
-from zoo.validation.compare import write_json_atomic
+from zoo.validation.atomic import write_json_atomic
 
 WIDTHS = (0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6)
 SVC_C = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
@@ -58,7 +58,7 @@ def run_cell(name: str, method: str, k: int, hyper: dict, seed: int) -> dict:
     s = datasets.load(name, k)
     t0 = time.perf_counter()
     if method == "svc":
-        est = SVC(kernel="rbf", probability=False, **hyper).fit(s.X_train, s.y_train)
+        est = SVC(kernel="rbf", **hyper).fit(s.X_train, s.y_train)
         score = est.decision_function(s.X_test)
         pred = est.predict(s.X_test)
         n_basis = int(est.n_support_.sum())

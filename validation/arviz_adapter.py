@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from typing import Any
 
@@ -28,6 +27,7 @@ with warnings.catch_warnings():
     import arviz as az
 
 from ..models.base import Site
+from .atomic import atomic_write
 
 #: dims of the data arrays stored next to the draws (constant_data / observed_data)
 DATA_DIMS: dict[str, tuple[str, ...]] = {
@@ -216,27 +216,10 @@ def psis_khat(log_weights) -> tuple[float, np.ndarray]:
     return float(np.asarray(khat)), np.asarray(smoothed)
 
 
-def _atomic_target(path: str) -> tuple[str, str]:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".nc", dir=folder)
-    os.close(fd)
-    return path, tmp
-
-
 def to_netcdf(idata: az.InferenceData, path) -> str:
     """Write idata to ``path`` atomically: a temporary file in the same folder, then
     os.replace, so a reader never sees a half-written file."""
-    path, tmp = _atomic_target(path)
-    try:
-        idata.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: idata.to_netcdf(tmp, engine="h5netcdf"), suffix=".nc")
 
 
 def from_netcdf(path) -> az.InferenceData:
@@ -278,16 +261,4 @@ def plot_forest(
             **({"colors": list(colors)} if colors is not None else {}),
         )
     fig.tight_layout()
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=folder)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png", dpi=110)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")

@@ -146,7 +146,7 @@ def importance_log_weights(approx, spec, Phi, y, theta: np.ndarray) -> tuple[np.
     Returns (log_weights (n,), inside (n,) bool). Draws outside the target's support
     (a negative weight of a "nonnegative" site) have weight zero: log w = -inf there.
     """
-    inside = _inside(approx, theta)
+    inside = _inside(support_mask(spec, Phi), theta)
     log_w = np.full(theta.shape[0], -np.inf)
     if inside.any():
         log_p = np.asarray(log_joint_fn(spec, Phi, y)(jnp.asarray(theta[inside])))
@@ -162,10 +162,11 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray) -> tuple[float | None, 
     of the weight distribution and do not change its upper tail, which is what k
     measures. How much proposal mass was wasted is reported separately.
     """
+    mask = support_mask(spec, Phi)
     if approx.kind == "point":
-        return None, "point estimate: no proposal density", _outside_fraction(approx, theta)
+        return None, "point estimate: no proposal density", 1.0 - float(_inside(mask, theta).mean())
     if not hasattr(approx, "log_density_flat"):
-        return None, f"{approx.kind} posterior: no proposal density", _outside_fraction(approx, theta)
+        return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean())
     log_w, inside = importance_log_weights(approx, spec, Phi, y, theta)
     outside = float(1.0 - inside.mean())
     finite = np.isfinite(log_w)
@@ -188,33 +189,30 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray) -> tuple[float | None, 
     return khat, None, outside
 
 
-def _inside(approx, theta) -> np.ndarray:
-    mask = approx.support_mask()
+def support_mask(spec, Phi) -> np.ndarray:
+    """Boolean per flat coordinate of ``spec``'s model on Phi: True where its support is >= 0."""
+    return np.concatenate([np.full(s.size, s.support == "nonnegative") for s in spec.sites(np.shape(Phi)[1])])
+
+
+def _inside(mask, theta) -> np.ndarray:
     return np.all(theta[:, mask] >= 0.0, axis=1) if mask.any() else np.ones(theta.shape[0], bool)
 
 
-def _proposal_draws_for_khat(approx, theta, key, n_draws: int) -> np.ndarray:
-    """theta plus further proposal draws until KHAT_TARGET_INSIDE lie in the support."""
-    if approx.kind != "gaussian" or not approx.support_mask().any():
+def _proposal_draws_for_khat(approx, mask, theta, key, n_draws: int) -> np.ndarray:
+    """theta plus further proposal draws until KHAT_TARGET_INSIDE lie in the target's support."""
+    if approx.kind != "gaussian" or not mask.any():
         return theta
     target = min(KHAT_TARGET_INSIDE, n_draws)
-    batches, inside = [theta], int(_inside(approx, theta).sum())
+    batches, inside = [theta], int(_inside(mask, theta).sum())
     total, cap = theta.shape[0], KHAT_MAX_DRAWS_FACTOR * n_draws
     batch_key = jax.random.fold_in(key, 1)
     while inside < target and total < cap:
         batch_key, sub = jax.random.split(batch_key)
         more = np.asarray(approx.sample_flat(sub, n_draws), dtype=float)
         batches.append(more)
-        inside += int(_inside(approx, more).sum())
+        inside += int(_inside(mask, more).sum())
         total += more.shape[0]
     return np.concatenate(batches, axis=0)
-
-
-def _outside_fraction(approx, theta) -> float:
-    mask = approx.support_mask()
-    if not mask.any():
-        return 0.0
-    return float(1.0 - np.all(theta[:, mask] >= 0.0, axis=1).mean())
 
 
 def _labels01(y, name: str) -> np.ndarray:
@@ -290,7 +288,10 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
     y_test = _labels01(y_test, "y_test")
     if y_test.shape[0] != Phi_test.shape[0] or y_train.shape[0] != Phi_train.shape[0]:
         raise ValueError("labels and design matrices have different numbers of rows")
-    spec = approx.spec
+    # The importance weights are p(theta, y) / q(theta) for the model the *reference*
+    # samples: for a row measured against a model variant (laplace vs its surrogate) that
+    # is the variant, with the variant's support, not the approximation's own spec.
+    spec = ref_post.spec
     null_reasons: dict[str, str] = {}
 
     ref_flat = ref_post.flat_draws()
@@ -328,7 +329,7 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
     predictive, reasons = predictive_metrics(p, p_ref, y_test)
     null_reasons.update(reasons)
 
-    theta_khat = _proposal_draws_for_khat(approx, theta, key, n_draws)
+    theta_khat = _proposal_draws_for_khat(approx, support_mask(spec, Phi_train), theta, key, n_draws)
     khat, khat_reason, outside = pareto_khat(approx, spec, Phi_train, y_train, theta_khat)
     if khat is None:
         null_reasons["khat"] = khat_reason

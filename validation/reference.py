@@ -34,7 +34,6 @@ import json
 import math
 import os
 import platform
-import tempfile
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -48,6 +47,7 @@ from numpyro.infer import MCMC, NUTS
 from ..inference.posterior import DrawsPosterior, FitInfo
 from ..models.base import Site
 from . import arviz_adapter as adapter
+from .atomic import write_text_atomic
 from .inputs import check_design
 
 # The host-device request lives in zoo/__init__.py so that it happens at `import zoo`,
@@ -324,19 +324,7 @@ def cache_key(spec, Phi: np.ndarray, y: np.ndarray, config: ReferenceConfig) -> 
 
 
 def _atomic_write_text(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_text_atomic(path, text)
 
 
 def _cache_paths(cache_dir, key: str) -> tuple[str, str]:

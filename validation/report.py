@@ -6,18 +6,17 @@ leaves a half-written report that looks finished.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import jax
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+# Figures are drawn on matplotlib Figure objects (Agg canvas at savefig), never through
+# pyplot: importing this module must not switch the backend of a user's notebook or script.
+from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import arviz_adapter  # noqa: E402
-from .compare import Comparison, write_json_atomic  # noqa: E402
+from .atomic import atomic_write, write_json_atomic, write_text_atomic
+from .compare import Comparison  # noqa: E402
 
 from .metrics import THRESHOLDS  # noqa: E402
 
@@ -29,24 +28,7 @@ def _color(name: str) -> str:
 
 
 def _save_fig(fig, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _write_text_atomic(text: str, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"), suffix=".png")
 
 
 def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
@@ -106,14 +88,15 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     files["results"] = os.path.join(out_dir, "results.json")
     write_json_atomic(res, files["results"])
     files["report"] = os.path.join(out_dir, "report.md")
-    _write_text_atomic(render_markdown(res, files, out_dir), files["report"])
+    write_text_atomic(files["report"], render_markdown(res, files, out_dir))
     return files
 
 
 def _plot_probabilities(comp: Comparison, path: str) -> None:
     p_ref = comp.reference.posterior.predict_proba(comp.prepared.Phi_test)
     names = list(comp.posteriors)
-    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 4), squeeze=False)
+    fig = Figure(figsize=(4 * len(names), 4))
+    axes = fig.subplots(1, len(names), squeeze=False)
     for ax, name in zip(axes[0], names):
         p = comp.posteriors[name].predict_proba(comp.prepared.Phi_test)
         ax.scatter(p_ref, p - p_ref, s=4, alpha=0.5, color=_color(name))
@@ -129,7 +112,8 @@ def _plot_probabilities(comp: Comparison, path: str) -> None:
 def _plot_weight_metrics(comp: Comparison, path: str) -> None:
     names = comp.reference.posterior.flat_names()
     x = np.arange(len(names))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(6, 0.35 * len(names) + 2), 7), sharex=True)
+    fig = Figure(figsize=(max(6, 0.35 * len(names) + 2), 7))
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
     for name, row in comp.results["engines"].items():
         ax1.plot(x, row["std_mean_err"], "o", ms=4, label=name, color=_color(name))
         if row.get("sd_ratio") is not None:
@@ -156,7 +140,8 @@ def _plot_boundary(comp: Comparison, path: str) -> None:
     g1, g2 = np.meshgrid(np.linspace(lo[0], hi[0], 120), np.linspace(lo[1], hi[1], 120))
     grid = np.column_stack([g1.ravel(), g2.ravel()])
     Phi_grid = comp.prepared.basis.transform(grid)
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    fig = Figure(figsize=(6.5, 5.5))
+    ax = fig.subplots()
     ax.scatter(X[y == 0, 0], X[y == 0, 1], s=10, marker="o", color="0.6", label="class 0")
     ax.scatter(X[y == 1, 0], X[y == 1, 1], s=10, marker="^", color="0.3", label="class 1")
     centres = comp.prepared.basis.centres

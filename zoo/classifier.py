@@ -78,7 +78,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
-        return self.classes_[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
+        proba = self.predict_proba(X)  # first: raises NotFittedError before classes_ is read
+        return self.classes_[(proba[:, 1] > 0.5).astype(int)]
 
     def decision_function(self, X):
         return self.predict_proba(X)[:, 1] - 0.5

@@ -15,12 +15,12 @@ def _parse_params(items: list[str]) -> dict[str, float]:
     params = {}
     for item in items:
         if "=" not in item:
-            raise SystemExit(f"--param takes name=value, got {item!r}")
+            raise ValueError(f"--param takes name=value, got {item!r}")
         name, value = item.split("=", 1)
         try:
             params[name.strip()] = float(value)
         except ValueError:
-            raise SystemExit(f"--param {name}: value {value!r} is not a number") from None
+            raise ValueError(f"--param {name}: value {value!r} is not a number") from None
     return params
 
 
@@ -35,20 +35,20 @@ def _cmd_compare(args) -> int:
     from zoo.validation.reference import ReferenceConfig
     from zoo.validation.report import write_report
 
-    ref_cfg = ReferenceConfig(
-        num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
-        target_accept=args.target_accept, seed=args.seed,
-    )
-    config = CompareConfig(
-        model=args.model, data=args.data, split=args.split,
-        engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
-        params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
-        cache_dir=None if args.no_cache else args.cache_dir,
-    )
     progress = not args.no_progress and sys.stderr.isatty()
-    try:
+    try:  # bad arguments or data end in one clear line, not a traceback
+        ref_cfg = ReferenceConfig(
+            num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
+            target_accept=args.target_accept, seed=args.seed,
+        )
+        config = CompareConfig(
+            model=args.model, data=args.data, split=args.split,
+            engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
+            params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
+            cache_dir=None if args.no_cache else args.cache_dir,
+        )
         comp = compare(config, progress=progress)
-    except ValueError as err:  # bad arguments or data: one clear line, no traceback
+    except ValueError as err:
         print(f"zoo compare: error: {err}", file=sys.stderr)
         return 2
     files = write_report(comp, args.out)

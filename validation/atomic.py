@@ -57,6 +57,7 @@ def write_json_atomic(obj: Any, path) -> str:
 
 
 def _jsonable(o: Any) -> Any:
+    """numpy -> plain Python; NaN/inf -> None, so the JSON is strict."""
     if isinstance(o, dict):
         return {str(k): _jsonable(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):

@@ -31,7 +31,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 import os
 import platform
 import time
@@ -47,7 +46,7 @@ from numpyro.infer import MCMC, NUTS
 from ..inference.posterior import DrawsPosterior, FitInfo
 from ..models.base import Site
 from . import arviz_adapter as adapter
-from .atomic import write_text_atomic
+from .atomic import _jsonable, write_text_atomic
 from .inputs import check_design
 
 # The host-device request lives in zoo/__init__.py so that it happens at `import zoo`,
@@ -198,24 +197,6 @@ def _count_divergences(divergences) -> int:
     if arr.ndim == 0:
         return int(arr)
     return int(np.sum(arr.astype(bool)))
-
-
-def _jsonable(x):
-    """numpy -> plain Python; NaN/inf -> None, so the JSON is strict."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    return x
 
 
 def _check_failures(diag: dict, sites: tuple[Site, ...], divergences: int, rule: Certification):

@@ -24,21 +24,12 @@ from zoo.inference import expectation_propagation as ep
 from zoo.inference.posterior import GaussianPosterior
 from zoo.models.basis import pcvm_basis
 from zoo.models.pcvm import PCVM
-from zoo.data import open_text
+from shared_models import ripley_subset as ripley
 
 
 # one compilation each instead of op-by-op dispatch (the tests call them many times)
 site_moments = jax.jit(ep.site_moments)
 update_site = jax.jit(ep.update_site)
-
-
-def ripley(n: int, seed: int):
-    """n Ripley training points (inputs standardized), a fixed random subset."""
-    d = np.loadtxt(open_text("ripley/synth.tr"), skiprows=1)
-    X, y = d[:, :2], d[:, 2]
-    X = (X - X.mean(0)) / X.std(0)
-    idx = np.random.default_rng(seed).choice(X.shape[0], n, replace=False)
-    return X[idx], y[idx]
 
 
 @pytest.fixture(scope="module")

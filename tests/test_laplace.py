@@ -20,20 +20,11 @@ from numpyro.infer.util import log_density
 from scipy.special import ndtr
 
 import zoo  # noqa: F401  (float64)
-from zoo.data import open_text
+from shared_models import ripley_subset as ripley
 from zoo.inference import laplace
 from zoo.inference.posterior import GaussianPosterior
 from zoo.models.basis import pcvm_basis
 from zoo.models.pcvm import PCVM
-
-
-def ripley(n: int, seed: int):
-    """n Ripley training points (inputs standardized), a fixed random subset."""
-    d = np.loadtxt(open_text("ripley/synth.tr"), skiprows=1)
-    X, y = d[:, :2], d[:, 2]
-    X = (X - X.mean(0)) / X.std(0)
-    idx = np.random.default_rng(seed).choice(X.shape[0], n, replace=False)
-    return X[idx], y[idx]
 
 
 @pytest.fixture(scope="module")

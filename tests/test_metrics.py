@@ -15,12 +15,8 @@ import json
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
-from jax.scipy.special import ndtr
 from scipy.special import ndtr as scipy_ndtr
 from scipy.integrate import quad
 from scipy.stats import chi2, norm
@@ -28,7 +24,6 @@ from sklearn.metrics import roc_auc_score
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior, PointPosterior
-from zoo.models.base import Site
 from zoo.models.pcvm import PCVM
 from zoo.validation import metrics
 from zoo.validation.metrics import (
@@ -42,52 +37,12 @@ from zoo.validation.metrics import (
     importance_log_weights,
     posterior_metrics,
 )
+from shared_models import NormalMeans
 
 S_CHAINS, S_DRAWS = 4, 1000
 S = S_CHAINS * S_DRAWS
 MEAN_TOL = 4.0 / math.sqrt(S)  # standardized units
 SD_TOL = 4.0 / math.sqrt(2.0 * S)  # relative
-
-
-class NormalMeans:
-    """mu_j ~ N(0, tau^2); the columns of Phi are observations x_ij ~ N(mu_j, sigma^2).
-
-    The posterior is Gaussian: mu_j ~ N(sum_i x_ij / sigma^2 / P, 1/P), P = 1/tau^2 + n/sigma^2.
-    ``y`` is not used by the likelihood; the metrics still need 0/1 labels (for k-hat's
-    log density call and the test-set classification scores, whose link is probit of
-    f = Phi mu).
-    """
-
-    name = "normal_means"
-
-    def __init__(self, tau=2.0, sigma=1.0):
-        self.tau, self.sigma = tau, sigma
-
-    def sites(self, M):
-        return (Site("mu", (M,), "real", ("basis",)),)
-
-    def model(self, Phi, y=None):
-        mu = numpyro.sample("mu", dist.Normal(0.0, self.tau).expand([Phi.shape[1]]).to_event(1))
-        numpyro.sample("x", dist.Normal(mu, self.sigma).to_event(1), obs=Phi)
-
-    def linear_predictor(self, params, Phi):
-        return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["mu"]))
-
-    def prob(self, f):
-        return ndtr(f)
-
-    def gaussian_prob(self, mean_f, var_f):
-        return ndtr(mean_f / jnp.sqrt(1.0 + var_f))
-
-    def flat_design(self, Phi):
-        return jnp.asarray(Phi)
-
-    def to_dict(self):
-        return {"model": self.name, "tau": self.tau, "sigma": self.sigma}
-
-    def exact_posterior(self, Phi):
-        precision = 1.0 / self.tau**2 + Phi.shape[0] / self.sigma**2
-        return Phi.sum(0) / self.sigma**2 / precision, 1.0 / math.sqrt(precision)
 
 
 INFO = FitInfo("test", True, 0)

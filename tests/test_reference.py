@@ -3,17 +3,12 @@ rule on good and deliberately bad chains, and the disk cache."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import warnings
 
-import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
-from jax.scipy.special import ndtr
 
 import zoo  # noqa: F401  (float64)
 from zoo.models.base import Site
@@ -26,41 +21,7 @@ from zoo.validation.reference import (
     package_versions,
     run_reference,
 )
-
-
-class NormalMeans:
-    """Conjugate known-answer model: mu_j ~ N(0, tau^2), and the columns of Phi are
-    observations x_ij ~ N(mu_j, sigma^2), so mu_j | x ~ N(sum_i x_ij / sigma^2 / P, 1/P)
-    with P = 1/tau^2 + n/sigma^2.
-
-    ``y`` (0/1 labels, required by the reference's input checks) does not enter the
-    likelihood; linear_predictor/prob make the spec a complete ModelSpec.
-    """
-
-    name = "normal_means"
-
-    def __init__(self, tau=2.0, sigma=1.0):
-        self.tau, self.sigma = tau, sigma
-
-    def sites(self, M):
-        return (Site("mu", (M,), "real", ("basis",)),)
-
-    def model(self, Phi, y=None):
-        mu = numpyro.sample("mu", dist.Normal(0.0, self.tau).expand([Phi.shape[1]]).to_event(1))
-        numpyro.sample("x", dist.Normal(mu, self.sigma).to_event(1), obs=Phi)
-
-    def linear_predictor(self, params, Phi):
-        return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["mu"]))
-
-    def prob(self, f):
-        return ndtr(f)
-
-    def to_dict(self):
-        return {"model": self.name, "tau": self.tau, "sigma": self.sigma}
-
-    def exact_posterior(self, Phi):
-        precision = 1.0 / self.tau**2 + Phi.shape[0] / self.sigma**2
-        return Phi.sum(0) / self.sigma**2 / precision, 1.0 / math.sqrt(precision)
+from shared_models import NormalMeans
 
 
 # 4 chains x 150 draws reach a tail ESS of 286 on this model (seed 0): short of 400,

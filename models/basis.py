@@ -11,6 +11,7 @@ write ``exp(-theta^2 ||x - x'||^2)``; the two agree for ``theta = 1 / (sqrt(2) w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,8 @@ def rbf_kernel(A: np.ndarray, B: np.ndarray, width: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LinearBasis:
-    """Phi(x) = x (the bias is a separate site of each model, never a column here)."""
+    """Phi(x) = x. Models with a bias site (PCVM) use it as is; models whose bias is a
+    weight (GGSM probit) wrap it: ``WithBias(LinearBasis.fit(X))`` gives [1 | x]."""
 
     n_features: int
 
@@ -51,6 +53,9 @@ class LinearBasis:
     def transform(self, X: np.ndarray) -> np.ndarray:
         X = check_features(X, n_features=self.n_features)
         return X.copy()
+
+    def subset(self, columns: np.ndarray) -> "ColumnSubset":
+        return ColumnSubset(self, np.asarray(columns, dtype=int))
 
     @property
     def n_basis(self) -> int:
@@ -98,6 +103,40 @@ class RBFBasis:
     @property
     def n_basis(self) -> int:
         return self.centres.shape[0]
+
+
+@dataclass(frozen=True, eq=False)
+class WithBias:
+    """[1 | inner(x)]: a constant first column, for models whose bias is one of the
+    weights under the common prior (GGSM probit, as in its paper)."""
+
+    inner: Any
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        Phi = self.inner.transform(X)
+        return np.concatenate([np.ones((Phi.shape[0], 1)), Phi], axis=1)
+
+    def subset(self, columns: np.ndarray) -> "ColumnSubset":
+        return ColumnSubset(self, np.asarray(columns, dtype=int))
+
+    @property
+    def n_basis(self) -> int:
+        return 1 + self.inner.n_basis
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnSubset:
+    """Some columns of another basis (the weights an engine kept)."""
+
+    base: Any
+    columns: np.ndarray
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        return self.base.transform(X)[:, self.columns]
+
+    @property
+    def n_basis(self) -> int:
+        return int(self.columns.size)
 
 
 def pcvm_basis(X: np.ndarray, y01: np.ndarray, width: float) -> RBFBasis:

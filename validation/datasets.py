@@ -105,6 +105,7 @@ __all__ = [
     "spiral_points",
     "cross_sample",
     "overlap_sample",
+    "ggig_linear",
 ]
 
 #: First word of every SeedSequence used for splits and synthetic data. Never change it:
@@ -966,3 +967,49 @@ def load_esl_mixture() -> EslMixture:
     ]
     _readonly(*arrays)
     return EslMixture(*arrays)
+
+
+#: SeedSequence id of the GGIG linear design (a parametrized generator, not a table
+#: entry; ids 1-20 belong to _SEED_IDS and are never reused)
+_GGIG_LINEAR_SEED_ID = 21
+
+
+def ggig_linear(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: int = 3000,
+                n_features: int = 50, weight: float = 3.0) -> Split:
+    """The feature-selection design of the GGIG paper, Section 6.1.
+
+    x ~ N(0, I_d) with d = ``n_features`` (50); w = [3, ..., 3, 0, ..., 0] with
+    ``n_relevant`` threes (n_f in {2, 4, 8, 16, 32, 50} in the paper); the label is
+    1[x^T w + eps > 0], eps ~ N(0, 1); ``n_train`` in {50, 200} and 3000 test points from
+    the same model. Inputs are returned raw (they are already standard normal); there is
+    no bias in the generator. Every (n_relevant, n_train, repetition) has its own seeded
+    stream, and the test points of a repetition do not depend on n_train.
+    """
+    for value, what in ((n_relevant, "n_relevant"), (n_train, "n_train"), (n_test, "n_test"),
+                        (n_features, "n_features")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    if n_relevant > n_features:
+        raise ValueError(f"n_relevant ({n_relevant}) exceeds n_features ({n_features})")
+    if isinstance(repetition, bool) or not isinstance(repetition, (int, np.integer)) or repetition < 0:
+        raise ValueError(f"repetition must be a non-negative integer, got {repetition!r}")
+    w = np.zeros(n_features)
+    w[:n_relevant] = weight
+
+    def draw(stream: int, n: int):
+        bg = _bitgen(_GGIG_LINEAR_SEED_ID, n_features, n_relevant, int(repetition), stream, n)
+        X = _normal(bg, n * n_features).reshape(n, n_features)
+        y = (X @ w + _normal(bg, n) > 0).astype(np.float64)
+        return X, y
+
+    X_train, y_train = draw(0, n_train)
+    X_test, y_test = draw(1, n_test)
+    return Split(
+        name="ggig_linear", split=int(repetition), X_train=X_train, y_train=y_train,
+        X_test=X_test, y_test=y_test, feature_names=tuple(f"x{i + 1}" for i in range(n_features)),
+        standardization=None,
+        source=(f"generated: GGIG Section 6.1 design, d = {n_features}, n_f = {n_relevant}, "
+                f"w = {weight:g} on the relevant features; repetition {repetition}, "
+                f"SeedSequence[{PROJECT_SEED}, {_GGIG_LINEAR_SEED_ID}, {n_features}, {n_relevant}, "
+                f"{repetition}, stream, n]"),
+    )

@@ -65,7 +65,14 @@ Rules (NOTES.md 2.5, with the truncated prior):
 * the action taken is the one with the largest predicted Delta L;
 * stop when there is nothing left to do: no candidate can be added, no basis must be
   deleted and every in-model |Delta log alpha| (bias included) is below
-  ``min_delta_log_alpha`` -> converged. The iteration cap stops with converged=False.
+  ``min_delta_log_alpha`` (or gains less than ``min_delta_log_evidence``) -> converged.
+  The iteration cap stops with converged=False, and so does a return to a state already
+  visited (same active set and alphas): the rules are deterministic in that state, so
+  the run would cycle forever. That happens with EPCVM_Lap on diabetis (width 1, 374
+  points): add k is predicted to gain 0.0013 nats, and from the next state delete k
+  is predicted to gain 0.0018 (the indicator site divided out of the in-model factors
+  never entered the out-of-model ones). The run stops at the cycle's state with the
+  highest log evidence (with ``score``, at the best-scoring state visited, as always).
 
 After every action the engine re-Gaussianizes at the new active set (Laplace: a Newton
 solve warm-started at the previous mode), so the realized change of the log evidence
@@ -154,7 +161,13 @@ class SelectionConfig:
         evidence gain is below this many nats is not taken. Without it, nearly separable
         data (thyroid, a 112-point subset, widths 0.5 and 1.0) let EP's selection creep
         for 1000 steps: alphas drift towards 0 by ~0.2% a step at gains of 5e-7 nats, each
-        step just above min_delta_log_alpha. Additions and deletions are never filtered.
+        step just above min_delta_log_alpha (on separable data the evidence is nearly flat
+        along a joint scaling of all alphas). Additions and deletions are never filtered.
+        1e-4 rather than 1e-5: on 5-fold-CV training sets of heart, breast_cancer and
+        diabetis it halved the steps of Laplace and EP selection (e.g. EP on heart at
+        width 2: 1000 capped steps -> 761 converged; Laplace on breast_cancer at width 1:
+        1000 -> 122) for evidence losses of 0.05-0.65 nats and identical validation and
+        test errors.
     zero_factor: theta = q^2 - s below this counts as 0 (SparseBayes ZeroFactor).
     max_iter: cap on the number of actions.
     template: the PCVM spec whose link constants (surrogate slope, indicator sharpness)
@@ -166,7 +179,7 @@ class SelectionConfig:
     reestimate_bias: bool = True
     max_alpha_bias: float = 1e6
     min_delta_log_alpha: float = 1e-3
-    min_delta_log_evidence: float = 1e-5
+    min_delta_log_evidence: float = 1e-4
     zero_factor: float = 1e-12
     max_iter: int = 1000
     template: PCVM = field(default_factory=PCVM)
@@ -428,6 +441,12 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
 
     converged, reason, n_iter = False, "", 0
     factors = None
+    # Cycle guard: the rules are deterministic in (active set, alpha), so a return to a
+    # visited state repeats forever. It happens when the in-model and out-of-model
+    # factors of one column disagree (EPCVM_Lap's indicator site is divided out of the
+    # first but never entered the second): add k predicts a gain, and so does delete k.
+    visited = {_state_key(active, alpha, alpha_bias): 0}
+    light_states = [(active, alpha, alpha_bias)]
     while True:
         factors = sparsity_quality_factors(g, Phi_all, active, alpha, alpha_bias)
         action, note = _choose_action(factors, active, alpha, alpha_bias, config, K)
@@ -472,6 +491,27 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
             sc = score(g)
             if sc <= best[0]:
                 best = (sc, n_iter, active, alpha, alpha_bias, g)
+        key = _state_key(active, alpha, alpha_bias)
+        if key in visited:
+            first = visited[key]
+            cycle = history[first:]
+            reason = (f"cycle: step {n_iter} returned to the state of step {first} ("
+                      + ", ".join(f"{h['action']} {h['index']}" for h in cycle[:6])
+                      + (", ..." if len(cycle) > 6 else "") + "); stopped there")
+            if score is None:
+                # every state of the cycle recurs; keep the one with the highest evidence
+                j = first + int(np.argmax(trace[first:n_iter]))
+                if j != first:  # the state of step `first` is the current one
+                    active, alpha, alpha_bias = light_states[j]
+                    warm = WarmStart(_map_mean(np.asarray(g.mean), light_states[first][0], active), g,
+                                     active, light_states[first][0])
+                    g = gaussianize(_spec_for(config.template, alpha, alpha_bias), Phi_all[:, active], t, warm)
+                    _check_gaussianized(g, N, len(active))
+                    reason += f"; returned the cycle's best state (step {j})"
+            factors = None  # the loop's factors belong to the state before the last action
+            break
+        visited[key] = n_iter
+        light_states.append((active, alpha, alpha_bias))
 
     best_iteration = None
     if score is not None:
@@ -493,6 +533,13 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
         n_inner_unconverged=n_inner_bad,
         best_iteration=best_iteration,
     )
+
+
+def _state_key(active: np.ndarray, alpha: np.ndarray, alpha_bias: float) -> tuple:
+    """Hashable selection state; alphas to 10 significant digits (a revisit reproduces
+    them to round-off, since the same factors give the same s^2 / theta)."""
+    return (tuple(int(k) for k in active), tuple(float(f"{a:.10g}") for a in alpha),
+            float(f"{alpha_bias:.10g}"))
 
 
 def _check_gaussianized(g: Gaussianized, N: int, M: int) -> None:

@@ -179,6 +179,33 @@ def test_selection_on_exact_gaussian_evidence_realizes_every_predicted_gain(regr
     assert res.spec.alpha.shape == res.active.shape and not res.spec.surrogate
 
 
+def test_a_return_to_a_visited_state_stops_the_selection_at_the_cycles_best_state(regression):
+    """An engine whose in-model factors contradict its out-of-model ones (here: it
+    reports a huge per-weight site that its covariance does not contain, so every kept
+    weight looks irrelevant while every dropped one looks worth adding) makes add k /
+    delete k repeat forever. The guard stops at the first revisited state and returns
+    the cycle's state with the highest log evidence."""
+    Phi, t, beta = regression
+    y01 = (t > np.median(t)).astype(float)
+    exact = regression_gaussianizer(t, beta)
+
+    def contradictory(spec, Phi_active, y, warm_start):
+        g = exact(spec, Phi_active, y, warm_start)
+        site = np.r_[0.0, np.full(Phi_active.shape[1], 1e6)]
+        return g._replace(site_precision=site, site_shift=np.zeros_like(site))
+
+    res = bs.select_basis(Phi, y01, contradictory, config=bs.SelectionConfig(max_iter=200))
+    assert not res.converged and res.reason.startswith("cycle"), res.reason
+    assert res.n_iter < 200
+    first = int(res.reason.split("state of step ")[1].split(" ")[0])
+    cycle_evidence = res.trace[first:res.n_iter]
+    assert len(cycle_evidence) >= 2
+    assert res.posterior.log_evidence == pytest.approx(cycle_evidence.max(), abs=1e-9)
+    design = np.c_[np.ones(len(t)), Phi[:, res.active]]
+    prior = np.r_[res.alpha_bias, res.alpha]
+    assert res.posterior.log_evidence == pytest.approx(log_evidence(design, t, np.full(len(t), beta), prior))
+
+
 # --------------------------------------------------------------------------------------
 # The Laplace Gaussianization
 # --------------------------------------------------------------------------------------

@@ -9,7 +9,14 @@ can only save time, never change a result; every file still passes when run alon
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+# The CLI keeps JAX's compiled programs in a persistent cache (zoo.enable_compilation_cache);
+# tests must not write into the user's home, so point it at a fresh temporary folder.
+os.environ.setdefault("ZOO_JAX_CACHE", tempfile.mkdtemp(prefix="zoo-test-jax-cache-"))
 
 import zoo  # noqa: F401  (before any JAX computation: float64 and CPU devices for parallel chains)
 from zoo.validation.reference import ReferenceConfig

@@ -64,4 +64,27 @@ try:
 except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep defaults
     pass
 
+
+
+def enable_compilation_cache(path: str | None = None) -> str:
+    """Keep JAX's compiled programs on disk, so a new process skips recompilation.
+
+    Every engine compiles its loops once per shape bucket (EM's top-down loop takes
+    ~7 s); a benchmark or CLI run that starts many processes, or is run again, pays that
+    once. ``path`` defaults to env ZOO_JAX_CACHE, else ``~/.cache/zoo/jax``. Not switched
+    on at import (a library should not write to the user's home unasked); the CLI and
+    the benchmarks call it. Compiled programs are keyed by JAX on the program, the jax
+    version and the backend, so a stale entry is never used. Returns the directory.
+    """
+    path = path or _os.environ.get("ZOO_JAX_CACHE") or _os.path.join(
+        _os.environ.get("ZOO_CACHE_DIR")
+        or _os.path.join(_os.path.expanduser("~"), ".cache", "sparse-bayes-zoo"),
+        "jax",
+    )
+    _os.makedirs(path, exist_ok=True)
+    _jax.config.update("jax_compilation_cache_dir", path)
+    _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    return path
+
+
 __version__ = "0.1.0"

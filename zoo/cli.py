@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    import zoo
+
+    zoo.enable_compilation_cache()
     return args.func(args)
 
 

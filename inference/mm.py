@@ -55,6 +55,7 @@ paper's setting for reproduction runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ from ..models.ggsm_probit import GGSMProbit
 from ..validation.inputs import check_design, check_positive
 from .posterior import FitInfo, PointPosterior
 
-__all__ = ["MMConfig", "MMResult", "RULES", "run", "fit", "objective"]
+__all__ = ["MMConfig", "MMResult", "RULES", "run", "fit", "fit_end_to_end", "objective"]
 
 RULES = ("ggig", "lap", "gj", "stu")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -322,15 +323,22 @@ def objective(spec: GGSMProbit, Phi, y, w, *, config: MMConfig | None = None) ->
                             spec.q, spec.a, spec.b, config.gamma, config.stu_c, config.stu_d))
 
 
-def fit(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None) -> PointPosterior:
+def _config(config: MMConfig | None, overrides: dict) -> MMConfig:
+    config = config or MMConfig()
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
+def fit(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None, **overrides) -> PointPosterior:
     """The MM answer as a point posterior over the spec's sites (lam, w).
+
+    ``overrides`` replace fields of ``config`` (the registry binds ``rule`` this way).
 
     For ggig, lam is 1/<1/lambda> at the final w (eq. 11, the value the last E-step used);
     for lap it is 1/gamma. gj and stu have no shared lambda; their lam entry is the
     ggig value at their w under the spec's prior (so the point lies in the spec's space),
     stated in ``info.extra["lam_note"]``.
     """
-    config = config or MMConfig()
+    config = _config(config, overrides)
     res = run(spec, Phi, y, config=config)
     w = res.w
     inv_lam = res.inv_lambda
@@ -352,3 +360,22 @@ def fit(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None) -> PointPos
                "n_active": int(np.sum(w != 0)), "lam_note": note, "rule": config.rule},
     )
     return PointPosterior(spec, spec.sites(w.size), np.concatenate([[1.0 / inv_lam], w]), info)
+
+
+def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GGSMProbit | None = None,
+                   config: MMConfig | None = None, **overrides):
+    """Registry form: the MM fit on all columns, reported over the columns it kept.
+
+    Pruning is the engine's own selection (exact zeros are dropped); ``seed`` is unused
+    (the start is deterministic). Returns an EndToEndFit whose posterior lives on
+    ``spec.sites(len(active))``; predict with ``posterior.predict_proba(Phi[:, active])``.
+    """
+    from .registry import EndToEndFit
+
+    spec = spec or GGSMProbit()
+    full = fit(spec, Phi_all, y, config=config, **overrides)
+    w = full.mean_flat()[1:]
+    active = np.flatnonzero(w)
+    posterior = PointPosterior(spec, spec.sites(active.size),
+                               np.concatenate([full.mean_flat()[:1], w[active]]), full.info)
+    return EndToEndFit(posterior=posterior, spec=spec, active=active)

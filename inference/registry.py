@@ -13,6 +13,7 @@ Engine modules are imported lazily so that importing the registry stays cheap.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
@@ -35,11 +36,14 @@ class EngineEntry:
     description: str
     fixed: str  # "module:function"
     end_to_end: str | None = None
+    # keyword arguments bound into both functions: one engine module can serve several
+    # named engines (GGSM's mm module runs the ggig, lap, gj and stu rules)
+    options: tuple[tuple[str, Any], ...] = ()
 
-    @staticmethod
-    def _resolve(target: str) -> Callable:
+    def _resolve(self, target: str) -> Callable:
         module, func = target.split(":")
-        return getattr(importlib.import_module(f"zoo.inference.{module}"), func)
+        fn = getattr(importlib.import_module(f"zoo.inference.{module}"), func)
+        return functools.partial(fn, **dict(self.options)) if self.options else fn
 
     def fit(self) -> Callable:
         return self._resolve(self.fixed)
@@ -66,6 +70,29 @@ ENGINES: dict[str, dict[str, EngineEntry]] = {
             "ep", "gaussian",
             "EPCVM EP (Chen, Tino & Yao 2014): likelihood and truncation sites",
             "expectation_propagation:fit", "expectation_propagation:fit_end_to_end",
+        ),
+    },
+    "ggsm-probit": {
+        "mm": EngineEntry(
+            "mm", "point",
+            "GGIG (Liu, Wu & Zhou): MM/EM over the latent z and lambda, generalized normal prior",
+            "mm:fit", "mm:fit_end_to_end", (("rule", "ggig"),),
+        ),
+        "lap": EngineEntry(
+            "lap", "point",
+            "LAP (Figueiredo 2003): Laplace prior with a fixed rate gamma - GGIG at q = 1, a >> n",
+            "mm:fit", "mm:fit_end_to_end", (("rule", "lap"),),
+        ),
+        "gj": EngineEntry(
+            "gj", "point",
+            "GJ (Figueiredo 2003): Gaussian-Jeffreys prior - the q -> 0 limit of GGIG",
+            "mm:fit", "mm:fit_end_to_end", (("rule", "gj"),),
+        ),
+        "stu": EngineEntry(
+            "stu", "point",
+            "STU (Chen, Tino & Yao 2009): one Gamma(c, d) precision per weight (Student-t); "
+            "not a special case of GGIG",
+            "mm:fit", "mm:fit_end_to_end", (("rule", "stu"),),
         ),
     },
 }

@@ -46,12 +46,13 @@ def fitted(request, ripley):
 # --------------------------------------------------------------------------------------
 def test_get_set_params_and_clone():
     clf = SparseBayesClassifier(engine="em", width=0.5, seed=3)
-    assert clf.get_params() == {"model": "pcvm", "engine": "em", "width": 0.5, "seed": 3}
+    assert clf.get_params() == {"model": "pcvm", "engine": "em", "width": 0.5, "seed": 3,
+                                "basis": "rbf", "q": None, "gamma": None}
     assert clf.set_params(width=0.9) is clf and clf.width == 0.9
     twin = clone(clf)
     assert twin is not clf and twin.get_params() == clf.get_params()
     with pytest.raises(ValueError, match="Invalid parameter"):
-        clf.set_params(gamma=1.0)
+        clf.set_params(kernel="rbf")
 
 
 def test_predict_before_fit_raises_not_fitted(ripley):
@@ -171,3 +172,29 @@ def test_wrong_number_of_features_at_predict(fitted, ripley):
         fitted.predict(np.column_stack([X_test, X_test[:, :1]]))
     with pytest.raises(ValueError, match="NaN"):
         fitted.predict_proba(np.array([[0.0, np.nan]]))
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(model="pcvm", q=0.5), "q and gamma do not apply"),
+    (dict(model="pcvm", basis="linear"), "kernel model"),
+    (dict(model="ggsm-probit", engine="mm", gamma=0.4), "lap engine's rate"),
+    (dict(model="ggsm-probit", engine="mm", basis="poly"), "basis must be"),
+    (dict(model="ggsm-probit", engine="mm", q=3.0), "q must lie in"),
+    (dict(model="ggsm-probit", engine="laplace"), "no engine"),
+])
+def test_invalid_model_options_raise_clear_errors(params, match):
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 2)), np.r_[np.zeros(10), np.ones(10)]
+    with pytest.raises(ValueError, match=match):
+        SparseBayesClassifier(**params).fit(X, y)
+
+
+def test_ggsm_probit_classifier_predicts_with_the_columns_it_kept():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(80, 6))
+    y = (X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=80) > 0).astype(int)
+    clf = SparseBayesClassifier(model="ggsm-probit", engine="mm", basis="linear", q=0.5).fit(X, y)
+    assert 1 <= clf.n_basis_ <= 7  # bias + 6 features at most
+    proba = clf.predict_proba(X)
+    assert proba.shape == (80, 2) and np.all((proba >= 0) & (proba <= 1))
+    assert np.mean(clf.predict(X) == y) > 0.85

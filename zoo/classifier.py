@@ -7,6 +7,10 @@
     search.fit(X, y)            # any two class labels
     search.predict_proba(X_test)
 
+    # GGSM probit: the shape q by CV, as its paper does (linear basis with bias)
+    GridSearchCV(SparseBayesClassifier(model="ggsm-probit", engine="mm", basis="linear"),
+                 {"q": [0.1, 0.5, 1.0, 1.5, 2.0]}, cv=5).fit(X, y)
+
 ``fit`` runs the engine end to end (it selects its own hyper-parameters and basis
 functions, as its paper does). Inputs are used as given: standardize them first (the
 papers do, and `zoo.validation.datasets.load` does).
@@ -19,7 +23,8 @@ from sklearn.utils.validation import check_is_fitted
 
 import zoo  # noqa: F401  (float64 on)
 from zoo.inference.registry import get_engine
-from zoo.models.basis import pcvm_basis
+from zoo.models.basis import LinearBasis, RBFBasis, WithBias, pcvm_basis
+from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation.inputs import check_binary_labels, check_features
 
 
@@ -28,20 +33,30 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    model : str, default "pcvm"
-    engine : str, default "laplace"   (pcvm: "laplace", "ep", "em")
+    model : str, default "pcvm"       "pcvm" or "ggsm-probit"
+    engine : str, default "laplace"   pcvm: "laplace", "ep", "em"; ggsm-probit: "mm", "lap",
+                                      "gj", "stu"
     width : float, default 1.0        RBF kernel width (k = exp(-r^2 / (2 width^2)))
     seed : int, default 0             for engines with random initialization (em)
+    basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit only; PCVM is a kernel
+                                      model); ggsm-probit puts a bias column in front
+    q : float or None                 ggsm-probit's prior shape, in (0, 2] (None: 1.0)
+    gamma : float or None             the lap engine's Laplace rate (None: 1.0)
 
     Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
-    ``active_`` (indices of the training points kept as basis functions), ``n_basis_``.
+    ``active_`` (indices of the design columns kept: training points for a kernel basis;
+    for ggsm-probit column 0 is the bias), ``n_basis_``.
     """
 
-    def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0):
+    def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
+                 basis: str = "rbf", q: float | None = None, gamma: float | None = None):
         self.model = model
         self.engine = engine
         self.width = width
         self.seed = seed
+        self.basis = basis
+        self.q = q
+        self.gamma = gamma
 
     def fit(self, X, y):
         X = check_features(X)
@@ -58,11 +73,9 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"width must be a positive number, got {self.width!r}")
         self.classes_ = classes
         y01 = check_binary_labels((y == classes[1]).astype(float), n_samples=X.shape[0])
-        if self.model != "pcvm":
-            raise ValueError(f"model {self.model!r} has no classifier yet; available: pcvm")
         entry = get_engine(self.model, self.engine)
-        basis = pcvm_basis(X, y01, self.width)
-        fit = entry.fit_end_to_end()(basis.transform(X), y01, seed=self.seed)
+        basis, kwargs = self._design(X, y01)
+        fit = entry.fit_end_to_end()(basis.transform(X), y01, seed=self.seed, **kwargs)
         self.posterior_ = fit.posterior
         self.spec_ = fit.spec
         self.active_ = np.asarray(fit.active)
@@ -70,6 +83,24 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         self.n_basis_ = int(self.active_.size)
         self.n_features_in_ = X.shape[1]
         return self
+
+    def _design(self, X, y01):
+        """(basis, extra keyword arguments of the engine's end-to-end fit) for this model."""
+        if self.basis not in ("rbf", "linear"):
+            raise ValueError(f"basis must be 'rbf' or 'linear', got {self.basis!r}")
+        if self.model == "pcvm":
+            if self.basis != "rbf" or self.q is not None or self.gamma is not None:
+                raise ValueError("pcvm is a kernel model: basis='rbf', and q and gamma do not apply")
+            return pcvm_basis(X, y01, self.width), {}
+        if self.model == "ggsm-probit":
+            inner = RBFBasis.fit(X, self.width) if self.basis == "rbf" else LinearBasis.fit(X)
+            kwargs = {"spec": GGSMProbit(q=1.0 if self.q is None else self.q)}
+            if self.gamma is not None:
+                if self.engine != "lap":
+                    raise ValueError(f"gamma is the lap engine's rate; engine {self.engine!r} does not use it")
+                kwargs["gamma"] = float(self.gamma)
+            return WithBias(inner), kwargs
+        raise ValueError(f"model {self.model!r} has no classifier; available: pcvm, ggsm-probit")
 
     def predict_proba(self, X):
         check_is_fitted(self, "posterior_")

@@ -39,6 +39,10 @@ class EngineEntry:
     # keyword arguments bound into both functions: one engine module can serve several
     # named engines (GGSM's mm module runs the ggig, lap, gj and stu rules)
     options: tuple[tuple[str, Any], ...] = ()
+    # None: the engine approximates the posterior of the spec it is given. Otherwise it
+    # fits a different model (another prior) and this says which; `zoo compare` then
+    # reports its distance to the spec's reference as that, not as approximation error.
+    other_model: str | None = None
 
     def _resolve(self, target: str) -> Callable:
         module, func = target.split(":")
@@ -82,17 +86,21 @@ ENGINES: dict[str, dict[str, EngineEntry]] = {
             "lap", "point",
             "LAP (Figueiredo 2003): Laplace prior with a fixed rate gamma - GGIG at q = 1, a >> n",
             "mm:fit", "mm:fit_end_to_end", (("rule", "lap"),),
+            other_model="Laplace prior with fixed rate gamma (default 1) - GGSM only in the limit "
+                        "q = 1, a -> inf, b = a / gamma",
         ),
         "gj": EngineEntry(
             "gj", "point",
             "GJ (Figueiredo 2003): Gaussian-Jeffreys prior - the q -> 0 limit of GGIG",
             "mm:fit", "mm:fit_end_to_end", (("rule", "gj"),),
+            other_model="Gaussian-Jeffreys prior (parameter-free) - GGSM only in the limit q -> 0",
         ),
         "stu": EngineEntry(
             "stu", "point",
             "STU (Chen, Tino & Yao 2009): one Gamma(c, d) precision per weight (Student-t); "
             "not a special case of GGIG",
             "mm:fit", "mm:fit_end_to_end", (("rule", "stu"),),
+            other_model="Student-t prior: one Gamma(c, d) precision per weight - not a GGSM",
         ),
     },
 }

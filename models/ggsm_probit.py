@@ -106,5 +106,11 @@ class GGSMProbit:
     def with_params(self, **overrides) -> "GGSMProbit":
         return replace(self, **overrides)
 
+    def constant_data(self, n_basis: int) -> dict[str, Any]:
+        """Hyper-parameters as arrays, for the constant_data group of InferenceData."""
+        import numpy as np
+
+        return {"q": np.asarray(self.q), "a": np.asarray(self.a), "b": np.asarray(self.b)}
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.name, "q": self.q, "a": self.a, "b": self.b}

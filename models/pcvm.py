@@ -124,6 +124,10 @@ class PCVM:
     def with_params(self, **overrides) -> "PCVM":
         return replace(self, **overrides)
 
+    def constant_data(self, n_basis: int) -> dict[str, np.ndarray]:
+        """Hyper-parameters as arrays, for the constant_data group of InferenceData."""
+        return {"alpha": np.asarray(self.alpha_vector(n_basis)), "alpha_bias": np.asarray(self.alpha_bias)}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.name,

@@ -59,6 +59,9 @@ BAD_ARGUMENTS = {
     "no NUTS chains": (["--chains", "0"], ["chains"]),
     "target accept above 1": (["--target-accept", "1.5"], ["target", "accept", "1.5"]),
     "empty engine list": (["--engines", ",", "--param", "width=0.7"], ["engine"]),
+    "ggsm q out of range": (["--model", "ggsm-probit", "--param", "q=3"], ["q", "(0, 2]"]),
+    "ggsm negative prior scale": (["--model", "ggsm-probit", "--param", "b=-1"], ["b"]),
+    "ggsm engine of another model": (["--model", "ggsm-probit", "--engines", "laplace"], ["laplace", "mm"]),
 }
 
 

@@ -260,3 +260,39 @@ def test_missed_target_is_shown_as_missed_in_report_and_summary(run, tmp_path):
     md = render_markdown(res, files, os.path.dirname(files["report"]))
     assert "| ep | pred_mae | <= 0.002 | 0.5000 | **MISSED** |" in md
     assert "target missed: ep pred_mae = 0.5" in summary_table(res)
+
+
+# --------------------------------------------------------------------------------------
+# GGSM probit through the same pipeline
+# --------------------------------------------------------------------------------------
+def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(tmp_path):
+    """The GGSM default (Section 6.1 design, linear basis with bias, q given) through the
+    whole pipeline with a deliberately short NUTS run. Whether that reference certifies is
+    not asserted - only that the report says which it is; lap, gj and stu are flagged as
+    fitting other priors."""
+    short = ReferenceConfig(num_chains=2, num_warmup=200, num_samples=200, max_doublings=0)
+    config = CompareConfig(model="ggsm-probit", params={"q": 2.0}, reference=short)
+    assert config.data == "ggig_linear" and config.engines == ("mm", "lap", "gj", "stu")
+    comp = compare(config)
+    res = comp.results
+    assert res["hyper"] == {"q": 2.0, "a": 1.0, "b": 1.0, "n_basis": 51}
+    assert res["engines"]["mm"]["other_model"] is None
+    assert all(res["engines"][e]["other_model"] for e in ("lap", "gj", "stu"))
+    for row in res["engines"].values():
+        assert row["kind"] == "point" and row["sd_ratio_median"] is None
+        assert 0 <= row["pred_mae"] < 0.5 and row["test_error"] < 0.3
+    files = write_report(comp, str(tmp_path / "ggsm"))
+    text = open(files["report"]).read()
+    assert "another model" in text
+    assert ("certified" in text) and (res["reference"]["certified"] or "NOT certified" in text)
+    ref = arviz_adapter.from_netcdf(files["reference"])
+    assert np.asarray(ref.constant_data["q"]).ravel().tolist() == [2.0]  # scalars come back as 1-vectors
+    assert set(ref.posterior.data_vars) == {"lam", "w"}
+    assert "lap*" in summary_table(res)
+
+
+def test_ggsm_probit_rejects_unknown_parameters():
+    with pytest.raises(ValueError, match="unknown GGSM probit parameter"):
+        compare(CompareConfig(model="ggsm-probit", params={"alpha": 1.0}))
+    with pytest.raises(ValueError, match="unknown model"):
+        CompareConfig(model="rvm")

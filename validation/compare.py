@@ -18,16 +18,16 @@ from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import posterior_metrics
-from .protocols import ENGINE_VARIANTS, PROTOCOLS
+from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, ENGINE_VARIANTS, PROTOCOLS
 from .reference import ReferenceConfig, run_reference
 
 
 @dataclass(frozen=True)
 class CompareConfig:
     model: str = "pcvm"
-    data: str = "ripley"
+    data: str | None = None  # None: the model's default (DEFAULT_DATA)
     split: int = 0
-    engines: tuple[str, ...] = ("em", "laplace", "ep")
+    engines: tuple[str, ...] | None = None  # None: the model's default (DEFAULT_ENGINES)
     params: dict[str, float] = field(default_factory=dict)
     reference: ReferenceConfig = field(default_factory=ReferenceConfig)
     seed: int = 0
@@ -35,6 +35,12 @@ class CompareConfig:
     cache_dir: str | None = None
 
     def __post_init__(self):
+        if self.model not in PROTOCOLS:
+            raise ValueError(f"unknown model {self.model!r}; known: {', '.join(sorted(PROTOCOLS))}")
+        if self.data is None:
+            object.__setattr__(self, "data", DEFAULT_DATA[self.model])
+        if self.engines is None:
+            object.__setattr__(self, "engines", DEFAULT_ENGINES[self.model])
         if not self.engines:
             raise ValueError("no engines given: name at least one, e.g. --engines laplace,ep")
         if self.metric_draws < 100:
@@ -124,6 +130,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             **m,
             "kind": entry.kind,
             "description": entry.description,
+            "other_model": entry.other_model,
             "n_basis": int(prepared.hyper.get("n_basis", Phi.shape[1])),
             "seconds": warm,
             "compile_seconds": compile_s,

@@ -135,6 +135,7 @@ _SEED_IDS = {
     "esl_mixture": 18,
     "a1a": 19,
     "w1a": 20,
+    "ggig_linear": 21,
 }
 # Third word for the stream that generates a fixed pool (split streams use 0..99).
 _POOL_STREAM = 2**31 - 1
@@ -698,7 +699,8 @@ def _parse_libsvm(relative: str, n_features: int) -> tuple[np.ndarray, np.ndarra
 class _Entry:
     name: str
     kind: str  # "pool": stratified splits of a fixed pool; "fixed": one given split;
-    #            "fresh": new balanced draws for every split
+    #            "fresh": new balanced draws for every split;
+    #            "generated": build(split) -> (X_train, y_train, X_test, y_test)
     n_train: int
     n_test: int  # nominal test size (IDA); the pool may give fewer
     n_splits: int
@@ -778,6 +780,12 @@ _ENTRIES: tuple[_Entry, ...] = (
     _Entry("overlap", "fresh", 200, 1000, 100, "N((+1, 0), I)",
            "generated: N((-1, 0), I) vs N((1, 0), I); fresh draws per split",
            _NUMERIC, "balanced; Bayes error 0.1587", overlap_sample, dim=2),
+    _Entry("ggig_linear", "generated", 200, 3000, 100, "x^T w + eps > 0",
+           "generated: GGIG paper Section 6.1 design, x ~ N(0, I_50), w = 3 on the first 8 "
+           "features, eps ~ N(0, 1); new draws per split", _NUMERIC,
+           "n_f = 8, N = 200 (the GGSM compare default); other n_f and N: "
+           "datasets.ggig_linear(n_relevant, n_train, repetition)",
+           lambda split: _ggig_linear_arrays(8, 200, split), dim=50),
     _Entry("esl_mixture", "fixed", 200, 5000, 1, "ORANGE (y = 1)",
            "Hastie, Tibshirani & Friedman, ESL §2.3.3 mixture data (ESL.mixture.rda)",
            _NUMERIC, "test set: 5000 seeded draws (2500 per class) from the shipped "
@@ -858,6 +866,10 @@ def load(name: str, split: int = 0, *, standardize: bool = True) -> Split:
         X_test, y_test = fixed.X_test.copy(), fixed.y_test.copy()
         feature_names = fixed.feature_names
         how = "fixed split"
+    elif entry.kind == "generated":
+        X_train, y_train, X_test, y_test = entry.build(split)
+        feature_names = tuple(f"x{i + 1}" for i in range(X_train.shape[1]))
+        how = f"generated split {split} of {entry.n_splits}"
     else:  # fresh balanced draws
         bg = _bitgen(_SEED_IDS[name], split)
         X_train, y_train = _shuffled_draw(entry, bg, entry.n_train)
@@ -918,7 +930,7 @@ def describe() -> list[dict]:
             n_test, dim = f.X_test.shape
             n_pool = f.X_train.shape[0] + n_test
             frac = float((f.y_train.sum() + f.y_test.sum()) / n_pool)
-        else:
+        else:  # fresh or generated: symmetric designs, balanced in expectation
             n_test, dim, n_pool = e.n_test, e.dim, e.n_train + e.n_test
             frac = 0.5
         out.append(
@@ -969,22 +981,11 @@ def load_esl_mixture() -> EslMixture:
     return EslMixture(*arrays)
 
 
-#: SeedSequence id of the GGIG linear design (a parametrized generator, not a table
-#: entry; ids 1-20 belong to _SEED_IDS and are never reused)
-_GGIG_LINEAR_SEED_ID = 21
+_GGIG_LINEAR_SEED_ID = _SEED_IDS["ggig_linear"]
 
 
-def ggig_linear(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: int = 3000,
-                n_features: int = 50, weight: float = 3.0) -> Split:
-    """The feature-selection design of the GGIG paper, Section 6.1.
-
-    x ~ N(0, I_d) with d = ``n_features`` (50); w = [3, ..., 3, 0, ..., 0] with
-    ``n_relevant`` threes (n_f in {2, 4, 8, 16, 32, 50} in the paper); the label is
-    1[x^T w + eps > 0], eps ~ N(0, 1); ``n_train`` in {50, 200} and 3000 test points from
-    the same model. Inputs are returned raw (they are already standard normal); there is
-    no bias in the generator. Every (n_relevant, n_train, repetition) has its own seeded
-    stream, and the test points of a repetition do not depend on n_train.
-    """
+def _ggig_linear_arrays(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: int = 3000,
+                        n_features: int = 50, weight: float = 3.0):
     for value, what in ((n_relevant, "n_relevant"), (n_train, "n_train"), (n_test, "n_test"),
                         (n_features, "n_features")):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -1004,6 +1005,23 @@ def ggig_linear(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: i
 
     X_train, y_train = draw(0, n_train)
     X_test, y_test = draw(1, n_test)
+    return X_train, y_train, X_test, y_test
+
+
+def ggig_linear(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: int = 3000,
+                n_features: int = 50, weight: float = 3.0) -> Split:
+    """The feature-selection design of the GGIG paper, Section 6.1.
+
+    x ~ N(0, I_d) with d = ``n_features`` (50); w = [3, ..., 3, 0, ..., 0] with
+    ``n_relevant`` threes (n_f in {2, 4, 8, 16, 32, 50} in the paper); the label is
+    1[x^T w + eps > 0], eps ~ N(0, 1); ``n_train`` in {50, 200} and 3000 test points from
+    the same model. Inputs are returned raw (they are already standard normal); there is
+    no bias in the generator. Every (n_relevant, n_train, repetition) has its own seeded
+    stream, and the test points of a repetition do not depend on n_train.
+    ``load("ggig_linear", k)`` is repetition k of n_f = 8, N = 200, standardized.
+    """
+    X_train, y_train, X_test, y_test = _ggig_linear_arrays(
+        n_relevant, n_train, repetition, n_test=n_test, n_features=n_features, weight=weight)
     return Split(
         name="ggig_linear", split=int(repetition), X_train=X_train, y_train=y_train,
         X_test=X_test, y_test=y_test, feature_names=tuple(f"x{i + 1}" for i in range(n_features)),

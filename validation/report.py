@@ -39,8 +39,7 @@ def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
         "y_train": np.asarray(p.y_train),
         "Phi_test": np.asarray(p.Phi_test),
         "y_test": np.asarray(p.y_test),
-        "alpha": np.asarray(spec.alpha_vector(p.Phi_train.shape[1])),
-        "alpha_bias": np.asarray(spec.alpha_bias),
+        **spec.constant_data(p.Phi_train.shape[1]),
     }
 
 
@@ -184,7 +183,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res["hyper"].items()) + ".",
         "",
         "How they were chosen: " + "; ".join(f"{k}: {v}" for k, v in res["selection"].items() if k != "cv_scores") + ".",
-        "Every engine below approximates the same posterior p(w | y, alpha) at these frozen values.",
+        "Every engine below approximates the same posterior, that of the model at these frozen values.",
         "",
         "## Reference",
         "",
@@ -224,6 +223,11 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
             f"{_fmt(r['auc'])} | {_fmt(r['seconds'], 3)} | {_fmt(r['compile_seconds'], 2)} | "
             f"{_fmt(r['speedup_vs_nuts'], 1)} |"
         )
+    others = {name: r["other_model"] for name, r in res["engines"].items() if r.get("other_model")}
+    if others:
+        lines += ["", "Engines that fit **another model** than the reference's (their rows measure how far "
+                  "that model's answer lies from this posterior, not an approximation error): "
+                  + "; ".join(f"`{n}`: {m}" for n, m in others.items()) + "."]
     nulls = {
         (name, k): v for name, r in res["engines"].items() for k, v in (r.get("null_reasons") or {}).items()
     }
@@ -266,8 +270,8 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         "",
         "## Files",
         "",
-        "InferenceData (netCDF, with `Phi_train`, `y_train`, `Phi_test`, `y_test`, `alpha`, `alpha_bias` in "
-        "`constant_data`): " + ", ".join(f"`{v}`" for k, v in rel.items() if v.endswith(".nc")) + ". "
+        "InferenceData (netCDF, with `Phi_train`, `y_train`, `Phi_test`, `y_test` and the model's "
+        "hyper-parameters in `constant_data`): " + ", ".join(f"`{v}`" for k, v in rel.items() if v.endswith(".nc")) + ". "
         "Numbers: `results.json`.",
         "",
         "Metric definitions: pred_mae = mean |p - p_NUTS| over the test set; std mean err = |m - m_NUTS| / sd_NUTS "

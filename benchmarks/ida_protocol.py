@@ -20,7 +20,9 @@ Every finished (data set, method, split) cell is written atomically to
 scores); a killed run resumes where it stopped without redoing finished cells. Tasks
 (one per data set and method) run in ``--jobs`` processes; JAX's compiled programs are
 kept in the persistent cache of ``zoo.enable_compilation_cache`` so that each process
-does not recompile them. The table is rebuilt from the cells at the end.
+does not recompile them. The table is rebuilt from the cells at the end. To stop a run,
+interrupt it (Ctrl-C reaches the workers too) or kill its process group: killing only the
+parent leaves the workers running, and writing cells.
 
     python benchmarks/ida_protocol.py                       # default: 5 data sets, 10 splits
     python benchmarks/ida_protocol.py --data heart --splits 3 --engines laplace --jobs 1

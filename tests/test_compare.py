@@ -277,9 +277,11 @@ def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(
     res = comp.results
     assert res["hyper"] == {"q": 2.0, "a": 1.0, "b": 1.0, "n_basis": 51}
     assert res["engines"]["mm"]["other_model"] is None
+    assert res["engines"]["mm"]["n_basis"] == comp.posteriors["mm"].info.extra["n_active"] < 51
     assert all(res["engines"][e]["other_model"] for e in ("lap", "gj", "stu"))
     for row in res["engines"].values():
         assert row["kind"] == "point" and row["sd_ratio_median"] is None
+        assert 1 <= row["n_basis"] <= 51  # the weights the engine kept
         assert 0 <= row["pred_mae"] < 0.5 and row["test_error"] < 0.3
     files = write_report(comp, str(tmp_path / "ggsm"))
     text = open(files["report"]).read()

@@ -131,7 +131,8 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "kind": entry.kind,
             "description": entry.description,
             "other_model": entry.other_model,
-            "n_basis": int(prepared.hyper.get("n_basis", Phi.shape[1])),
+            # an engine that prunes (GGSM's MM) reports how many weights it kept
+            "n_basis": int(posterior.info.extra.get("n_active", prepared.hyper.get("n_basis", Phi.shape[1]))),
             "seconds": warm,
             "compile_seconds": compile_s,
             "converged": bool(posterior.info.converged),

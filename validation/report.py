@@ -212,12 +212,12 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         "",
         "## Engines",
         "",
-        "| engine | kind | pred_mae | std mean err (median / max) | sd ratio (median) | KL(q, ref Gauss) | k-hat | outside support | test error | AUC | seconds (warm) | compile s | speed-up vs NUTS |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| engine | kind | weights kept | pred_mae | std mean err (median / max) | sd ratio (median) | KL(q, ref Gauss) | k-hat | outside support | test error | AUC | seconds (warm) | compile s | speed-up vs NUTS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in res["engines"].items():
         lines.append(
-            f"| {name} | {r['kind']} | {_fmt(r['pred_mae'])} | {_fmt(r['std_mean_err_median'], 3)} / "
+            f"| {name} | {r['kind']} | {r['n_basis']} | {_fmt(r['pred_mae'])} | {_fmt(r['std_mean_err_median'], 3)} / "
             f"{_fmt(r['std_mean_err_max'], 3)} | {_fmt(r['sd_ratio_median'], 3)} | {_fmt(r['kl_gauss'], 3)} | "
             f"{_fmt(r['khat'], 3)} | {_fmt(r['outside_support_fraction'], 3)} | {_fmt(r['test_error'])} | "
             f"{_fmt(r['auc'])} | {_fmt(r['seconds'], 3)} | {_fmt(r['compile_seconds'], 2)} | "

@@ -298,3 +298,14 @@ def test_ggsm_probit_rejects_unknown_parameters():
         compare(CompareConfig(model="ggsm-probit", params={"alpha": 1.0}))
     with pytest.raises(ValueError, match="unknown model"):
         CompareConfig(model="rvm")
+
+
+def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
+    from zoo.validation.compare import default_reference
+
+    assert default_reference("pcvm") == ReferenceConfig()
+    ggsm = default_reference("ggsm-probit")
+    assert (ggsm.num_warmup, ggsm.num_samples) == (2000, 2500)
+    assert default_reference("ggsm-probit", num_samples=300, num_warmup=None).num_samples == 300
+    assert default_reference("ggsm-probit", num_warmup=None).num_warmup == 2000
+    assert CompareConfig(model="ggsm-probit").reference == ggsm

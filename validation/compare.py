@@ -18,7 +18,7 @@ from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import posterior_metrics
-from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, ENGINE_VARIANTS, PROTOCOLS
+from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCE, ENGINE_VARIANTS, PROTOCOLS
 from .reference import ReferenceConfig, run_reference
 
 
@@ -29,7 +29,7 @@ class CompareConfig:
     split: int = 0
     engines: tuple[str, ...] | None = None  # None: the model's default (DEFAULT_ENGINES)
     params: dict[str, float] = field(default_factory=dict)
-    reference: ReferenceConfig = field(default_factory=ReferenceConfig)
+    reference: ReferenceConfig | None = None  # None: the model's default (DEFAULT_REFERENCE)
     seed: int = 0
     metric_draws: int = 4000
     cache_dir: str | None = None
@@ -41,10 +41,19 @@ class CompareConfig:
             object.__setattr__(self, "data", DEFAULT_DATA[self.model])
         if self.engines is None:
             object.__setattr__(self, "engines", DEFAULT_ENGINES[self.model])
+        if self.reference is None:
+            object.__setattr__(self, "reference", default_reference(self.model))
         if not self.engines:
             raise ValueError("no engines given: name at least one, e.g. --engines laplace,ep")
         if self.metric_draws < 100:
             raise ValueError(f"metric_draws must be at least 100; got {self.metric_draws}")
+
+
+def default_reference(model: str, **overrides) -> ReferenceConfig:
+    """ReferenceConfig with the model's own defaults (DEFAULT_REFERENCE), then ``overrides``
+    (None values are ignored, so CLI options left unset keep the defaults)."""
+    settings = {**DEFAULT_REFERENCE.get(model, {}), **{k: v for k, v in overrides.items() if v is not None}}
+    return ReferenceConfig(**settings)
 
 
 @dataclass

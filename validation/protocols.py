@@ -185,6 +185,13 @@ PROTOCOLS: dict[str, tuple[Callable, int]] = {
 
 #: what `zoo compare --model M` runs when --data / --engines are not given
 DEFAULT_DATA: dict[str, str] = {"pcvm": "ripley", "ggsm-probit": "ggig_linear"}
+#: NUTS settings that differ from ReferenceConfig's defaults for a model. GGSM probit on
+#: its default design: 4 x (1000 + 1000) with two doublings missed certification at
+#: q = 2 (R-hat 1.011, tail ESS 266); 4 x (2000 + 2500) certified it (R-hat 1.004,
+#: ESS bulk/tail 707/562, no divergences, 40 s). No setting certifies q <= 1 (the issue).
+DEFAULT_REFERENCE: dict[str, dict[str, Any]] = {
+    "ggsm-probit": {"num_warmup": 2000, "num_samples": 2500},
+}
 DEFAULT_ENGINES: dict[str, tuple[str, ...]] = {
     "pcvm": ("em", "laplace", "ep"),
     "ggsm-probit": ("mm", "lap", "gj", "stu"),

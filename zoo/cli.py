@@ -31,14 +31,13 @@ def _default_cache_dir() -> str:
 
 
 def _cmd_compare(args) -> int:
-    from zoo.validation.compare import CompareConfig, compare
-    from zoo.validation.reference import ReferenceConfig
+    from zoo.validation.compare import CompareConfig, compare, default_reference
     from zoo.validation.report import write_report
 
     progress = not args.no_progress and sys.stderr.isatty()
     try:  # bad arguments or data end in one clear line, not a traceback
-        ref_cfg = ReferenceConfig(
-            num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
+        ref_cfg = default_reference(
+            args.model, num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
             target_accept=args.target_accept, seed=args.seed,
         )
         config = CompareConfig(
@@ -122,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a scalar hyper-parameter (repeatable): pcvm width, alpha, alpha_bias; "
                    "ggsm-probit q, a, b, width")
     c.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
-    c.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain")
-    c.add_argument("--samples", type=int, default=1000, help="NUTS draws per chain")
-    c.add_argument("--target-accept", type=float, default=0.9, help="NUTS target acceptance")
+    c.add_argument("--warmup", type=int, default=None,
+                   help="NUTS warm-up iterations per chain (default 1000; ggsm-probit 2000)")
+    c.add_argument("--samples", type=int, default=None,
+                   help="NUTS draws per chain (default 1000; ggsm-probit 2500)")
+    c.add_argument("--target-accept", type=float, default=None, help="NUTS target acceptance (default 0.9)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default="zoo-report", help="output folder (default ./zoo-report)")
     c.add_argument("--cache-dir", default=_default_cache_dir(), help="where NUTS references are cached")

@@ -8,6 +8,6 @@ is a loop over names.
 """
 from __future__ import annotations
 
-from .posterior import FitInfo, GaussianPosterior, PointPosterior, DrawsPosterior, Posterior
+from .posterior import ApproximationFailed, FitInfo, GaussianPosterior, PointPosterior, DrawsPosterior, Posterior
 
-__all__ = ["FitInfo", "GaussianPosterior", "PointPosterior", "DrawsPosterior", "Posterior"]
+__all__ = ["ApproximationFailed", "FitInfo", "GaussianPosterior", "PointPosterior", "DrawsPosterior", "Posterior"]

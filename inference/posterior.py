@@ -25,6 +25,14 @@ import numpy as np
 from ..models.base import Site, flatten, total_size, unflatten
 
 
+class ApproximationFailed(RuntimeError):
+    """An engine's approximation does not exist for this posterior (e.g. a Laplace
+    approximation at a point where the Hessian of the log density is not negative
+    definite). Raised instead of forcing an answer - regularizing the Hessian would hand
+    out a Gaussian that approximates nothing - so callers such as ``zoo compare`` can
+    report the engine as failed, with this message as the reason."""
+
+
 @dataclass(frozen=True, eq=False)
 class FitInfo:
     """How a fit went.

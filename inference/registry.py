@@ -82,6 +82,13 @@ ENGINES: dict[str, dict[str, EngineEntry]] = {
             "GGIG (Liu, Wu & Zhou): MM/EM over the latent z and lambda, generalized normal prior",
             "mm:fit", "mm:fit_end_to_end", (("rule", "ggig"),),
         ),
+        "mm-laplace": EngineEntry(
+            "mm-laplace", "draws",
+            "Laplace approximation at the GGIG MM mode over the weights MM kept (pruned weights "
+            "exactly 0, conditioning on MM's sparsity pattern; lambda drawn from its exact "
+            "conditional); fails, saying so, where the Hessian is not negative definite",
+            "mm_laplace:fit", "mm_laplace:fit_end_to_end",
+        ),
         "lap": EngineEntry(
             "lap", "point",
             "LAP (Figueiredo 2003): Laplace prior with a fixed rate gamma - GGIG at q = 1, a >> n",

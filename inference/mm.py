@@ -357,7 +357,10 @@ def fit(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None, **overrides
         objective=f"{config.rule} objective F(w) (lambda / precisions integrated out)",
         trace=res.trace,
         extra={"status": res.status, "n_active_trace": res.n_active_trace, "inv_lambda": res.inv_lambda,
-               "n_active": int(np.sum(w != 0)), "lam_note": note, "rule": config.rule},
+               "n_active": int(np.sum(w != 0)), "lam_note": note, "rule": config.rule,
+               # which weights the engine pruned to exact zeros (`zoo compare` shows their
+               # reference marginals beside them)
+               "pruned": [int(i) for i in np.flatnonzero(w == 0)]},
     )
     return PointPosterior(spec, spec.sites(w.size), np.concatenate([[1.0 / inv_lam], w]), info)
 

@@ -380,3 +380,37 @@ def _check_finite(out: dict) -> None:
         for x in values:
             if isinstance(x, float) and not math.isfinite(x):
                 raise FloatingPointError(f"metric {k} is not finite ({x})")
+
+
+#: the reference's P(|w_i| < NEAR_ZERO) is shown beside each pruned weight. On the
+#: standardized inputs of the GGSM designs a weight below 0.1 moves the linear predictor
+#: by less than 0.1 per input sd, i.e. a probability by at most phi(0) * 0.1 = 0.04:
+#: "negligible" for a reader, on the scale of the data rather than of the posterior
+NEAR_ZERO = 0.1
+
+
+def pruned_weights_vs_reference(approx, ref_post, site: str = "w") -> list[dict[str, Any]] | None:
+    """The weights ``approx`` pruned (``approx.info.extra["pruned"]``, indices into site
+    ``site``), each with the reference's marginal: mean, sd, 5% and 95% quantiles and
+    P(|w| < NEAR_ZERO). Sorted by that probability, smallest first: the prunings the
+    reference doubts most lead. None if the engine pruned nothing (or does not prune).
+    """
+    pruned = list((approx.info.extra or {}).get("pruned") or [])
+    if not pruned:
+        return None
+    draws = np.asarray(ref_post.draws[site])
+    draws = draws.reshape((-1,) + draws.shape[2:])
+    engine_values = np.asarray(approx.mean()[site])
+    rows = []
+    for i in pruned:
+        d = draws[:, int(i)]
+        rows.append({
+            "index": int(i),
+            "engine": float(engine_values[int(i)]),
+            "ref_mean": float(d.mean()),
+            "ref_sd": float(d.std(ddof=1)),
+            "ref_q05": float(np.quantile(d, 0.05)),
+            "ref_q95": float(np.quantile(d, 0.95)),
+            "ref_p_near_zero": float(np.mean(np.abs(d) < NEAR_ZERO)),
+        })
+    return sorted(rows, key=lambda r: (r["ref_p_near_zero"], r["index"]))

@@ -14,10 +14,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..inference.posterior import ApproximationFailed
 from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
-from .metrics import posterior_metrics
+from .metrics import METRIC_KEYS, posterior_metrics, pruned_weights_vs_reference
 from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCE, ENGINE_VARIANTS, PROTOCOLS
 from .reference import ReferenceConfig, run_reference
 
@@ -79,6 +80,34 @@ def timed_fit(fit, spec, Phi, y):
     return posterior, warm, max(cold - warm, 0.0)
 
 
+def failed_row(entry, err: BaseException) -> dict[str, Any]:
+    """The results row of an engine whose fit raised ``err``: the reason, no numbers.
+
+    Every metric key is present and None with the failure as its null reason, so readers
+    of results.json that look keys up keep working and nothing looks like a measurement.
+    """
+    reason = f"{type(err).__name__}: {err}"
+    values = [k for k in METRIC_KEYS if k not in ("khat_reason", "null_reasons")]
+    return {
+        **{k: None for k in values},
+        "khat_reason": None,
+        "null_reasons": {k: f"engine failed: {reason}" for k in values},
+        "kind": entry.kind,
+        "description": entry.description,
+        "other_model": entry.other_model,
+        "n_basis": None,
+        "seconds": None,
+        "compile_seconds": None,
+        "converged": False,
+        "reason": reason,
+        "n_iter": None,
+        "objective": "",
+        "speedup_vs_nuts": None,
+        "failure": reason,
+        "pruned_vs_reference": None,
+    }
+
+
 def _reference_summary(ref) -> dict[str, Any]:
     d = ref.diagnostics
     return {
@@ -128,7 +157,15 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     engines_out, posteriors = {}, {}
     for entry in entries:
         bar.set_postfix_str(f"engine {entry.name}")
-        posterior, warm, compile_s = timed_fit(entry.fit(), spec, Phi, y)
+        try:
+            posterior, warm, compile_s = timed_fit(entry.fit(), spec, Phi, y)
+        except (ApproximationFailed, FloatingPointError) as err:
+            # the engine's answer does not exist here (e.g. an indefinite Hessian) or a
+            # posterior constructor refused non-finite numbers: one failed row, the other
+            # engines still compared. Any other exception is a bug and propagates.
+            engines_out[entry.name] = failed_row(entry, err)
+            bar.update(1)
+            continue
         posteriors[entry.name] = posterior
         key, sub = jax.random.split(key)
         m = posterior_metrics(
@@ -150,6 +187,9 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "objective": posterior.info.objective,
             # warm against warm: compilation is excluded on both sides
             "speedup_vs_nuts": float(reference.posterior.info.seconds / warm) if warm > 0 else None,
+            "failure": None,
+            # weights the engine pruned to exact zeros, beside the reference's marginals
+            "pruned_vs_reference": pruned_weights_vs_reference(posterior, reference.posterior),
         }
         variant = ENGINE_VARIANTS.get((config.model, entry.name))
         if variant is not None:

@@ -114,6 +114,8 @@ def _plot_weight_metrics(comp: Comparison, path: str) -> None:
     fig = Figure(figsize=(max(6, 0.35 * len(names) + 2), 7))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     for name, row in comp.results["engines"].items():
+        if row.get("failure"):  # a failed engine has no numbers to plot
+            continue
         ax1.plot(x, row["std_mean_err"], "o", ms=4, label=name, color=_color(name))
         if row.get("sd_ratio") is not None:
             ax2.plot(x, row["sd_ratio"], "o", ms=4, label=name, color=_color(name))
@@ -173,6 +175,41 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell (one line, no column separators)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+#: rows of a pruned-weights table before "... and k more"
+PRUNED_ROWS_SHOWN = 20
+
+
+def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown for the weights ``name`` pruned, beside the reference's marginals (rows
+    come sorted by the reference's P(|w| < 0.1), smallest first)."""
+    from .metrics import NEAR_ZERO
+
+    out = [
+        "",
+        f"### Weights `{name}` pruned, beside the reference",
+        "",
+        f"{len(rows)} weight(s) set to exactly 0 by the engine. Reference (NUTS) marginal of each; "
+        f"P(|w| < {NEAR_ZERO:g}) is the reference's probability that the weight is negligible. "
+        "Smallest probability first: the prunings the reference doubts most lead.",
+        "",
+        f"| weight | {name} | ref mean | ref sd | ref 5% | ref 95% | ref P(\\|w\\| < {NEAR_ZERO:g}) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows[:PRUNED_ROWS_SHOWN]:
+        out.append(
+            f"| w[{r['index']}] | {_fmt(r['engine'])} | {_fmt(r['ref_mean'])} | {_fmt(r['ref_sd'])} | "
+            f"{_fmt(r['ref_q05'])} | {_fmt(r['ref_q95'])} | {_fmt(r['ref_p_near_zero'], 3)} |"
+        )
+    if len(rows) > PRUNED_ROWS_SHOWN:
+        out.append(f"\n... and {len(rows) - PRUNED_ROWS_SHOWN} more (all in results.json).")
+    return out
+
+
 def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) -> str:
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
     ref = res["reference"]
@@ -216,6 +253,10 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in res["engines"].items():
+        if r.get("failure"):
+            # no numbers at all: a reason in place of the first metric, the rest blank
+            lines.append(f"| {name} | {r['kind']} | - | failed: {_cell(r['failure'])} |" + " |" * 10)
+            continue
         lines.append(
             f"| {name} | {r['kind']} | {r['n_basis']} | {_fmt(r['pred_mae'])} | {_fmt(r['std_mean_err_median'], 3)} / "
             f"{_fmt(r['std_mean_err_max'], 3)} | {_fmt(r['sd_ratio_median'], 3)} | {_fmt(r['kl_gauss'], 3)} | "
@@ -228,8 +269,12 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         lines += ["", "Engines that fit **another model** than the reference's (their rows measure how far "
                   "that model's answer lies from this posterior, not an approximation error): "
                   + "; ".join(f"`{n}`: {m}" for n, m in others.items()) + "."]
+    failed = {name: r["failure"] for name, r in res["engines"].items() if r.get("failure")}
+    if failed:
+        lines += [""] + [f"**{name} failed** (no metrics): {reason}" for name, reason in failed.items()]
     nulls = {
-        (name, k): v for name, r in res["engines"].items() for k, v in (r.get("null_reasons") or {}).items()
+        (name, k): v for name, r in res["engines"].items() if not r.get("failure")
+        for k, v in (r.get("null_reasons") or {}).items()
     }
     if nulls:
         lines += ["", "Null entries: " + "; ".join(f"{n}.{k}: {v}" for (n, k), v in nulls.items()) + "."]
@@ -245,8 +290,11 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
                     "The gap between this line and the table row is the error of changing the model; "
                     "this line alone is the error of the Gaussian approximation.",
                 ]
-        if not r["converged"]:
+        if not r["converged"] and not r.get("failure"):
             lines += ["", f"**{name} did not converge**: {r['reason']}"]
+    for name, r in res["engines"].items():
+        if r.get("pruned_vs_reference"):
+            lines += _pruned_table(name, r["pruned_vs_reference"])
     if res.get("targets"):
         lines += ["", "## Targets of the issue (goals, not test assertions)", "",
                   "| engine | metric | target | value | met |", "|---|---|---|---|---|"]

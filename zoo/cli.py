@@ -3,6 +3,7 @@
     zoo compare            # PCVM on Ripley, engines em,laplace,ep against NUTS -> ./zoo-report/
     zoo compare --model pcvm --data banana --split 3 --engines laplace,ep --param width=0.7
     zoo datasets           # names, sizes and sources of the embedded data
+    zoo reproduce --help   # paper reproductions (our numbers beside the published ones)
 """
 from __future__ import annotations
 
@@ -59,6 +60,8 @@ def _cmd_compare(args) -> int:
 def summary_table(res) -> str:
     ref = res["reference"]
     status = "certified" if ref["certified"] else "NOT CERTIFIED: " + "; ".join(ref["failures"])
+    # engine names such as mm-laplace are longer than the 8 characters the column had
+    name_width = max([9] + [len(name) + 2 for name in res["engines"]])
     lines = [
         f"{res['model']} on {res['data']} (split {res['split']}), n_train={res['n_train']}, "
         f"n_basis={res['hyper'].get('n_basis')}, "
@@ -67,7 +70,7 @@ def summary_table(res) -> str:
         f"{ref['ess_bulk_min']:.0f}/{ref['ess_tail_min']:.0f}, divergences {ref['divergences']}, "
         f"{ref['seconds']:.1f} s); NUTS test error {res['nuts_test_error']:.4f}",
         "",
-        f"{'engine':<9}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'xNUTS':>9}",
+        f"{'engine':<{name_width}}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'xNUTS':>9}",
     ]
 
     def f(v, spec):
@@ -76,8 +79,11 @@ def summary_table(res) -> str:
 
     for name, r in res["engines"].items():
         label = name + ("*" if r.get("other_model") else "")
+        if r.get("failure"):
+            lines.append(f"{label:<{name_width}}failed: {r['failure']}")
+            continue
         lines.append(
-            f"{label:<9}{f(r['pred_mae'], '10.5f')}{f(r['std_mean_err_median'], '11.3f')}"
+            f"{label:<{name_width}}{f(r['pred_mae'], '10.5f')}{f(r['std_mean_err_median'], '11.3f')}"
             f"{f(r['sd_ratio_median'], '10.3f')}{f(r['khat'], '8.2f')}{f(r['test_error'], '10.4f')}"
             f"{f(r['seconds'], '10.4f')}{f(r['speedup_vs_nuts'], '9.0f')}"
         )
@@ -100,6 +106,60 @@ def _cmd_datasets(args) -> int:
     return 0
 
 
+def _cmd_reproduce(args) -> int:
+    from zoo.validation import reproduce
+
+    entry = reproduce.get_entry(args.entry)
+    options = {o.name: getattr(args, o.name) for o in entry.options}
+    try:  # bad sizes end in one clear line, not a traceback
+        result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed, **options)
+    except ValueError as err:
+        print(f"zoo reproduce {args.entry}: error: {err}", file=sys.stderr)
+        return 2
+    with open(result["files"]["table.md"]) as fh:
+        print(fh.read())
+    print(f"table: {result['files']['table.md']} and {result['files']['table.json']}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _add_reproduce_parser(sub) -> None:
+    from zoo.validation import reproduce
+
+    r = sub.add_parser(
+        "reproduce",
+        help="rerun a paper's experiment; write our numbers beside the paper's",
+        description="Each entry NAME writes OUT/NAME/table.md and table.json (our numbers beside the "
+        "paper's, marked reproduced / NOT reproduced with the criterion) and keeps its finished fits in "
+        "OUT/NAME/cells/, so an interrupted run resumes. `zoo reproduce NAME --help` shows the entry's "
+        "size options and defaults.",
+    )
+    entries = r.add_subparsers(dest="entry", required=True, metavar="NAME",
+                               title="entries (NAME)")
+    for e in reproduce.ENTRIES.values():
+        # argparse %-formats help texts
+        p = entries.add_parser(e.name, help=e.description.replace("%", "%%"),
+                               description=f"{e.description} Defaults: {e.default_sizes}.".replace("%", "%%"))
+        p.add_argument("--reps", type=_positive_int, default=e.default_reps,
+                       help=f"repetitions / test splits (default {e.default_reps})")
+        p.add_argument("--out", default="zoo-reproduce", help="output folder (default ./zoo-reproduce)")
+        p.add_argument("--jobs", type=_positive_int, default=2, help="worker processes (default 2)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the CV folds (default 0)")
+        for o in e.options:
+            p.add_argument("--" + o.name.replace("_", "-"), dest=o.name, default=o.default,
+                           help=f"{o.help} (default {o.default})".replace("%", "%%"))
+        p.set_defaults(func=_cmd_reproduce)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description="Sparse Bayesian classifier zoo")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="data set name, see `zoo datasets` (default: ripley for pcvm, ggig_linear for ggsm-probit)")
     c.add_argument("--split", type=int, default=0, help="k-th seeded train/test split (ripley has one)")
     c.add_argument("--engines", default=None,
-                   help="comma-separated engines (default: em,laplace,ep for pcvm; mm,lap,gj,stu for ggsm-probit)")
+                   help="comma-separated engines (default: em,laplace,ep for pcvm; mm,lap,gj,stu for ggsm-probit, "
+                        "which also has mm-laplace)")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a scalar hyper-parameter (repeatable): pcvm width, alpha, alpha_bias; "
                    "ggsm-probit q, a, b, width")
@@ -135,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("datasets", help="list the embedded data sets")
     d.set_defaults(func=_cmd_datasets)
+
+    _add_reproduce_parser(sub)
     return parser
 
 

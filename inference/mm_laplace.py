@@ -8,7 +8,11 @@ NUTS reference:
 2. take the log posterior of w_A with lambda integrated out (the target below), polish
    w*_A to its exact stationary point by Newton's method (MM stops on a step-size
    tolerance of 1e-3, not at zero gradient; the shift is reported), and take the
-   Hessian H there in closed form;
+   Hessian H there in closed form. For q <= 1 a weight MM was still shrinking towards
+   the cusp at 0 may reach MM's pruning threshold during the polish; it is pruned by
+   MM's own rule (the limit MM was heading for) and listed in ``extra["polish_pruned"]``
+   and ``info.reason``. The polish can move far where the target is flat (at q = 0.1 on
+   the Section 6.1 design ~0.9 along the overall scale of w): ``extra["polish_shift"]``;
 3. if -H is not positive definite, raise :class:`ApproximationFailed` - no Gaussian is
    centred there, and a regularized one would approximate nothing;
 4. otherwise draw w_A ~ N(w*_A, (-H)^-1), hold every pruned weight at exactly 0 in every

@@ -88,7 +88,6 @@ class Entry:
     default_sizes: str
     options: tuple[Option, ...]
     run: str
-    measured_runtime: str = ""
 
     def option(self, name: str) -> Option:
         for o in self.options:

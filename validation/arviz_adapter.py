@@ -197,6 +197,16 @@ def summary_diagnostics(idata: az.InferenceData, var_names=None, sites: tuple[Si
     }
 
 
+def ess_bulk(draws) -> float:
+    """Rank-normalized bulk ESS of one scalar quantity given as (chains, draws)."""
+    arr = np.asarray(draws, dtype=float)
+    if arr.ndim != 2:
+        raise ValueError(f"ess_bulk expects (chains, draws), got shape {arr.shape}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(az.ess(arr, method="bulk"))
+
+
 def psis_khat(log_weights) -> tuple[float, np.ndarray]:
     """Pareto-smoothed importance sampling (Vehtari et al. 2024) of one set of log weights.
 

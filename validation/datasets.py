@@ -136,6 +136,9 @@ _SEED_IDS = {
     "a1a": 19,
     "w1a": 20,
     "ggig_linear": 21,
+    # reserved: ggig_linear_weak deliberately reuses ggig_linear's streams (same inputs
+    # and noise, only a weaker signal), so this id is never drawn from
+    "ggig_linear_weak": 22,
 }
 # Third word for the stream that generates a fixed pool (split streams use 0..99).
 _POOL_STREAM = 2**31 - 1
@@ -786,6 +789,14 @@ _ENTRIES: tuple[_Entry, ...] = (
            "n_f = 8, N = 200 (the GGSM compare default); other n_f and N: "
            "datasets.ggig_linear(n_relevant, n_train, repetition)",
            lambda split: _ggig_linear_arrays(8, 200, split), dim=50),
+    _Entry("ggig_linear_weak", "generated", 200, 3000, 100, "x^T w + eps > 0",
+           "generated: the ggig_linear design with w = 0.3 instead of 3 on the first 8 "
+           "features (same inputs and noise draws as ggig_linear, only the labels differ)",
+           _NUMERIC,
+           "a less separable variant (not the paper's): at w = 3, N = 200 every one of the "
+           "100 training sets is linearly separable, which gives the GGSM posterior of the "
+           "scale of w a heavy tail; at w = 0.3 none is (Bayes error 0.27)",
+           lambda split: _ggig_linear_arrays(8, 200, split, weight=GGIG_WEAK_WEIGHT), dim=50),
     _Entry("esl_mixture", "fixed", 200, 5000, 1, "ORANGE (y = 1)",
            "Hastie, Tibshirani & Friedman, ESL §2.3.3 mixture data (ESL.mixture.rda)",
            _NUMERIC, "test set: 5000 seeded draws (2500 per class) from the shipped "
@@ -982,6 +993,8 @@ def load_esl_mixture() -> EslMixture:
 
 
 _GGIG_LINEAR_SEED_ID = _SEED_IDS["ggig_linear"]
+#: relevant weight of the ggig_linear_weak variant (the paper's design has 3)
+GGIG_WEAK_WEIGHT = 0.3
 
 
 def _ggig_linear_arrays(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: int = 3000,

@@ -91,7 +91,7 @@ def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nut
     status, out, err = run_cli(argv, capsys)
     assert status == 0, err
     assert "pcvm on ripley" in out
-    assert "NUTS reference: certified" in out
+    assert "reference (nuts): certified" in out
     assert any(line.startswith("em ") for line in out.splitlines())
     assert (out_dir / "report.md").is_file() and (out_dir / "results.json").is_file()
     assert f"report: {out_dir / 'report.md'}" in out
@@ -103,12 +103,12 @@ def test_summary_table_shows_a_failed_ggsm_engine_as_failed_not_as_numbers():
     from zoo.cli import summary_table
 
     ok = {"pred_mae": 0.01, "std_mean_err_median": 0.2, "sd_ratio_median": None, "khat": None,
-          "test_error": 0.1, "seconds": 0.01, "speedup_vs_nuts": 100.0, "other_model": None, "failure": None}
+          "test_error": 0.1, "seconds": 0.01, "speedup_vs_reference": 100.0, "other_model": None, "failure": None}
     failed = {**{k: None for k in ok}, "failure": "ApproximationFailed: Hessian not positive definite"}
     res = {"model": "ggsm-probit", "data": "heart", "split": 0, "n_train": 170, "hyper": {"q": 1.0, "n_basis": 14},
            "reference": {"certified": True, "failures": [], "rhat_max": 1.0, "ess_bulk_min": 500.0,
                          "ess_tail_min": 500.0, "divergences": 0, "seconds": 1.0},
-           "nuts_test_error": 0.1, "engines": {"mm": ok, "mm-laplace": failed}}
+           "reference_test_error": 0.1, "engines": {"mm": ok, "mm-laplace": failed}}
     lines = summary_table(res).splitlines()
     row = next(ln for ln in lines if ln.startswith("mm-laplace "))
     assert row.split() == ["mm-laplace", "failed:", "ApproximationFailed:", "Hessian", "not", "positive", "definite"]

@@ -158,7 +158,7 @@ def test_report_markdown_and_figures(run):
             assert fh.read(8) == PNG_MAGIC, f"{files[key]} is not a PNG"
     with open(files["report"]) as text:
         md = text.read()
-    assert "NUTS reference **certified**" in md
+    assert "Reference: **nuts** (NUTS on the NumPyro model), **certified**" in md
     assert "NOT certified" not in md.split("## Engines")[0]
     for name in ENGINES:
         assert f"| {name} |" in md
@@ -217,8 +217,8 @@ def test_uncertified_reference_is_reported_as_such(cache_dir, tmp_path):
     assert res["reference"]["failures"], "an uncertified reference must say why"
     with open(files["report"]) as fh:
         md = fh.read()
-    assert "**NUTS reference NOT certified**" in md
-    assert "NUTS reference **certified**" not in md
+    assert "**Reference NOT certified.** **nuts**" in md
+    assert "**certified**" not in md
     assert res["reference"]["failures"][0] in md
     assert "NOT CERTIFIED" in summary_table(comp.results)
 
@@ -279,13 +279,18 @@ def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(
     assert res["engines"]["mm"]["other_model"] is None
     assert res["engines"]["mm"]["n_basis"] == comp.posteriors["mm"].info.extra["n_active"] < 51
     assert all(res["engines"][e]["other_model"] for e in ("lap", "gj", "stu"))
+    # the default design is separable, so at q a = 2 the posterior of w has a mean but no
+    # sd: every metric standardized by the reference sd is null, with that reason
+    assert (res["moments"]["mean_exists"], res["moments"]["sd_exists"]) == (True, False)
     for row in res["engines"].values():
         assert row["kind"] == "point" and row["sd_ratio_median"] is None
+        assert row["std_mean_err_median"] is None and "sd does not exist" in row["null_reasons"]["std_mean_err_median"]
         assert 1 <= row["n_basis"] <= 51  # the weights the engine kept
         assert 0 <= row["pred_mae"] < 0.5 and row["test_error"] < 0.3
     files = write_report(comp, str(tmp_path / "ggsm"))
     text = open(files["report"]).read()
     assert "another model" in text
+    assert "Posterior moments: the training data are separable" in text
     assert ("certified" in text) and (res["reference"]["certified"] or "NOT certified" in text)
     ref = arviz_adapter.from_netcdf(files["reference"])
     assert np.asarray(ref.constant_data["q"]).ravel().tolist() == [2.0]  # scalars come back as 1-vectors
@@ -301,11 +306,20 @@ def test_ggsm_probit_rejects_unknown_parameters():
 
 
 def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
-    from zoo.validation.compare import default_reference
+    from zoo.validation.compare import default_references
 
-    assert default_reference("pcvm") == ReferenceConfig()
-    ggsm = default_reference("ggsm-probit")
-    assert (ggsm.num_warmup, ggsm.num_samples) == (2000, 2500)
-    assert default_reference("ggsm-probit", num_samples=300, num_warmup=None).num_samples == 300
-    assert default_reference("ggsm-probit", num_warmup=None).num_warmup == 2000
-    assert CompareConfig(model="ggsm-probit").reference == ggsm
+    assert default_references("pcvm") == (ReferenceConfig(),)
+    nuts, gibbs = default_references("ggsm-probit")
+    assert (nuts.sampler, nuts.num_warmup, nuts.num_samples) == ("nuts", 2000, 2500)
+    assert (gibbs.sampler, gibbs.num_warmup, gibbs.num_samples) == ("slice-gibbs", 1000, 2500)
+    assert all(r.num_samples == 300 for r in default_references("ggsm-probit", num_samples=300, num_warmup=None))
+    assert default_references("ggsm-probit", num_warmup=None)[0].num_warmup == 2000
+    assert CompareConfig(model="ggsm-probit").reference == (nuts, gibbs)
+    # choosing samplers keeps each one's model defaults, in the order given
+    only = default_references("ggsm-probit", ("slice-gibbs",))
+    assert only == (gibbs,)
+    with pytest.raises(ValueError, match="unknown reference sampler"):
+        default_references("ggsm-probit", ("hmc",))
+    # one config is a chain of one
+    assert CompareConfig(model="pcvm", reference=ReferenceConfig(num_samples=10)).reference == (
+        ReferenceConfig(num_samples=10),)

@@ -18,9 +18,9 @@ from ..inference.posterior import ApproximationFailed
 from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
-from .metrics import METRIC_KEYS, posterior_metrics, pruned_weights_vs_reference
-from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCE, ENGINE_VARIANTS, PROTOCOLS
-from .reference import ReferenceConfig, run_reference
+from .metrics import METRIC_KEYS, null_undefined_moments, posterior_metrics, pruned_weights_vs_reference
+from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCES, ENGINE_VARIANTS, PROTOCOLS
+from .reference import REFERENCE_SAMPLERS, ReferenceConfig, first_certified_reference
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,9 @@ class CompareConfig:
     split: int = 0
     engines: tuple[str, ...] | None = None  # None: the model's default (DEFAULT_ENGINES)
     params: dict[str, float] = field(default_factory=dict)
-    reference: ReferenceConfig | None = None  # None: the model's default (DEFAULT_REFERENCE)
+    # one ReferenceConfig, or several tried in order (the first certified one is the
+    # reference); None: the model's default (DEFAULT_REFERENCES)
+    reference: ReferenceConfig | tuple[ReferenceConfig, ...] | None = None
     seed: int = 0
     metric_draws: int = 4000
     cache_dir: str | None = None
@@ -43,18 +45,35 @@ class CompareConfig:
         if self.engines is None:
             object.__setattr__(self, "engines", DEFAULT_ENGINES[self.model])
         if self.reference is None:
-            object.__setattr__(self, "reference", default_reference(self.model))
+            object.__setattr__(self, "reference", default_references(self.model))
+        elif isinstance(self.reference, ReferenceConfig):
+            object.__setattr__(self, "reference", (self.reference,))
+        else:
+            object.__setattr__(self, "reference", tuple(self.reference))
+        if not self.reference or not all(isinstance(r, ReferenceConfig) for r in self.reference):
+            raise ValueError("reference must be a ReferenceConfig or a non-empty sequence of them")
         if not self.engines:
             raise ValueError("no engines given: name at least one, e.g. --engines laplace,ep")
         if self.metric_draws < 100:
             raise ValueError(f"metric_draws must be at least 100; got {self.metric_draws}")
 
 
-def default_reference(model: str, **overrides) -> ReferenceConfig:
-    """ReferenceConfig with the model's own defaults (DEFAULT_REFERENCE), then ``overrides``
-    (None values are ignored, so CLI options left unset keep the defaults)."""
-    settings = {**DEFAULT_REFERENCE.get(model, {}), **{k: v for k, v in overrides.items() if v is not None}}
-    return ReferenceConfig(**settings)
+def default_references(model: str, samplers: tuple[str, ...] | None = None, **overrides) -> tuple[ReferenceConfig, ...]:
+    """The reference samplers tried for ``model``, in order (DEFAULT_REFERENCES), each with
+    the model's own settings, then ``overrides`` (None values are ignored, so CLI options
+    left unset keep the defaults).
+
+    samplers: keep only these samplers, in this order (e.g. ("slice-gibbs",)); a sampler
+    the model has no defaults for starts from ReferenceConfig's.
+    """
+    chain = {d.get("sampler", "nuts"): d for d in DEFAULT_REFERENCES.get(model, ({"sampler": "nuts"},))}
+    if samplers is not None:
+        unknown = [s for s in samplers if s not in REFERENCE_SAMPLERS]
+        if unknown or not samplers:
+            raise ValueError(f"unknown reference sampler(s) {unknown or samplers}; known: {', '.join(REFERENCE_SAMPLERS)}")
+        chain = {s: chain.get(s, {"sampler": s}) for s in samplers}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return tuple(ReferenceConfig(**{**settings, "sampler": name, **given}) for name, settings in chain.items())
 
 
 @dataclass
@@ -67,6 +86,8 @@ class Comparison:
     variant_references: dict[str, Any]
     posteriors: dict[str, Any]
     split: Any
+    # every reference sampler run, in order (the last certified one, if any, is `reference`)
+    references_tried: list = field(default_factory=list)
 
 
 def timed_fit(fit, spec, Phi, y):
@@ -102,10 +123,19 @@ def failed_row(entry, err: BaseException) -> dict[str, Any]:
         "reason": reason,
         "n_iter": None,
         "objective": "",
-        "speedup_vs_nuts": None,
+        "speedup_vs_reference": None,
         "failure": reason,
         "pruned_vs_reference": None,
     }
+
+
+def _without_undefined_moments(rows, moments):
+    """Pruned-weight rows with the reference mean / sd blanked where they do not exist
+    (the quantiles and P(|w| < 0.1) always exist)."""
+    if not rows or not moments:
+        return rows
+    drop = [k for k, flag in (("ref_mean", "mean_exists"), ("ref_sd", "sd_exists")) if moments.get(flag) is not True]
+    return [{**r, **{k: None for k in drop}} for r in rows]
 
 
 def _reference_summary(ref) -> dict[str, Any]:
@@ -122,6 +152,7 @@ def _reference_summary(ref) -> dict[str, Any]:
         "warm_seconds": float(ref.posterior.info.seconds),
         "compile_seconds": float(ref.compile_seconds),
         "from_cache": bool(getattr(ref, "from_cache", False)),
+        "sampler_name": ref.sampler,
         "sampler": ref.provenance.get("sampler", {}),
     }
 
@@ -139,15 +170,16 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     prepared = prepare(split, dict(config.params), progress=bar)
     spec, Phi, y = prepared.spec, prepared.Phi_train, prepared.y_train
 
-    bar.set_postfix_str("NUTS reference")
-    reference = run_reference(spec, Phi, y, config=config.reference, cache_dir=config.cache_dir, progress=progress)
+    bar.set_postfix_str("reference")
+    reference, tried = first_certified_reference(
+        spec, Phi, y, configs=config.reference, cache_dir=config.cache_dir, progress=progress)
     bar.update(1)
     variant_refs = {}
     needed_variants = {ENGINE_VARIANTS.get((config.model, e.name)) for e in entries} - {None}
     for variant in sorted(needed_variants):
-        bar.set_postfix_str(f"NUTS reference ({variant})")
-        variant_refs[variant] = run_reference(
-            prepared.variants[variant], Phi, y, config=config.reference,
+        bar.set_postfix_str(f"reference ({variant})")
+        variant_refs[variant], _ = first_certified_reference(
+            prepared.variants[variant], Phi, y, configs=config.reference,
             cache_dir=config.cache_dir, progress=progress,
         )
     bar.update(1)
@@ -168,10 +200,10 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             continue
         posteriors[entry.name] = posterior
         key, sub = jax.random.split(key)
-        m = posterior_metrics(
+        m = null_undefined_moments(posterior_metrics(
             posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
             key=sub, n_draws=config.metric_draws,
-        )
+        ), prepared.moments)
         row = {
             **m,
             "kind": entry.kind,
@@ -186,10 +218,11 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "n_iter": int(posterior.info.n_iter),
             "objective": posterior.info.objective,
             # warm against warm: compilation is excluded on both sides
-            "speedup_vs_nuts": float(reference.posterior.info.seconds / warm) if warm > 0 else None,
+            "speedup_vs_reference": float(reference.posterior.info.seconds / warm) if warm > 0 else None,
             "failure": None,
             # weights the engine pruned to exact zeros, beside the reference's marginals
-            "pruned_vs_reference": pruned_weights_vs_reference(posterior, reference.posterior),
+            "pruned_vs_reference": _without_undefined_moments(
+                pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
         }
         variant = ENGINE_VARIANTS.get((config.model, entry.name))
         if variant is not None:
@@ -211,21 +244,24 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         "n_test": int(prepared.Phi_test.shape[0]),
         "hyper": prepared.hyper,
         "selection": prepared.selection,
+        "moments": prepared.moments,
         "spec": spec.to_dict(),
         "reference": _reference_summary(reference),
+        # every sampler tried, in order: the report names the one used and why the others not
+        "references_tried": [_reference_summary(r) for r in tried],
         "variant_references": {k: _reference_summary(v) for k, v in variant_refs.items()},
-        "nuts_test_error": float(np.mean((p_ref_test > 0.5) != (prepared.y_test == 1))),
+        "reference_test_error": float(np.mean((p_ref_test > 0.5) != (prepared.y_test == 1))),
         "engines": engines_out,
         "config": {
             "engines": list(config.engines),
             "params": dict(config.params),
-            "reference": asdict(config.reference),
+            "reference": [asdict(r) for r in config.reference],
             "seed": config.seed,
             "metric_draws": config.metric_draws,
         },
     }
     results["targets"] = check_targets(results)
-    return Comparison(results, prepared, reference, variant_refs, posteriors, split)
+    return Comparison(results, prepared, reference, variant_refs, posteriors, split, tried)
 
 
 #: The issue's targets for the default run (PCVM on Ripley). They are goals that the

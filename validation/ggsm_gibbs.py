@@ -125,6 +125,44 @@ def scale_moments(q: float, a: float) -> dict:
     return {"tail_exponent": 1.0 + qa, "mean_exists": qa > 1.0, "sd_exists": qa > 2.0}
 
 
+def likelihood_flat_direction(Phi, y, *, tol: float = 1e-7) -> dict:
+    """Is there a direction w != 0 along which the probit likelihood never decays?
+
+    That is the case iff some w != 0 has s_i (Phi w)_i >= 0 for every i: strict or quasi-
+    complete separation, or a direction in the null space of Phi (more basis functions than
+    independent rows, as with an RBF basis plus a bias). Along it the likelihood stays
+    bounded below, so the posterior of the scale of w keeps the prior's tail r^-(1 + q a)
+    (:func:`scale_moments`). Otherwise every direction misclassifies some point and the
+    likelihood decays like exp(-c r^2): all moments exist.
+
+    Returns {"flat": bool or None, "kind": "separable" | "quasi-separable" |
+    "null space" | None, "status": text}.
+    """
+    from scipy.optimize import linprog
+
+    Phi, y = check_design(Phi, y)
+    n_obs, n = Phi.shape
+    if np.linalg.matrix_rank(Phi) < n:
+        return {"flat": True, "kind": "null space",
+                "status": f"Phi has rank {np.linalg.matrix_rank(Phi)} < {n} columns: the likelihood is "
+                          "constant along its null space"}
+    sep = linear_separation(Phi, y, tol=tol)
+    if sep["separable"] is None:
+        return {"flat": None, "kind": None, "status": sep["status"]}
+    if sep["separable"]:
+        return {"flat": True, "kind": "separable", "status": sep["status"]}
+    # quasi-complete separation: maximize sum_i s_i (Phi w)_i subject to every term >= 0
+    s = 2.0 * y - 1.0
+    signed = s[:, None] * Phi
+    res = linprog(-signed.sum(0), A_ub=-signed, b_ub=np.zeros(n_obs), bounds=[(-1.0, 1.0)] * n, method="highs")
+    if res.status != 0:
+        return {"flat": None, "kind": None, "status": f"LP did not finish: {res.message}"}
+    if -res.fun > tol:
+        return {"flat": True, "kind": "quasi-separable",
+                "status": "quasi-completely separable: some points lie on every separating hyperplane"}
+    return {"flat": False, "kind": None, "status": "not separable, not even quasi-completely"}
+
+
 # --------------------------------------------------------------------------------------
 # The log densities
 # --------------------------------------------------------------------------------------
@@ -276,6 +314,73 @@ def _adapted_widths(w_draws: np.ndarray) -> Widths:
                   log_scale=jnp.asarray(np.clip(3.0 * sd_t, 1e-3, 50.0)))
 
 
+class SliceGibbsChains:
+    """The chains of one run, kept so that they can be continued.
+
+    ``warmup()`` runs the warm-up blocks (adapting the widths); ``draw(n)`` records the
+    next n sweeps of every chain with the frozen widths and may be called again to extend
+    the same Markov chains (the reference doubles its draws this way).
+    """
+
+    def __init__(self, spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progress: bool = False):
+        from ..models.ggsm_probit import GGSMProbit
+
+        if not isinstance(spec, GGSMProbit):
+            raise ValueError(
+                f"the slice-Gibbs reference sampler is written for ggsm-probit only, not {type(spec).__name__}")
+        Phi, y = check_design(Phi, y)
+        self.config, self.progress = config, progress
+        self.Phi, self.s = jnp.asarray(Phi), jnp.asarray(2.0 * y - 1.0)
+        self.q, self.a, self.b = float(spec.q), float(spec.a), float(spec.b)
+        n = Phi.shape[1]
+        chains = int(config.num_chains)
+        k_init, k_lam, k_chains = jax.random.split(jax.random.PRNGKey(config.seed), 3)
+        w0 = config.init_scale * jax.random.normal(k_init, (chains, n))
+        shape, scale = lam_conditional(w0, self.q, self.a, self.b)
+        lam0 = scale / jax.random.gamma(k_lam, shape, (chains,))
+        self.state = ChainState(w0, lam0, jax.random.split(k_chains, chains))
+        self.widths = Widths(w=jnp.ones((chains, n)), log_scale=jnp.full((chains,), 1.0))
+        self.warmed_up = False
+
+    def _run(self, n_sweeps):
+        self.state, out = _blocks(self.state, self.widths, self.Phi, self.s, self.q, self.a, self.b, n_sweeps)
+        return out
+
+    def warmup(self) -> None:
+        blocks = -(-int(self.config.num_warmup) // BLOCK)
+        bar = _bar(self.progress, blocks, "slice-Gibbs warm-up")
+        for _ in range(blocks):
+            w_blk, _, _ = self._run(BLOCK)
+            self.widths = _adapted_widths(np.asarray(w_blk))
+            bar.update(1)
+        bar.close()
+        self.warmed_up = True
+
+    def draw(self, n: int):
+        """(draws, stats) of the next n sweeps; see :func:`sample`."""
+        if not self.warmed_up:
+            self.warmup()
+        blocks = -(-int(n) // BLOCK)
+        bar = _bar(self.progress, blocks, "slice-Gibbs")
+        ws, lams, stats = [], [], {"evaluations": [], "shrink_caps": [], "log_scale_step": []}
+        for _ in range(blocks):
+            # whole blocks keep one compiled program; the surplus sweeps of the last block
+            # are dropped, so a continuation starts from a state past the recorded draws -
+            # still the same Markov chain, only thinned once at the seam
+            w_blk, lam_blk, st = self._run(BLOCK)
+            ws.append(np.asarray(w_blk))
+            lams.append(np.asarray(lam_blk))
+            for k in stats:
+                stats[k].append(np.asarray(st[k]))
+            bar.update(1)
+        bar.close()
+        m = int(n)
+        draws = {"lam": np.concatenate(lams, axis=1)[:, :m], "w": np.concatenate(ws, axis=1)[:, :m]}
+        out_stats = {k: np.concatenate(v, axis=1)[:, :m] for k, v in stats.items()}
+        out_stats["diverging"] = np.zeros(draws["lam"].shape, dtype=bool)
+        return draws, out_stats
+
+
 def sample(spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progress: bool = False):
     """Draws of (lambda, w) from the GGSM probit posterior.
 
@@ -283,43 +388,11 @@ def sample(spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progr
     stats {"diverging": zeros (the sampler has no divergences), "evaluations",
     "shrink_caps", "log_scale_step"} per draw (chains, draws), for the sample_stats group.
     """
-    Phi, y = check_design(Phi, y)
-    Phi_j, s = jnp.asarray(Phi), jnp.asarray(2.0 * y - 1.0)
-    q, a, b = float(spec.q), float(spec.a), float(spec.b)
-    n = Phi.shape[1]
-    chains = int(config.num_chains)
-    key = jax.random.PRNGKey(config.seed)
-    k_init, k_lam, k_chains = jax.random.split(key, 3)
-    w0 = config.init_scale * jax.random.normal(k_init, (chains, n))
-    shape, scale = lam_conditional(w0, q, a, b)
-    lam0 = scale / jax.random.gamma(k_lam, shape, (chains,))
-    state = ChainState(w0, lam0, jax.random.split(k_chains, chains))
-    widths = Widths(w=jnp.ones((chains, n)), log_scale=jnp.full((chains,), 1.0))
-
-    n_warm_blocks = -(-int(config.num_warmup) // BLOCK)
-    n_blocks = -(-int(config.num_samples) // BLOCK)
-    bar = _bar(progress, n_warm_blocks + n_blocks)
-    for _ in range(n_warm_blocks):
-        state, (w_blk, _, _) = _blocks(state, widths, Phi_j, s, q, a, b, BLOCK)
-        widths = _adapted_widths(np.asarray(w_blk))
-        bar.update(1)
-    ws, lams, stats = [], [], {"evaluations": [], "shrink_caps": [], "log_scale_step": []}
-    for _ in range(n_blocks):
-        state, (w_blk, lam_blk, st) = _blocks(state, widths, Phi_j, s, q, a, b, BLOCK)
-        ws.append(np.asarray(w_blk))
-        lams.append(np.asarray(lam_blk))
-        for k in stats:
-            stats[k].append(np.asarray(st[k]))
-        bar.update(1)
-    bar.close()
-    m = int(config.num_samples)
-    draws = {"lam": np.concatenate(lams, axis=1)[:, :m], "w": np.concatenate(ws, axis=1)[:, :m]}
-    out_stats = {k: np.concatenate(v, axis=1)[:, :m] for k, v in stats.items()}
-    out_stats["diverging"] = np.zeros((chains, m), dtype=bool)
-    return draws, out_stats
+    chains = SliceGibbsChains(spec, Phi, y, config, progress=progress)
+    return chains.draw(int(config.num_samples))
 
 
-def _bar(enabled, total):
+def _bar(enabled, total, desc):
     if not enabled:
         class _No:
             def update(self, n=1):
@@ -331,4 +404,4 @@ def _bar(enabled, total):
         return _No()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="slice-Gibbs", unit="block")
+    return tqdm(total=total, desc=desc, unit="block")

@@ -259,6 +259,35 @@ def _gaussian_fit(approx, flat_draws: np.ndarray):
 # --------------------------------------------------------------------------------------
 # The one call
 # --------------------------------------------------------------------------------------
+#: metrics that need the reference's mean, or its sd, to exist
+_NEEDS_MEAN = ("std_mean_err", "std_mean_err_median", "std_mean_err_max", "wasserstein")
+_NEEDS_SD = ("std_mean_err", "std_mean_err_median", "std_mean_err_max", "sd_ratio", "sd_ratio_median", "kl_gauss")
+
+
+def null_undefined_moments(metrics: dict[str, Any], moments: dict[str, Any] | None) -> dict[str, Any]:
+    """``metrics`` with every value built on a posterior moment that does not exist set to
+    None, its null reason saying why. A sample mean or sd of draws from a distribution
+    without one is finite but estimates nothing (it does not settle as draws grow).
+
+    moments: {"mean_exists", "sd_exists", "reason"} (``Prepared.moments``) or None (all
+    exist). Unknown existence (None) nulls too: an unverified moment is not reported.
+    """
+    if not moments:
+        return metrics
+    out = dict(metrics)
+    reasons = dict(out.get("null_reasons") or {})
+    for flag, keys in (("mean_exists", _NEEDS_MEAN), ("sd_exists", _NEEDS_SD)):
+        if moments.get(flag) is True:
+            continue
+        for k in keys:
+            if k in out:
+                out[k] = None
+                reasons[k] = "the posterior " + ("mean" if flag == "mean_exists" else "sd") + \
+                    " does not exist here: " + moments["reason"]
+    out["null_reasons"] = reasons
+    return out
+
+
 def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *, key,
                       n_draws: int = 4000) -> dict[str, Any]:
     """All accuracy metrics of ``approx`` against ``reference``, as a flat JSON-able dict.
@@ -278,7 +307,7 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
         ref_post = reference.posterior
         if not getattr(reference, "certified", True):
             warnings.warn(
-                "metrics computed against an UNCERTIFIED NUTS reference: "
+                "metrics computed against an UNCERTIFIED reference: "
                 + "; ".join(getattr(reference, "failures", [])[:3])
             )
     _check_same_sites(approx, ref_post)

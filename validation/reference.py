@@ -1,4 +1,4 @@
-"""The NUTS reference: ground truth for every engine, and the rule that certifies it.
+"""The reference posterior: ground truth for every engine, and the rule that certifies it.
 
 ``run_reference(spec, Phi, y)`` runs NUTS on ``spec.model`` (4 chains, float64), checks
 convergence with rank-normalized split R-hat and bulk/tail ESS (Vehtari et al. 2021) and
@@ -8,6 +8,13 @@ reference says why in ``failures`` (one sentence per problem) and must not be us
 truth silently. When the only problem is too few effective draws (no divergences), the
 chains are continued until the number of draws has doubled, up to
 ``config.max_doublings`` times: more draws, the same rule - never a looser one.
+
+A second sampler. Where NUTS cannot certify a posterior (GGSM probit at q <= 1 on
+separable data: validation/ggsm_gibbs.py says why), ``ReferenceConfig(sampler=
+"slice-gibbs")`` runs a sampler built for it, certified by the same rule (it has no
+divergences; a slice update that exhausts its shrinkage steps counts as a failure).
+:func:`first_certified_reference` tries a list of samplers in order and stops at the
+first certified one; the Reference names its sampler in ``provenance["sampler"]``.
 
 Results are cached on disk (netCDF draws + provenance JSON, each written atomically)
 under a content hash of the model, its hyper-parameters, the data, the sampler settings
@@ -97,9 +104,21 @@ _EXTRA_FIELDS = {
 }
 
 
+#: The samplers a reference can come from. "nuts" works on any model written in NumPyro;
+#: "slice-gibbs" (validation/ggsm_gibbs.py) is a second sampler of the GGSM probit
+#: posterior for where NUTS cannot certify it (q <= 1, separable data).
+REFERENCE_SAMPLERS = ("nuts", "slice-gibbs")
+#: bump when the slice-Gibbs sampler's draws change for the same settings (cache key)
+SLICE_GIBBS_VERSION = 1
+
+
 @dataclass(frozen=True)
 class ReferenceConfig:
-    """NUTS settings of the reference.
+    """Settings of the reference sampler (NUTS unless ``sampler`` says otherwise).
+
+    sampler: "nuts" or "slice-gibbs" (GGSM probit only; num_chains, num_warmup,
+    num_samples, seed and max_doublings apply to it, target_accept and max_tree_depth do
+    not, and its chains need no layout choice).
 
     chain_method: "parallel" by default (one chain per CPU device; falls back to
     "sequential" when the process has fewer devices than chains). Measured on the
@@ -123,8 +142,12 @@ class ReferenceConfig:
     seed: int = 0
     chain_method: str = "parallel"
     max_doublings: int = 2
+    sampler: str = "nuts"
 
     def __post_init__(self):
+        if self.sampler not in REFERENCE_SAMPLERS:
+            raise ValueError(
+                f"unknown reference sampler {self.sampler!r}; known: {', '.join(REFERENCE_SAMPLERS)}")
         if self.chain_method not in ("parallel", "sequential", "vectorized"):
             raise ValueError(
                 f"chain_method must be 'parallel', 'sequential' or 'vectorized'; got {self.chain_method!r}"
@@ -141,9 +164,17 @@ class ReferenceConfig:
         """The settings that determine the draws (the cache key's share of the config).
 
         parallel and sequential produce the same draws, so they share a layout name.
+        NUTS entries keep the key they had before a second sampler existed.
         """
         settings = asdict(self)
         settings.pop("chain_method")
+        if self.sampler == "slice-gibbs":
+            # no step size, no trees; one chain per device or one after another give the
+            # same draws (each chain has its own key)
+            for name in ("target_accept", "max_tree_depth"):
+                settings.pop(name)
+            settings["sampler"] = f"zoo.slice-gibbs/{SLICE_GIBBS_VERSION}"
+            return settings
         settings["chain_layout"] = "vectorized" if self.chain_method == "vectorized" else "per-chain"
         settings["sampler"] = "numpyro.NUTS"
         return settings
@@ -151,7 +182,7 @@ class ReferenceConfig:
 
 @dataclass(frozen=True, eq=False)
 class Reference:
-    """A NUTS reference posterior with its certificate and provenance.
+    """A reference posterior (NUTS or a second sampler) with its certificate and provenance.
 
     posterior: DrawsPosterior over spec.sites(M), draws (chains, draws, *shape).
     idata: ArviZ InferenceData (posterior, sample_stats incl. diverging, constant_data
@@ -176,10 +207,15 @@ class Reference:
     def sites(self) -> tuple[Site, ...]:
         return self.posterior.sites
 
+    @property
+    def sampler(self) -> str:
+        """Which sampler produced the draws: nuts or slice-gibbs."""
+        return _sampler_name(self.provenance.get("sampler", {}))
+
     def require_certified(self) -> "Reference":
         """Return self, or raise if the reference may not serve as ground truth."""
         if not self.certified:
-            raise RuntimeError("NUTS reference is not certified: " + "; ".join(self.failures))
+            raise RuntimeError(f"{self.sampler} reference is not certified: " + "; ".join(self.failures))
         return self
 
 
@@ -308,8 +344,8 @@ def _atomic_write_text(path: str, text: str) -> None:
     write_text_atomic(path, text)
 
 
-def _cache_paths(cache_dir, key: str) -> tuple[str, str]:
-    base = os.path.join(os.fspath(cache_dir), f"nuts-{key[:32]}")
+def _cache_paths(cache_dir, key: str, sampler: str = "nuts") -> tuple[str, str]:
+    base = os.path.join(os.fspath(cache_dir), f"{sampler}-{key[:32]}")
     return base + ".nc", base + ".json"
 
 
@@ -317,7 +353,7 @@ def _write_cache(cache_dir, key: str, reference: Reference) -> str:
     """netCDF first, provenance JSON last: the JSON is the commit mark of an entry, and it
     names the digest of the draws it belongs to, so a half-written or swapped netCDF
     file is detected on reading."""
-    nc_path, json_path = _cache_paths(cache_dir, key)
+    nc_path, json_path = _cache_paths(cache_dir, key, _sampler_name(reference.provenance["sampler"]))
     adapter.to_netcdf(reference.idata, nc_path)
     record = {
         "cache_format": CACHE_FORMAT,
@@ -334,9 +370,9 @@ def _write_cache(cache_dir, key: str, reference: Reference) -> str:
     return nc_path
 
 
-def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...]) -> Reference | None:
+def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], sampler: str = "nuts") -> Reference | None:
     """The cached Reference, or None when there is no complete, intact entry."""
-    nc_path, json_path = _cache_paths(cache_dir, key)
+    nc_path, json_path = _cache_paths(cache_dir, key, sampler)
     if not (os.path.exists(nc_path) and os.path.exists(json_path)):
         return None
     try:
@@ -426,7 +462,7 @@ def _sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics) -> FitInfo:
     return FitInfo(
-        engine="nuts",
+        engine=_sampler_name(sampler),
         converged=bool(certified),
         n_iter=int(sampler["num_warmup"]) + int(sampler["num_samples_total"]),
         reason="; ".join(failures),
@@ -437,9 +473,93 @@ def _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostic
     )
 
 
+def _sampler_name(sampler_settings: dict) -> str:
+    """The sampler ("nuts" or "slice-gibbs") named by a provenance's sampler settings."""
+    return "slice-gibbs" if str(sampler_settings.get("sampler", "")).startswith("zoo.slice-gibbs") else "nuts"
+
+
+class _NutsRun:
+    """NUTS on ``spec.model``: a first run, then continuations of the same chains."""
+
+    name = "numpyro.NUTS"
+
+    def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
+        self.Phi, self.y = Phi, y
+        self.method = effective_chain_method(config)
+        kernel = NUTS(spec.model, target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth)
+        self.mcmc = MCMC(
+            kernel, num_warmup=config.num_warmup, num_samples=config.num_samples,
+            num_chains=config.num_chains, chain_method=self.method, progress_bar=progress,
+        )
+        self.seed = config.seed
+
+    def first(self):
+        self.mcmc.run(jax.random.PRNGKey(self.seed), self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
+        return _collect(self.mcmc)
+
+    def more(self, n_more: int):
+        # continue every chain from its last state with the adapted step size and mass
+        # matrix: the new draws extend the same Markov chains
+        self.mcmc.post_warmup_state = self.mcmc.last_state
+        self.mcmc.num_samples = n_more
+        self.mcmc.run(self.mcmc.post_warmup_state.rng_key, self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
+        return _collect(self.mcmc)
+
+    @staticmethod
+    def sample_stats(extra):
+        return _sample_stats(extra)
+
+    @staticmethod
+    def sampler_failures(extra) -> list[str]:
+        return []  # divergences are counted by the certification rule itself
+
+    def layout(self) -> dict:
+        return {"chain_method": self.method}
+
+
+class _SliceGibbsRun:
+    """The GGSM slice-within-Gibbs sampler (validation/ggsm_gibbs.py), continued the same way."""
+
+    name = "zoo.slice-gibbs"
+
+    def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
+        from . import ggsm_gibbs
+
+        gibbs_config = ggsm_gibbs.SliceGibbsConfig(
+            num_chains=config.num_chains, num_warmup=config.num_warmup,
+            num_samples=config.num_samples, seed=config.seed)
+        self.chains = ggsm_gibbs.SliceGibbsChains(spec, Phi, y, gibbs_config, progress=progress)
+        self.num_samples = config.num_samples
+
+    def first(self):
+        return self.chains.draw(self.num_samples)
+
+    def more(self, n_more: int):
+        return self.chains.draw(n_more)
+
+    @staticmethod
+    def sample_stats(extra):
+        return {k: np.asarray(v) for k, v in extra.items()}
+
+    @staticmethod
+    def sampler_failures(extra) -> list[str]:
+        # a slice update that ran out of shrinkage steps kept its old value: the chain is
+        # then not exactly the posterior's, so a run with any such event is not certified
+        caps = int(np.sum(extra["shrink_caps"]))
+        return [f"{caps} slice updates hit the shrinkage limit"] if caps else []
+
+    def layout(self) -> dict:
+        return {"chain_method": "parallel" if jax.local_device_count() >= self.chains.config.num_chains
+                else "sequential"}
+
+
+_RUNNERS = {"nuts": _NutsRun, "slice-gibbs": _SliceGibbsRun}
+
+
 def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
                   progress: bool = False) -> Reference:
-    """NUTS on ``spec.model(Phi, y)``, certified (or not) by :data:`CERTIFICATION`.
+    """The reference sampler of ``config.sampler`` on ``spec``'s posterior given (Phi, y),
+    certified (or not) by :data:`CERTIFICATION`.
 
     Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1).
     cache_dir: folder of the disk cache (None: no cache). A hit returns the stored
@@ -449,47 +569,35 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     sites = tuple(spec.sites(Phi.shape[1]))
     key = cache_key(spec, Phi, y, config)
     if cache_dir is not None:
-        cached = _read_cache(cache_dir, key, spec, sites)
+        cached = _read_cache(cache_dir, key, spec, sites, config.sampler)
         if cached is not None:
             return cached
 
-    method = effective_chain_method(config)
-    kernel = NUTS(spec.model, target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth)
-    mcmc = MCMC(
-        kernel, num_warmup=config.num_warmup, num_samples=config.num_samples,
-        num_chains=config.num_chains, chain_method=method, progress_bar=progress,
-    )
-    fields = tuple(_EXTRA_FIELDS)
+    runner = _RUNNERS[config.sampler](spec, Phi, y, config, progress)
     attempts = []
     with _CompileTimer() as compile_timer:
         # seconds counts the sampler only (not the diagnostics between attempts)
         start = time.perf_counter()
-        mcmc.run(jax.random.PRNGKey(config.seed), Phi, y=y, extra_fields=fields)
-        draws, extra = _collect(mcmc)
+        draws, extra = runner.first()
         seconds = time.perf_counter() - start
-        certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites)
+        certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites, runner)
         attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
         doublings = 0
         # More draws may fix too-small ESS or a slowly mixing chain; they cannot fix
-        # divergences (a geometry problem), so those stop the loop.
+        # divergences (a geometry problem) or a sampler fault, so those stop the loop.
         while not certified and kinds <= {"rhat", "ess_bulk", "ess_tail"} and doublings < config.max_doublings:
             n_more = next(iter(draws.values())).shape[1]
             start = time.perf_counter()
-            # continue every chain from its last state with the adapted step size and mass
-            # matrix: the new draws extend the same Markov chains
-            mcmc.post_warmup_state = mcmc.last_state
-            mcmc.num_samples = n_more
-            mcmc.run(mcmc.post_warmup_state.rng_key, Phi, y=y, extra_fields=fields)
-            more_draws, more_extra = _collect(mcmc)
+            more_draws, more_extra = runner.more(n_more)
             seconds += time.perf_counter() - start
             draws = {k: np.concatenate([draws[k], more_draws[k]], axis=1) for k in draws}
             extra = {k: np.concatenate([extra[k], more_extra[k]], axis=1) for k in extra}
             doublings += 1
-            certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites)
+            certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites, runner)
             attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
     compile_seconds = min(compile_timer.seconds, seconds)
 
-    sampler = dict(config.sampler_settings(), chain_method=method, num_samples_total=int(
+    sampler = dict(config.sampler_settings(), **runner.layout(), num_samples_total=int(
         next(iter(draws.values())).shape[1]), doublings=doublings)
     provenance = {
         "sampler": sampler,
@@ -514,8 +622,8 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     }
     provenance = _jsonable(provenance)
     idata = adapter.draws_to_idata(
-        draws, sites, constant_data={"Phi": Phi, "y": y}, sample_stats=_sample_stats(extra),
-        attrs={"sampler": "numpyro.NUTS", "certified": certified, "cache_key": key},
+        draws, sites, constant_data={"Phi": Phi, "y": y}, sample_stats=runner.sample_stats(extra),
+        attrs={"sampler": runner.name, "certified": certified, "cache_key": key},
     )
     info = _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics)
     reference = Reference(
@@ -529,6 +637,30 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     return reference
 
 
+def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress: bool = False):
+    """Try the reference samplers of ``configs`` in order and stop at the first certified.
+
+    Returns (reference, tried): ``tried`` holds every Reference run, in order. When none
+    certifies, ``reference`` is the one closest to certification (smallest worst R-hat)
+    and is *not* certified: callers must say so, never present it as truth.
+    """
+    configs = (configs,) if isinstance(configs, ReferenceConfig) else tuple(configs)
+    if not configs:
+        raise ValueError("no reference sampler configured")
+    tried = []
+    for config in configs:
+        ref = run_reference(spec, Phi, y, config=config, cache_dir=cache_dir, progress=progress)
+        tried.append(ref)
+        if ref.certified:
+            return ref, tried
+
+    def closeness(ref):
+        rhat = ref.diagnostics.get("rhat_max")
+        return rhat if rhat is not None and np.isfinite(rhat) else np.inf
+
+    return min(tried, key=closeness), tried
+
+
 def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir) -> Reference | None:
     """The cached Reference for these inputs, or None (no entry, or a damaged one).
 
@@ -536,14 +668,18 @@ def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(
     """
     Phi, y = check_design(Phi, y)
     sites = tuple(spec.sites(Phi.shape[1]))
-    return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites)
+    return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites, config.sampler)
 
 
-def _certify_run(draws, extra, sites):
+def _certify_run(draws, extra, sites, runner):
     idata = adapter.draws_to_idata(draws, sites)
     diag = adapter.summary_diagnostics(idata, sites=sites)
     n_div = _count_divergences(extra["diverging"])
     failures, kinds = _check_failures(diag, sites, n_div, CERTIFICATION)
+    sampler_failures = runner.sampler_failures(extra)
+    if sampler_failures:
+        failures = failures + sampler_failures
+        kinds = kinds | {"sampler"}
     return not failures, failures, _diagnostics_dict(diag, n_div, idata), kinds
 
 

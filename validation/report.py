@@ -20,7 +20,7 @@ from .compare import Comparison  # noqa: E402
 
 from .metrics import THRESHOLDS  # noqa: E402
 
-ENGINE_COLORS = {"NUTS": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
+ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
 
 def _color(name: str) -> str:
@@ -60,7 +60,7 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
         path = os.path.join(out_dir, f"reference_{name}.nc")
         arviz_adapter.to_netcdf(arviz_adapter.with_constant_data(ref.idata, const), path)
         files[f"reference_{name}"] = path
-    idatas = {"NUTS": ref_idata}
+    idatas = {"reference": ref_idata}
     key = jax.random.PRNGKey(1)
     for name, post in comp.posteriors.items():
         key, sub = jax.random.split(key)
@@ -101,10 +101,10 @@ def _plot_probabilities(comp: Comparison, path: str) -> None:
         ax.scatter(p_ref, p - p_ref, s=4, alpha=0.5, color=_color(name))
         ax.axhline(0, color="k", lw=0.8)
         mae = comp.results["engines"][name]["pred_mae"]
-        ax.set_title(f"{name}: mean |p - p_NUTS| = {mae:.4f}")
-        ax.set_xlabel("p(y=1|x), NUTS")
-        ax.set_ylabel("engine minus NUTS")
-    fig.suptitle("Test-set predictive probabilities against the NUTS reference")
+        ax.set_title(f"{name}: mean |p - p_ref| = {mae:.4f}")
+        ax.set_xlabel(f"p(y=1|x), reference ({comp.reference.sampler})")
+        ax.set_ylabel("engine minus reference")
+    fig.suptitle(f"Test-set predictive probabilities against the reference ({comp.reference.sampler})")
     _save_fig(fig, path)
 
 
@@ -116,20 +116,25 @@ def _plot_weight_metrics(comp: Comparison, path: str) -> None:
     for name, row in comp.results["engines"].items():
         if row.get("failure"):  # a failed engine has no numbers to plot
             continue
-        ax1.plot(x, row["std_mean_err"], "o", ms=4, label=name, color=_color(name))
+        if row.get("std_mean_err") is not None:  # null where the posterior has no mean/sd
+            ax1.plot(x, row["std_mean_err"], "o", ms=4, label=name, color=_color(name))
         if row.get("sd_ratio") is not None:
             ax2.plot(x, row["sd_ratio"], "o", ms=4, label=name, color=_color(name))
     ax1.axhline(THRESHOLDS["std_mean_err_ok"], color="0.5", ls=":", lw=1)
-    ax1.set_ylabel("|m - m_NUTS| / sd_NUTS")
+    ax1.set_ylabel("|m - m_ref| / sd_ref")
     ax1.set_yscale("symlog", linthresh=0.05)
-    ax1.legend()
+    if ax1.get_legend_handles_labels()[0]:
+        ax1.legend()
+    else:
+        ax1.text(0.5, 0.5, "no moment metrics: " + ((comp.results.get("moments") or {}).get("reason") or "none"),
+                 transform=ax1.transAxes, ha="center", va="center", fontsize=7, wrap=True)
     ax2.axhline(1.0, color="k", lw=0.8)
     ax2.axhspan(*THRESHOLDS["sd_ratio_band"], color="0.9", zorder=0)
-    ax2.set_ylabel("sd / sd_NUTS")
+    ax2.set_ylabel("sd / sd_ref")
     ax2.set_xticks(x)
     ax2.set_xticklabels(names, rotation=90, fontsize=7)
     ax1.set_title(
-        "Per-parameter accuracy against NUTS (dotted / grey band: thresholds of\n"
+        f"Per-parameter accuracy against the reference ({comp.reference.sampler}) (dotted / grey band: thresholds of\n"
         "validation.metrics, about 2-3 Monte Carlo errors of a 400-ESS reference; points have no sd)"
     )
     _save_fig(fig, path)
@@ -149,7 +154,7 @@ def _plot_boundary(comp: Comparison, path: str) -> None:
     ax.scatter(centres[:, 0], centres[:, 1], s=70, facecolors="none", edgecolors="red", label="basis centres")
     p = comp.reference.posterior.predict_proba(Phi_grid).reshape(g1.shape)
     ax.contour(g1, g2, p, levels=[0.5], colors="k", linewidths=2.5)
-    ax.plot([], [], "k", lw=2.5, label="NUTS")
+    ax.plot([], [], "k", lw=2.5, label=f"reference ({comp.reference.sampler})")
     for name, post in comp.posteriors.items():
         p = post.predict_proba(Phi_grid).reshape(g1.shape)
         ax.contour(g1, g2, p, levels=[0.5], colors=_color(name), linewidths=1.2, linestyles="--")
@@ -193,7 +198,7 @@ def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
         "",
         f"### Weights `{name}` pruned, beside the reference",
         "",
-        f"{len(rows)} weight(s) set to exactly 0 by the engine. Reference (NUTS) marginal of each; "
+        f"{len(rows)} weight(s) set to exactly 0 by the engine. The reference's marginal of each; "
         f"P(|w| < {NEAR_ZERO:g}) is the reference's probability that the weight is negligible. "
         "Smallest probability first: the prunings the reference doubts most lead.",
         "",
@@ -210,11 +215,67 @@ def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+SAMPLER_TEXT = {
+    "nuts": "NUTS on the NumPyro model",
+    "slice-gibbs": "slice-within-Gibbs with a scale move (validation/ggsm_gibbs.py; same posterior, "
+                   "checked against the model's log density, quadrature and NUTS in the test suite)",
+}
+
+
+def _reference_lines(res: dict[str, Any]) -> list[str]:
+    """Which sampler is the reference, whether it is certified, what else was tried, and
+    which posterior moments exist."""
+    ref = res["reference"]
+    name = ref.get("sampler_name", "nuts")
+    lines = []
+    for tried in res.get("references_tried", []):
+        if tried.get("sampler_name") == name:
+            continue
+        lines.append(
+            f"Tried first: **{tried['sampler_name']}** - not certified ({_cell('; '.join(tried['failures'][:4]))}"
+            + ("; ..." if len(tried["failures"]) > 4 else "")
+            + f"; {_fmt(tried['seconds'], 1)} s)."
+        )
+    if lines:
+        lines.append("")
+    if ref["certified"]:
+        lines.append(
+            f"Reference: **{name}** ({SAMPLER_TEXT.get(name, name)}), **certified**: R-hat max "
+            f"{_fmt(ref['rhat_max'])} (<= 1.01), bulk ESS min {_fmt(ref['ess_bulk_min'], 1)}, tail ESS min "
+            f"{_fmt(ref['ess_tail_min'], 1)} (>= 400), {ref['divergences']} divergences; "
+            f"{_fmt(ref['seconds'], 1)} s" + (" (from cache)" if ref["from_cache"] else "") + "."
+        )
+    else:
+        several = len(res.get("references_tried", [])) > 1
+        lines.append(
+            ("**No reference sampler certified.** Shown: " if several else "**Reference NOT certified.** ")
+            + f"**{name}** ({SAMPLER_TEXT.get(name, name)})"
+            + (", the closest to certification" if several else "")
+            + ". The numbers below compare against an uncertified posterior and must not be read "
+            "as accuracy. Failed checks: " + "; ".join(ref["failures"])
+        )
+    for vname, vref in res.get("variant_references", {}).items():
+        status = "certified" if vref["certified"] else "NOT certified (" + "; ".join(vref["failures"]) + ")"
+        lines.append(
+            f"\n{vref.get('sampler_name', 'nuts')} on the `{vname}` variant of the model: {status}; R-hat max "
+            f"{_fmt(vref['rhat_max'])}, ESS bulk/tail min {_fmt(vref['ess_bulk_min'], 1)}/"
+            f"{_fmt(vref['ess_tail_min'], 1)}, {vref['divergences']} divergences."
+        )
+    moments = res.get("moments")
+    if moments:
+        lines.append("\nPosterior moments: " + moments["reason"] + ". "
+                     + ("" if moments.get("sd_exists") is True else
+                        "Metrics built on a moment that does not exist are null (std mean err, sd ratio, "
+                        "KL, Wasserstein as applicable); the predictive metrics, k-hat and quantiles are "
+                        "unaffected."))
+    return lines
+
+
 def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) -> str:
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
     ref = res["reference"]
     lines = [
-        f"# {res['model'].upper()} on `{res['data']}` (split {res['split']}): engines against NUTS",
+        f"# {res['model'].upper()} on `{res['data']}` (split {res['split']}): engines against the reference",
         "",
         f"Training points: {res['n_train']}; test points: {res['n_test']}. "
         f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res["hyper"].items()) + ".",
@@ -225,31 +286,13 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         "## Reference",
         "",
     ]
-    if ref["certified"]:
-        lines.append(
-            f"NUTS reference **certified**: R-hat max {_fmt(ref['rhat_max'])} (<= 1.01), bulk ESS min "
-            f"{_fmt(ref['ess_bulk_min'], 1)}, tail ESS min {_fmt(ref['ess_tail_min'], 1)} (>= 400), "
-            f"{ref['divergences']} divergences; {_fmt(ref['seconds'], 1)} s"
-            + (" (from cache)" if ref["from_cache"] else "") + "."
-        )
-    else:
-        lines.append(
-            "**NUTS reference NOT certified** - the numbers below compare against an uncertified "
-            "posterior and must not be read as accuracy. Failed checks: " + "; ".join(ref["failures"])
-        )
-    for name, vref in res.get("variant_references", {}).items():
-        status = "certified" if vref["certified"] else "NOT certified (" + "; ".join(vref["failures"]) + ")"
-        lines.append(
-            f"\nNUTS on the `{name}` variant of the model: {status}; R-hat max {_fmt(vref['rhat_max'])}, "
-            f"ESS bulk/tail min {_fmt(vref['ess_bulk_min'], 1)}/{_fmt(vref['ess_tail_min'], 1)}, "
-            f"{vref['divergences']} divergences."
-        )
+    lines += _reference_lines(res)
     lines += [
-        f"\nNUTS test error: {_fmt(res['nuts_test_error'])}.",
+        f"\nReference test error: {_fmt(res['reference_test_error'])}.",
         "",
         "## Engines",
         "",
-        "| engine | kind | weights kept | pred_mae | std mean err (median / max) | sd ratio (median) | KL(q, ref Gauss) | k-hat | outside support | test error | AUC | seconds (warm) | compile s | speed-up vs NUTS |",
+        "| engine | kind | weights kept | pred_mae | std mean err (median / max) | sd ratio (median) | KL(q, ref Gauss) | k-hat | outside support | test error | AUC | seconds (warm) | compile s | speed-up vs reference |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in res["engines"].items():
@@ -262,7 +305,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
             f"{_fmt(r['std_mean_err_max'], 3)} | {_fmt(r['sd_ratio_median'], 3)} | {_fmt(r['kl_gauss'], 3)} | "
             f"{_fmt(r['khat'], 3)} | {_fmt(r['outside_support_fraction'], 3)} | {_fmt(r['test_error'])} | "
             f"{_fmt(r['auc'])} | {_fmt(r['seconds'], 3)} | {_fmt(r['compile_seconds'], 2)} | "
-            f"{_fmt(r['speedup_vs_nuts'], 1)} |"
+            f"{_fmt(r['speedup_vs_reference'], 1)} |"
         )
     others = {name: r["other_model"] for name, r in res["engines"].items() if r.get("other_model")}
     if others:
@@ -283,7 +326,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
             if key.startswith("vs_") and isinstance(sub, dict):
                 lines += [
                     "",
-                    f"`{name}` measured against NUTS on the model it actually approximates "
+                    f"`{name}` measured against the reference of the model it actually approximates "
                     f"({key[3:]}; reference {'certified' if sub['reference_certified'] else 'NOT certified'}): "
                     f"pred_mae {_fmt(sub['pred_mae'])}, std mean err median {_fmt(sub['std_mean_err_median'], 3)}, "
                     f"sd ratio median {_fmt(sub['sd_ratio_median'], 3)}, k-hat {_fmt(sub['khat'], 3)}. "
@@ -322,8 +365,8 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         "hyper-parameters in `constant_data`): " + ", ".join(f"`{v}`" for k, v in rel.items() if v.endswith(".nc")) + ". "
         "Numbers: `results.json`.",
         "",
-        "Metric definitions: pred_mae = mean |p - p_NUTS| over the test set; std mean err = |m - m_NUTS| / sd_NUTS "
-        "per parameter; sd ratio = sd / sd_NUTS; k-hat = Pareto shape of the importance weights "
+        "Metric definitions: pred_mae = mean |p - p_ref| over the test set; std mean err = |m - m_ref| / sd_ref "
+        "per parameter; sd ratio = sd / sd_ref; k-hat = Pareto shape of the importance weights "
         "p(theta, y) / q(theta) (Yao et al. 2018; < 0.5 good, 0.5-0.7 usable, > 0.7 the approximation cannot "
         "be corrected by importance sampling); draws outside the support (w < 0) get zero weight and their "
         "fraction is reported. seconds are warm (compilation apart).",

@@ -73,6 +73,35 @@ def test_lambda_conditional_is_the_joint_normalized_in_lambda():
         assert np.ptp(diffs) < 1e-9 * max(1.0, abs(diffs[0]))
 
 
+def test_the_scale_move_targets_the_model_with_lambda_integrated_out():
+    """The density the scale move samples is log p(y, e^t w) + n t, where p(y, w) is the
+    model's joint with lambda integrated out - checked by integrating lambda numerically."""
+    from scipy.integrate import quad
+
+    Phi, y = _probit_data(20, 4, 4)
+    s = 2 * y - 1
+    q, a, b = 0.5, 1.5, 0.7
+    w = np.random.default_rng(5).standard_normal(4)
+    eta, sum_q = Phi @ w, np.sum(np.abs(w) ** q)
+
+    def log_p_w(v):
+        """log of the model's joint integrated over lambda, by quadrature in u = log lambda
+        (integrand p(y, v, e^u) e^u), scaled by its value at the conditional mode."""
+        def g(u):
+            return float(G.log_joint(jnp.asarray(v), np.exp(u), jnp.asarray(Phi), jnp.asarray(y), q, a, b)) + u
+
+        shape, scale = G.lam_conditional(jnp.asarray(v), q, a, b)
+        u0 = float(np.log(scale / shape))  # the mode of the integrand in u
+        val, _ = quad(lambda u: np.exp(g(u) - g(u0)), u0 - 30, u0 + 30, limit=200)
+        return g(u0) + np.log(val)
+
+    ts = (-1.0, -0.3, 0.0, 0.4, 1.2)
+    ours = [float(G.log_rescaling_density(t, jnp.asarray(eta), sum_q, jnp.asarray(s), q, a, b, 4)) for t in ts]
+    exact = [log_p_w(np.exp(t) * w) + 4 * t for t in ts]
+    diffs = np.array(ours) - np.array(exact)
+    assert np.ptp(diffs) < 1e-7, diffs  # equal up to one constant in t
+
+
 def _grid_posterior_1d(Phi, y, q, a, b, lo, hi, m=400_001):
     """Exact posterior of a single weight (lambda integrated out) on a fine grid."""
     from scipy.special import log_ndtr

@@ -179,6 +179,16 @@ def log_joint(w, lam, Phi, y, q, a, b):
     return ll + log_prior_w + log_prior_lam
 
 
+def log_rescaling_density(t, eta, sum_q, s, q, a, b, n):
+    """Unnormalized log density of t for the move w -> e^t w (lambda integrated out):
+    log p(y, e^t w) + n t, with eta = Phi w and sum_q = sum |w_i|^q of the current w.
+
+    p(y, w) with lambda integrated out is L(w) (b + sum |w|^q)^-(a + n/q) times a constant
+    (``GGSMProbit.log_marginal_prior``); n t is the Jacobian of the rescaling.
+    """
+    return jnp.sum(log_ndtr(s * jnp.exp(t) * eta)) - (a + n / q) * jnp.log(b + jnp.exp(q * t) * sum_q) + n * t
+
+
 def lam_conditional(w, q, a, b):
     """(shape, scale) of the InvGamma law of lambda | w."""
     n = w.shape[-1]
@@ -245,10 +255,9 @@ def _sweep(state: ChainState, widths: Widths, Phi, s, q, a, b):
 
     # 1. rescale w along its direction, lambda integrated out
     sum_q = jnp.sum(jnp.abs(w) ** q)
-    c = a + n / q
 
     def log_scale_density(t):
-        return jnp.sum(log_ndtr(s * jnp.exp(t) * eta)) - c * jnp.log(b + jnp.exp(q * t) * sum_q) + n * t
+        return log_rescaling_density(t, eta, sum_q, s, q, a, b, n)
 
     t, _, ev_scale, cap_scale = _slice_1d(k_scale, 0.0, log_scale_density(0.0), log_scale_density,
                                           widths.log_scale)

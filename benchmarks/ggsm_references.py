@@ -22,6 +22,14 @@ against the reference's warm seconds, plus pred_mae of mm and mm-laplace where t
 reference is certified. One JSON per cell in ``<out>/cells/``, written atomically; a rerun
 with the same ``--out`` skips finished cells. The table goes to ``<out>/table.md``.
 
+Cross-check. Where NUTS certifies, the slice-Gibbs sampler is run as well (its default
+settings) and the two certified references are compared on the real design: the largest
+|z| over all coordinates of the difference of posterior medians, z = (median_NUTS -
+median_Gibbs) / sqrt(mcse_NUTS^2 + mcse_Gibbs^2) with ArviZ's Monte Carlo standard error of
+the median (medians always exist; means may not, see above), and the mean |p_NUTS -
+p_Gibbs| of the test-set predictive probabilities. With ~50 coordinates, two correct
+samplers give a largest |z| around 2-3.
+
     python benchmarks/ggsm_references.py                       # all 20 cells (about 1-2 h)
     python benchmarks/ggsm_references.py --designs ggig_linear --priors proper --q 1
 """
@@ -86,6 +94,46 @@ def run_cell(design: str, prior: str, q: float, cache_dir: str | None) -> dict:
     }
 
 
+def cross_check(design: str, prior: str, q: float, cache_dir: str | None) -> dict:
+    """Run slice-Gibbs where NUTS certified and compare the two references (see above)."""
+    import warnings
+
+    import arviz as az
+    import numpy as np
+
+    from zoo.validation import datasets
+    from zoo.validation.compare import default_references
+    from zoo.validation.protocols import prepare_ggsm_probit
+    from zoo.validation.reference import run_reference
+
+    prepared = prepare_ggsm_probit(datasets.load(design, 0), {"q": q, **PRIORS[prior]})
+    nuts_cfg, gibbs_cfg = default_references("ggsm-probit")
+    args = (prepared.spec, prepared.Phi_train, prepared.y_train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nuts = run_reference(*args, config=nuts_cfg, cache_dir=cache_dir)
+        gibbs = run_reference(*args, config=gibbs_cfg, cache_dir=cache_dir)
+    a, b = nuts.posterior, gibbs.posterior
+    fa, fb = a.flat_draws(), b.flat_draws()  # (chains * draws, d)
+
+    def by_chain(post, flat):
+        return flat.reshape(post.n_chains, post.n_draws, -1)
+
+    ca, cb = by_chain(a, fa), by_chain(b, fb)
+    z = []
+    for j in range(fa.shape[1]):
+        se = np.hypot(float(az.mcse(ca[..., j], method="median")), float(az.mcse(cb[..., j], method="median")))
+        z.append(float((np.median(fa[:, j]) - np.median(fb[:, j])) / se))
+    z = np.abs(np.array(z))
+    p_a = a.predict_proba(prepared.Phi_test)
+    p_b = b.predict_proba(prepared.Phi_test)
+    return {"nuts_certified": nuts.certified, "gibbs_certified": gibbs.certified,
+            "gibbs_rhat_max": gibbs.diagnostics["rhat_max"], "gibbs_seconds": gibbs.seconds,
+            "max_abs_z_median": float(z.max()), "n_coordinates": int(z.size),
+            "n_abs_z_above_3": int(np.sum(z > 3)),
+            "pred_mae_between": float(np.mean(np.abs(np.asarray(p_a) - np.asarray(p_b))))}
+
+
 def _fmt(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
@@ -98,8 +146,8 @@ def table(cells: list[dict]) -> str:
         "Moments: which posterior moments of w exist on these data (see validation/protocols.ggsm_moments). "
         "mm speed-up = reference warm seconds / mm warm seconds. pred_mae only against a certified reference.",
         "",
-        "| design | prior | q | NUTS | slice-Gibbs | reference | moments of w | mm s | mm speed-up | pred_mae mm / mm-laplace |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| design | prior | q | NUTS | slice-Gibbs | reference | moments of w | mm s | mm speed-up | pred_mae mm / mm-laplace | NUTS vs slice-Gibbs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         tried = {t["sampler"]: t for t in c["tried"]}
@@ -120,10 +168,15 @@ def table(cells: list[dict]) -> str:
         mm = c["engines"].get("mm", {})
         lap = c["engines"].get("mm-laplace", {})
         lap_mae = "failed" if lap.get("failure") else _fmt(lap.get("pred_mae"), ".4f")
+        x = c.get("cross_check")
+        cross = "-" if x is None else (
+            f"Gibbs {'certified' if x['gibbs_certified'] else 'NOT certified'}; max abs z of medians "
+            f"{x['max_abs_z_median']:.2f} over {x['n_coordinates']} ({x['n_abs_z_above_3']} above 3); "
+            f"mean abs dp {x['pred_mae_between']:.4f}")
         lines.append(
             f"| {c['design']} | {c['prior']} | {c['q']:g} | {status('nuts')} | {status('slice-gibbs')} | {used} | "
             f"{moments} | {_fmt(mm.get('seconds'), '.3f')} | {_fmt(mm.get('speedup_vs_reference'), '.0f')} | "
-            f"{_fmt(mm.get('pred_mae'), '.4f')} / {lap_mae} |"
+            f"{_fmt(mm.get('pred_mae'), '.4f')} / {lap_mae} | {cross} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -136,6 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results/ggsm_references")
     ap.add_argument("--cache-dir", default=os.environ.get("ZOO_CACHE_DIR"),
                     help="reference cache (default: none; ZOO_CACHE_DIR if set)")
+    ap.add_argument("--no-cross-check", action="store_true",
+                    help="do not run slice-Gibbs where NUTS certified (see Cross-check above)")
     args = ap.parse_args(argv)
     zoo.enable_compilation_cache()
     designs = [d for d in args.designs.split(",") if d]
@@ -159,6 +214,13 @@ def main(argv=None) -> int:
                 cells.append(cell)
                 print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "
                       f"({cell['wall_seconds']:.0f} s)", flush=True)
+    if not args.no_cross_check:
+        for i, cell in enumerate(cells):
+            if cell["reference"]["sampler"] == "nuts" and cell["reference"]["certified"] and "cross_check" not in cell:
+                print(f"cross-check {cell['design']} {cell['prior']} q={cell['q']:g} ...", flush=True)
+                cell = {**cell, "cross_check": cross_check(cell["design"], cell["prior"], cell["q"], args.cache_dir)}
+                write_json_atomic(cell, _cell_path(args.out, cell["design"], cell["prior"], cell["q"]))
+                cells[i] = cell
     text = table(cells)
     write_text_atomic(os.path.join(args.out, "table.md"), text)
     print(text)

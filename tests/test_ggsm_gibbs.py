@@ -102,6 +102,22 @@ def test_the_scale_move_targets_the_model_with_lambda_integrated_out():
     assert np.ptp(diffs) < 1e-7, diffs  # equal up to one constant in t
 
 
+def test_the_scale_move_excludes_scales_where_w_overflows():
+    """With a nearly improper prior the slice can reach t where e^t w is not representable;
+    those points must have log density -inf (outside every slice), never NaN or +inf."""
+    Phi, _ = _probit_data(20, 4, 4)
+    w = np.random.default_rng(5).standard_normal(4)
+    y = (Phi @ w > 0).astype(float)  # w separates the data: the likelihood tends to 1 as t grows
+    s = jnp.asarray(2 * y - 1)
+    eta, sum_q = jnp.asarray(Phi @ w), float(np.sum(np.abs(w) ** 0.1))
+    # at t = 800 and q = 0.1 the prior term and the Jacobian n t nearly cancel, so without the
+    # guard the density there is finite although e^800 w is not
+    inside = G.log_rescaling_density(0.0, eta, sum_q, s, 0.1, 1e-3, 1e-3, 4)
+    far = G.log_rescaling_density(800.0, eta, sum_q, s, 0.1, 1e-3, 1e-3, 4)  # e^800 overflows
+    assert np.isfinite(float(inside))
+    assert float(far) == -np.inf
+
+
 def _grid_posterior_1d(Phi, y, q, a, b, lo, hi, m=400_001):
     """Exact posterior of a single weight (lambda integrated out) on a fine grid."""
     from scipy.special import log_ndtr

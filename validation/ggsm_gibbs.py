@@ -186,7 +186,13 @@ def log_rescaling_density(t, eta, sum_q, s, q, a, b, n):
     p(y, w) with lambda integrated out is L(w) (b + sum |w|^q)^-(a + n/q) times a constant
     (``GGSMProbit.log_marginal_prior``); n t is the Jacobian of the rescaling.
     """
-    return jnp.sum(log_ndtr(s * jnp.exp(t) * eta)) - (a + n / q) * jnp.log(b + jnp.exp(q * t) * sum_q) + n * t
+    value = jnp.sum(log_ndtr(s * jnp.exp(t) * eta)) - (a + n / q) * jnp.log(b + jnp.exp(q * t) * sum_q) + n * t
+    # With a nearly improper prior (a = 1e-3) the scale's tail decays like exp(-q a t) and a
+    # slice can reach t where e^t w overflows; such points are outside the slice (a chain
+    # that cannot represent w there would otherwise continue from inf/NaN)
+    finite = jnp.isfinite(value) & jnp.isfinite(jnp.exp(t) * jnp.max(jnp.abs(eta))) & jnp.isfinite(
+        jnp.exp(q * t) * sum_q)
+    return jnp.where(finite, value, -jnp.inf)
 
 
 def lam_conditional(w, q, a, b):

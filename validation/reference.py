@@ -109,7 +109,7 @@ _EXTRA_FIELDS = {
 #: posterior for where NUTS cannot certify it (q <= 1, separable data).
 REFERENCE_SAMPLERS = ("nuts", "slice-gibbs")
 #: bump when the slice-Gibbs sampler's draws change for the same settings (cache key)
-SLICE_GIBBS_VERSION = 1
+SLICE_GIBBS_VERSION = 2  # 2: the scale move never steps to an overflowing w
 
 
 @dataclass(frozen=True)

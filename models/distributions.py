@@ -133,6 +133,11 @@ class GIG(dist.Distribution):
         self.p, self.a, self.b = promote_shapes(p, a, b)
         batch_shape = jax.lax.broadcast_shapes(jnp.shape(p), jnp.shape(a), jnp.shape(b))
         _check_gig_parameters(p, a, b)
+        # a boundary case known when the distribution is built (a or b a concrete array of
+        # zeros, as in models/gig_logistic.py) skips the Bessel branch entirely: under NUTS
+        # the branches of jnp.where are all evaluated, and the quadrature of log K_p is by
+        # far the most expensive of them
+        self._static_case = _static_case(a, b)
         super().__init__(batch_shape=batch_shape, validate_args=validate_args)
 
     # -- which of the three forms each element takes ---------------------------------
@@ -152,9 +157,17 @@ class GIG(dist.Distribution):
     def log_prob(self, value):
         from .special import log_bessel_kv
 
-        gamma_case, invgamma_case, _, a_s, b_s, p_g, p_ig = self._cases()
         x = jnp.where(value > 0, value, 1.0)
         log_x = jnp.log(x)
+        if self._static_case == "gamma":
+            a, p = self.a, self.p
+            out = p * jnp.log(0.5 * a) - gammaln(p) + (p - 1.0) * log_x - 0.5 * a * x
+            return jnp.where(value > 0, out, -jnp.inf)
+        if self._static_case == "invgamma":
+            b, p = self.b, self.p
+            out = -p * jnp.log(0.5 * b) - gammaln(-p) + (p - 1.0) * log_x - 0.5 * b / x
+            return jnp.where(value > 0, out, -jnp.inf)
+        gamma_case, invgamma_case, _, a_s, b_s, p_g, p_ig = self._cases()
         p = self.p
         omega = jnp.sqrt(a_s * b_s)
         bessel = (0.5 * p * (jnp.log(a_s) - jnp.log(b_s)) - jnp.log(2.0) - log_bessel_kv(p, omega)
@@ -206,6 +219,25 @@ class GIG(dist.Distribution):
     def variance(self):
         m1, m2 = self.moment(1.0), self.moment(2.0)
         return jnp.broadcast_to(jnp.where(jnp.isfinite(m2), m2 - m1 * m1, jnp.inf), self.batch_shape)
+
+
+def _static_case(a, b) -> str | None:
+    """"gamma" / "invgamma" when b / a is a concrete all-zero array, else None."""
+    import numpy as np
+
+    def concrete_zero(v):
+        if isinstance(v, jax.core.Tracer):
+            return False
+        try:
+            return bool(np.all(np.asarray(v) == 0))
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            return False
+
+    if concrete_zero(b):
+        return "gamma"
+    if concrete_zero(a):
+        return "invgamma"
+    return None
 
 
 def _check_gig_parameters(p, a, b):

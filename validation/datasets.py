@@ -106,6 +106,7 @@ __all__ = [
     "cross_sample",
     "overlap_sample",
     "ggig_linear",
+    "horii_synthetic",
 ]
 
 #: First word of every SeedSequence used for splits and synthetic data. Never change it:
@@ -139,6 +140,7 @@ _SEED_IDS = {
     # reserved: ggig_linear_weak deliberately reuses ggig_linear's streams (same inputs
     # and noise, only a weaker signal), so this id is never drawn from
     "ggig_linear_weak": 22,
+    "horii_synthetic": 23,
 }
 # Third word for the stream that generates a fixed pool (split streams use 0..99).
 _POOL_STREAM = 2**31 - 1
@@ -797,6 +799,13 @@ _ENTRIES: tuple[_Entry, ...] = (
            "100 training sets is linearly separable, which gives the GGSM posterior of the "
            "scale of w a heavy tail; at w = 0.3 none is (Bayes error 0.27)",
            lambda split: _ggig_linear_arrays(8, 200, split, weight=GGIG_WEAK_WEIGHT), dim=50),
+    _Entry("horii_synthetic", "generated", 100, 1000, 1000, "y ~ Bernoulli(sigmoid(x^T beta*))",
+           "generated: GIG-hierarchical logistic paper (Horii) Section 4.1, x ~ N(0, I_100), "
+           "beta* = (0 x 90, 2 x 10), logistic labels; new draws per repetition", _NUMERIC,
+           "1000 repetitions as the paper's Table 1; no intercept. `zoo compare` "
+           "standardizes the inputs like every data set; the MSE of beta in `zoo reproduce` "
+           "uses the raw inputs (datasets.horii_synthetic)",
+           lambda split: _horii_synthetic_arrays(split), dim=100),
     _Entry("esl_mixture", "fixed", 200, 5000, 1, "ORANGE (y = 1)",
            "Hastie, Tibshirani & Friedman, ESL §2.3.3 mixture data (ESL.mixture.rda)",
            _NUMERIC, "test set: 5000 seeded draws (2500 per class) from the shipped "
@@ -1043,4 +1052,50 @@ def ggig_linear(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: i
                 f"w = {weight:g} on the relevant features; repetition {repetition}, "
                 f"SeedSequence[{PROJECT_SEED}, {_GGIG_LINEAR_SEED_ID}, {n_features}, {n_relevant}, "
                 f"{repetition}, stream, n]"),
+    )
+
+
+_HORII_SEED_ID = _SEED_IDS["horii_synthetic"]
+
+
+def horii_beta_star() -> np.ndarray:
+    """The true coefficients of Horii's synthetic design: 90 zeros, then 10 twos."""
+    return np.concatenate([np.zeros(90), np.full(10, 2.0)])
+
+
+def _horii_synthetic_arrays(repetition: int = 0, *, n_train: int = 100, n_test: int = 1000):
+    for value, what in ((n_train, "n_train"), (n_test, "n_test")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    if isinstance(repetition, bool) or not isinstance(repetition, (int, np.integer)) or repetition < 0:
+        raise ValueError(f"repetition must be a non-negative integer, got {repetition!r}")
+    beta = horii_beta_star()
+
+    def draw(stream: int, n: int):
+        bg = _bitgen(_HORII_SEED_ID, int(repetition), stream, n)
+        X = _normal(bg, n * beta.size).reshape(n, beta.size)
+        p = 1.0 / (1.0 + np.exp(-(X @ beta)))
+        y = (_uniform(bg, n) < p).astype(np.float64)
+        return X, y
+
+    X_train, y_train = draw(0, n_train)
+    X_test, y_test = draw(1, n_test)
+    return X_train, y_train, X_test, y_test
+
+
+def horii_synthetic(repetition: int = 0, *, n_train: int = 100, n_test: int = 1000) -> Split:
+    """The synthetic design of the GIG-hierarchical logistic paper (Horii), Section 4.1.
+
+    x ~ N(0, I_100); beta* = (0 x 90, 2 x 10) (:func:`horii_beta_star`); y ~ Bernoulli(
+    sigmoid(x^T beta*)), no intercept; 100 training and 1000 test points per repetition
+    (the paper runs 1000 repetitions). Inputs are returned raw, so that estimates of beta
+    are on the scale of beta*. Every repetition has its own seeded stream.
+    """
+    X_train, y_train, X_test, y_test = _horii_synthetic_arrays(repetition, n_train=n_train, n_test=n_test)
+    return Split(
+        name="horii_synthetic", split=int(repetition), X_train=X_train, y_train=y_train,
+        X_test=X_test, y_test=y_test, feature_names=tuple(f"x{i + 1}" for i in range(X_train.shape[1])),
+        standardization=None,
+        source=(f"generated: Horii Section 4.1 design, repetition {repetition}, "
+                f"SeedSequence[{PROJECT_SEED}, {_HORII_SEED_ID}, {repetition}, stream, n]"),
     )

@@ -1,0 +1,74 @@
+"""The GIG-hierarchical logistic model as written once in NumPyro (fast tier).
+
+Both parameterizations must be the same model: their prior draws of tau are checked
+against the closed-form marginal of tau (the hyper-parameter integrated out), and their
+draws of beta against each other.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer import Predictive
+from scipy import stats
+
+import zoo  # noqa: F401
+from zoo.models.gig_logistic import GIGLogistic
+
+N_DRAWS, D = 4000, 3  # 12000 i.i.d. draws per quantity (the coordinates are independent)
+#: KS critical value at level 1e-4: one-sample 1.95 / sqrt(n), two-sample 1.95 sqrt(2 / n)
+KS_ONE = 1.95 / np.sqrt(N_DRAWS * D)
+KS_TWO = 1.95 * np.sqrt(2.0 / (N_DRAWS * D))
+
+
+def _prior_draws(spec, seed):
+    Phi = np.zeros((2, D))
+    out = Predictive(spec.model, num_samples=N_DRAWS)(jax.random.PRNGKey(seed), Phi)
+    return np.asarray(out["tau"]).ravel(), np.asarray(out["beta"]).ravel()
+
+
+def _tau_marginal_cdf(spec):
+    """tau with h integrated out. Gamma mixing, rho = 1: tau | a ~ Exp(rate a/2) with
+    a ~ Gamma(k, theta) gives P(tau <= t) = 1 - (1 + t / (2 theta))^-k (a Lomax law).
+    Inverse-gamma mixing, rho = -1: tau | b ~ InvGamma(1, b/2), P(tau <= t | b) =
+    exp(-b / (2 t)), so P(tau <= t) = (1 + 1 / (2 theta t))^-k."""
+    k, theta = spec.k, spec.theta
+    if spec.mixing == "gamma":
+        return lambda t: 1.0 - (1.0 + t / (2.0 * theta)) ** -k
+    return lambda t: (1.0 + 1.0 / (2.0 * theta * t)) ** -k
+
+
+@pytest.mark.parametrize("mixing,rho", [("gamma", 1.0), ("inverse-gamma", -1.0)])
+def test_both_parameterizations_are_the_same_prior(mixing, rho):
+    draws = {}
+    for i, par in enumerate(("centred", "noncentred")):
+        spec = GIGLogistic(rho=rho, k=2.0, theta=1.5, mixing=mixing, parameterization=par)
+        tau, beta = _prior_draws(spec, seed=10 + i)
+        assert stats.kstest(tau, _tau_marginal_cdf(spec)).statistic < KS_ONE, par
+        draws[par] = beta
+    assert stats.ks_2samp(draws["centred"], draws["noncentred"]).statistic < KS_TWO
+
+
+def test_sites_and_link():
+    spec = GIGLogistic()
+    (site,) = spec.sites(7)
+    assert site.name == "beta" and site.shape == (7,)
+    f = np.array([-2.0, 0.0, 3.0])
+    np.testing.assert_allclose(spec.prob(f), 1 / (1 + np.exp(-f)))
+    # MacKay's predictive is exact at zero variance
+    np.testing.assert_allclose(spec.gaussian_prob(f, np.zeros(3)), spec.prob(f))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"rho": -1.0}, "rho must be > 0"), ({"rho": 1.0, "mixing": "inverse-gamma"}, "rho must be < 0"),
+    ({"k": 0.0}, "k"), ({"theta": -1.0}, "theta"), ({"mixing": "beta"}, "mixing"),
+    ({"parameterization": "whitened"}, "parameterization"), ({"rho": float("nan")}, "rho"),
+])
+def test_invalid_hyper_parameters_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GIGLogistic(**kwargs)
+
+
+def test_paper_prior():
+    spec = GIGLogistic.paper_prior()
+    assert (spec.k, spec.theta, spec.rho, spec.mixing) == (1e-6, 1e-6, 1.0, "gamma")

@@ -256,3 +256,23 @@ def test_khat_not_estimated_when_almost_all_draws_are_outside():
         far_negative, spec, Phi, y, np.asarray(far_negative.sample_flat(jax.random.PRNGKey(0), 1000))
     )
     assert khat is None and "inside the support" in reason and outside > 0.99
+
+
+def test_metrics_on_missing_moments_are_not_computed(problem):
+    """A reference without a posterior mean (heavy tails: sample moments of its draws can
+    overflow) gets None, with the reason, for every metric built on mean or sd - not a
+    crash on the non-finite sample moments, and not a number that estimates nothing."""
+    ref = problem["reference"]
+    draws = np.array(ref.draws["mu"])
+    draws[0, :3, 0] = [1e200, -1e250, 3e300]  # a Cauchy-like tail: the sample variance overflows
+    heavy = DrawsPosterior(ref.spec, ref.sites, {"mu": draws}, INFO)
+    moments = {"mean_exists": False, "sd_exists": False, "reason": "test: tail r^-1"}
+    m = posterior_metrics(problem["exact"], heavy, problem["Phi"], problem["y"], problem["Phi_test"],
+                          problem["y_test"], key=jax.random.PRNGKey(1), n_draws=S, moments=moments)
+    for k in ("std_mean_err", "std_mean_err_max", "sd_ratio", "sd_ratio_median", "kl_gauss", "wasserstein"):
+        assert m[k] is None and "test: tail" in m["null_reasons"][k]
+    json.dumps(m, allow_nan=False)
+    # the same draws without the moments statement are refused, not reported as numbers
+    with pytest.raises((FloatingPointError, ValueError)):
+        posterior_metrics(problem["exact"], heavy, problem["Phi"], problem["y"], problem["Phi_test"],
+                          problem["y_test"], key=jax.random.PRNGKey(1), n_draws=S)

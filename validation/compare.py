@@ -18,7 +18,7 @@ from ..inference.posterior import ApproximationFailed
 from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
-from .metrics import METRIC_KEYS, null_undefined_moments, posterior_metrics, pruned_weights_vs_reference
+from .metrics import METRIC_KEYS, posterior_metrics, pruned_weights_vs_reference
 from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCES, ENGINE_VARIANTS, PROTOCOLS
 from .reference import REFERENCE_SAMPLERS, ReferenceConfig, first_certified_reference
 
@@ -200,10 +200,10 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             continue
         posteriors[entry.name] = posterior
         key, sub = jax.random.split(key)
-        m = null_undefined_moments(posterior_metrics(
+        m = posterior_metrics(
             posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
-            key=sub, n_draws=config.metric_draws,
-        ), prepared.moments)
+            key=sub, n_draws=config.metric_draws, moments=prepared.moments,
+        )
         row = {
             **m,
             "kind": entry.kind,

@@ -289,7 +289,7 @@ def null_undefined_moments(metrics: dict[str, Any], moments: dict[str, Any] | No
 
 
 def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *, key,
-                      n_draws: int = 4000) -> dict[str, Any]:
+                      n_draws: int = 4000, moments: dict[str, Any] | None = None) -> dict[str, Any]:
     """All accuracy metrics of ``approx`` against ``reference``, as a flat JSON-able dict.
 
     approx: a Posterior (Gaussian, point or draws) over the same sites as the reference.
@@ -297,6 +297,9 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
     Phi_train (n, M), y_train (n,): the data the posterior conditions on (for k-hat).
     Phi_test (m, M), y_test (m,): held-out data for the predictive metrics.
     key: JAX PRNG key for the approximation's draws; n_draws: how many.
+    moments: which posterior moments exist (``Prepared.moments``; None: all do). Metrics
+    built on a missing moment are not computed - sample moments of heavy-tailed draws can
+    overflow - and come back as None with the reason (:func:`null_undefined_moments`).
 
     Returns the keys in :data:`METRIC_KEYS`. Every None value has an entry in
     ``null_reasons`` saying why (e.g. a point estimate has no sd ratio).
@@ -323,29 +326,31 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
     spec = ref_post.spec
     null_reasons: dict[str, str] = {}
 
+    mean_exists = moments is None or moments.get("mean_exists") is True
+    sd_exists = moments is None or moments.get("sd_exists") is True
     ref_flat = ref_post.flat_draws()
-    ref_mean = ref_flat.mean(0)
-    ref_sd = ref_flat.std(0, ddof=1)
-    if not np.all(ref_sd > 0):
+    ref_mean = ref_flat.mean(0) if mean_exists else None
+    ref_sd = ref_flat.std(0, ddof=1) if sd_exists else None
+    if sd_exists and not np.all(ref_sd > 0):
         raise ValueError("reference draws have zero spread in some coordinate; cannot standardize")
 
     theta = np.asarray(flatten(approx.sample(key, n_draws), approx.sites), dtype=float)
 
-    sme = standardized_mean_error(approx.mean_flat(), ref_mean, ref_sd)
+    sme = standardized_mean_error(approx.mean_flat(), ref_mean, ref_sd) if mean_exists and sd_exists else None
     sd = approx.sd_flat()
+    ratio = None
     if sd is None:
-        ratio = None
         null_reasons["sd_ratio"] = "point estimate: no spread"
         null_reasons["sd_ratio_median"] = "point estimate: no spread"
-    else:
+    elif sd_exists:
         ratio = sd_ratio(sd, ref_sd)
 
-    w1 = wasserstein_per_coordinate(theta, ref_flat)
+    w1 = wasserstein_per_coordinate(theta, ref_flat) if mean_exists else None
 
     kl = None
     if approx.kind == "point":
         null_reasons["kl_gauss"] = "point estimate: no covariance"
-    else:
+    elif sd_exists:
         try:
             mean_q, cov_q = _gaussian_fit(approx, theta)
             # KL >= 0; identical fits give -1e-15 from round-off
@@ -365,18 +370,19 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
 
     out = {
         **predictive,
-        "std_mean_err": sme.tolist(),
-        "std_mean_err_median": float(np.median(sme)),
-        "std_mean_err_max": float(np.max(sme)),
+        "std_mean_err": None if sme is None else sme.tolist(),
+        "std_mean_err_median": None if sme is None else float(np.median(sme)),
+        "std_mean_err_max": None if sme is None else float(np.max(sme)),
         "sd_ratio": None if ratio is None else ratio.tolist(),
         "sd_ratio_median": None if ratio is None else float(np.median(ratio)),
-        "wasserstein": w1.tolist(),
+        "wasserstein": None if w1 is None else w1.tolist(),
         "kl_gauss": kl,
         "khat": khat,
         "khat_reason": khat_reason,
         "outside_support_fraction": outside,
         "null_reasons": null_reasons,
     }
+    out = null_undefined_moments(out, moments)
     _check_finite(out)
     return out
 

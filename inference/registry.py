@@ -58,6 +58,13 @@ class EngineEntry:
         return self._resolve(self.end_to_end)
 
 
+#: one engine for every model: it needs only the spec's NumPyro model
+AUTO_LAPLACE_DESCRIPTION = (
+    "Generic Laplace in NumPyro's unconstrained space from the model alone (Newton mode of the "
+    "log joint incl. log-Jacobian, Gaussian there, drawn and pushed to the supports - positive "
+    "sites log-normal); fails, saying so, where -H is not positive definite"
+)
+
 ENGINES: dict[str, dict[str, EngineEntry]] = {
     "pcvm": {
         "em": EngineEntry(
@@ -74,6 +81,9 @@ ENGINES: dict[str, dict[str, EngineEntry]] = {
             "ep", "gaussian",
             "EPCVM EP (Chen, Tino & Yao 2014): likelihood and truncation sites",
             "expectation_propagation:fit", "expectation_propagation:fit_end_to_end",
+        ),
+        "auto-laplace": EngineEntry(
+            "auto-laplace", "draws", AUTO_LAPLACE_DESCRIPTION, "generic_laplace:fit",
         ),
     },
     "ggsm-probit": {
@@ -108,6 +118,9 @@ ENGINES: dict[str, dict[str, EngineEntry]] = {
             "not a special case of GGIG",
             "mm:fit", "mm:fit_end_to_end", (("rule", "stu"),),
             other_model="Student-t prior: one Gamma(c, d) precision per weight - not a GGSM",
+        ),
+        "auto-laplace": EngineEntry(
+            "auto-laplace", "draws", AUTO_LAPLACE_DESCRIPTION, "generic_laplace:fit",
         ),
     },
 }

@@ -328,3 +328,46 @@ def _sample_log_gig_core(key, p, omega):
 # compiled once per number of draws, whatever the parameters (eager vmap of a while_loop
 # would recompile its pieces on every call)
 _sample_log_gig_cores = jax.jit(jax.vmap(_sample_log_gig_core))
+
+
+class LogBetaPrime(dist.Distribution):
+    """u = log(X) for X ~ BetaPrime(alpha, beta) (X = G1 / G2 with independent
+    G1 ~ Gamma(alpha, 1), G2 ~ Gamma(beta, 1)): the type-IV logistic law on the real line,
+
+        p(u) = exp(alpha u) (1 + e^u)^-(alpha + beta) / B(alpha, beta).
+
+    It is the log of a Gamma-mixed Gamma scale: tau | a ~ Gamma(rho, rate a/2) with
+    a ~ Gamma(k, rate theta) gives tau / (2 theta) ~ BetaPrime(rho, k). That lets
+    ``models/gig_logistic.py`` integrate the hyper-parameter out and hand NUTS log tau
+    directly (its "marginal" parameterization).
+    """
+
+    arg_constraints = {"alpha": constraints.positive, "beta": constraints.positive}
+    support = constraints.real
+
+    def __init__(self, alpha, beta, *, validate_args=None):
+        self.alpha, self.beta = promote_shapes(alpha, beta)
+        batch_shape = jax.lax.broadcast_shapes(jnp.shape(alpha), jnp.shape(beta))
+        super().__init__(batch_shape=batch_shape, validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        shape = sample_shape + self.batch_shape
+        k1, k2 = jax.random.split(key)
+        # log of a Gamma(alpha) draw, stable for small alpha: log G = log G' + log(U) / alpha
+        # with G' ~ Gamma(alpha + 1) (Marsaglia & Tsang's boost), so that tiny shapes
+        # (the paper's k = 1e-6) do not underflow to log 0
+        return _log_gamma_draw(k1, jnp.broadcast_to(self.alpha, shape)) - \
+            _log_gamma_draw(k2, jnp.broadcast_to(self.beta, shape))
+
+    @validate_sample
+    def log_prob(self, value):
+        from jax.scipy.special import betaln
+
+        return self.alpha * value - (self.alpha + self.beta) * jax.nn.softplus(value) - betaln(self.alpha, self.beta)
+
+
+def _log_gamma_draw(key, shape_param):
+    k1, k2 = jax.random.split(key)
+    g = jax.random.gamma(k1, shape_param + 1.0)
+    u = jax.random.uniform(k2, shape_param.shape, minval=jnp.finfo(jnp.float64).tiny)
+    return jnp.log(g) + jnp.log(u) / shape_param

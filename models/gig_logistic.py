@@ -31,6 +31,11 @@ Parameterization (``parameterization``), the same model either way:
   form is a funnel between tau_i and beta_i.
 * ``"centred"``: h ~ Gamma(k, theta), tau ~ GIG(...), beta ~ N(0, tau) - the paper's
   model written literally, with our GIG distribution.
+* ``"marginal"``: h integrated out analytically. A Gamma(|rho|, rate h/2) scale with
+  h ~ Gamma(k, rate theta) is 2 theta times a BetaPrime(|rho|, k), so u = log(tau / (2
+  theta)) (gamma mixing; u = -log(2 theta tau) for inverse-gamma mixing, where 1/tau is
+  the Gamma-mixed Gamma) has the ``LogBetaPrime(|rho|, k)`` law; beta = sqrt(tau) z. NUTS
+  then sees u and z only - no funnel between h and tau. h has no site in this form.
 
 The weights measured against the reference are ``beta`` (``sites``); tau and h are
 integrated out by every engine's comparison.
@@ -49,12 +54,12 @@ from jax.nn import sigmoid
 
 from ..validation.inputs import check_positive
 from .base import Site
-from .distributions import GIG
+from .distributions import GIG, LogBetaPrime
 
 #: the paper's near-improper hyper-prior Gamma(k, theta) on a_i
 PAPER_K = PAPER_THETA = 1e-6
 MIXINGS = ("gamma", "inverse-gamma")
-PARAMETERIZATIONS = ("noncentred", "centred")
+PARAMETERIZATIONS = ("noncentred", "centred", "marginal")
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,6 +125,14 @@ class GIGLogistic:
     def model(self, Phi, y=None):
         Phi = jnp.asarray(Phi)
         d = Phi.shape[1]
+        if self.parameterization == "marginal":
+            u = numpyro.sample("u", LogBetaPrime(abs(self.rho), self.k).expand([d]).to_event(1))
+            log_tau = u + jnp.log(2.0 * self.theta) if self.mixing == "gamma" else -u - jnp.log(2.0 * self.theta)
+            tau = numpyro.deterministic("tau", jnp.exp(log_tau))
+            z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
+            beta = numpyro.deterministic("beta", jnp.exp(0.5 * log_tau) * z)
+            numpyro.sample("y", dist.Bernoulli(logits=Phi @ beta), obs=y)
+            return
         h = numpyro.sample("h", dist.Gamma(self.k, self.theta).expand([d]).to_event(1))
         if self.parameterization == "centred":
             tau = numpyro.sample("tau", self.mixing_distribution(h).to_event(1))

@@ -41,12 +41,25 @@ def _tau_marginal_cdf(spec):
 @pytest.mark.parametrize("mixing,rho", [("gamma", 1.0), ("inverse-gamma", -1.0)])
 def test_both_parameterizations_are_the_same_prior(mixing, rho):
     draws = {}
-    for i, par in enumerate(("centred", "noncentred")):
+    for i, par in enumerate(("centred", "noncentred", "marginal")):
         spec = GIGLogistic(rho=rho, k=2.0, theta=1.5, mixing=mixing, parameterization=par)
         tau, beta = _prior_draws(spec, seed=10 + i)
         assert stats.kstest(tau, _tau_marginal_cdf(spec)).statistic < KS_ONE, par
         draws[par] = beta
     assert stats.ks_2samp(draws["centred"], draws["noncentred"]).statistic < KS_TWO
+    assert stats.ks_2samp(draws["centred"], draws["marginal"]).statistic < KS_TWO
+
+
+def test_log_beta_prime_against_scipy():
+    from zoo.models.distributions import LogBetaPrime
+
+    for a, b in [(1.0, 2.0), (0.5, 1e-6), (3.0, 0.7)]:
+        d = LogBetaPrime(a, b)
+        u = np.linspace(-5, 5, 11)
+        # density of log X for X ~ betaprime(a, b): f_X(e^u) e^u
+        np.testing.assert_allclose(np.asarray(d.log_prob(u)), stats.betaprime(a, b).logpdf(np.exp(u)) + u, rtol=1e-10)
+    draws = np.asarray(LogBetaPrime(1.0, 2.0).sample(jax.random.PRNGKey(4), (N_DRAWS * D,)))
+    assert stats.kstest(np.exp(draws), stats.betaprime(1.0, 2.0).cdf).statistic < KS_ONE
 
 
 def test_sites_and_link():

@@ -191,7 +191,10 @@ class _Layout(NamedTuple):
 
 
 def _layout(spec_sites, z: dict[str, Any]) -> _Layout:
-    names = [s.name for s in spec_sites] + sorted(set(z) - {s.name for s in spec_sites})
+    # spec sites that are sample sites first; a spec site the model computes as a
+    # deterministic function of its latents (GIG logistic's beta = sqrt(tau) z) is not a
+    # coordinate of the Gaussian - its draws come from the transform of the others
+    names = [s.name for s in spec_sites if s.name in z] + sorted(set(z) - {s.name for s in spec_sites})
     return _Layout(tuple(names), tuple(tuple(np.shape(z[n])) for n in names))
 
 
@@ -337,18 +340,19 @@ def _draw_program(progs: _Programs, constrain, n_draws: int, Phi, y) -> tuple[An
 # fit
 # ---------------------------------------------------------------------------------
 def _check_sites(spec_sites, model_trace, unconstrained: dict[str, Any], engine: str) -> None:
-    """Every spec site must be a continuous latent sample site of the model, of its shape."""
+    """Every spec site must be a continuous latent sample site of the model, or a
+    deterministic site computed from them, of its shape."""
     latent = {
         name: site for name, site in model_trace.items()
-        if site["type"] == "sample" and not site["is_observed"]
+        if (site["type"] == "sample" and not site["is_observed"]) or site["type"] == "deterministic"
     }
     missing = [s.name for s in spec_sites if s.name not in latent]
     if missing:
         raise ValueError(
-            f"{engine}: spec.sites lists {missing} but the model has no such latent sample site "
-            f"(its latent sites: {sorted(latent)}); the spec and its model disagree"
+            f"{engine}: spec.sites lists {missing} but the model has no such latent sample or "
+            f"deterministic site (its latent sites: {sorted(latent)}); the spec and its model disagree"
         )
-    discrete = [s.name for s in spec_sites if s.name not in unconstrained]
+    discrete = [s.name for s in spec_sites if s.name not in unconstrained and latent[s.name]["type"] == "sample"]
     if discrete:
         raise ValueError(f"{engine}: sites {discrete} are discrete; a Laplace approximation needs continuous sites")
     for s in spec_sites:
@@ -430,9 +434,11 @@ def fit(spec, Phi, y, config: GenericLaplaceConfig | None = None, *, name: str =
     def objective(x, Phi_, y_):
         return -potential_gen(Phi_, y_)(layout.unravel(x))
 
+    wanted = tuple(layout.names) + tuple(s.name for s in spec_sites if s.name not in layout.names)
+
     def constrain(x, Phi_, y_):
         values = postprocess_gen(Phi_, y_)(layout.unravel(x))
-        return {n: values[n] for n in layout.names}
+        return {n: values[n] for n in wanted}
 
     x0 = layout.ravel(info0.param_info.z)
     init_seconds = time.perf_counter() - t_start

@@ -123,6 +123,18 @@ ENGINES: dict[str, dict[str, EngineEntry]] = {
             "auto-laplace", "draws", AUTO_LAPLACE_DESCRIPTION, "generic_laplace:fit",
         ),
     },
+    "gig-logistic": {
+        "vb": EngineEntry(
+            "vb", "gaussian",
+            "Horii's mean-field VB (Algorithm 1): Jaakkola-Jordan bound, q(beta) q(tau) q(a), "
+            "a-update as a quotient",
+            "gig_vb:fit", "gig_vb:fit_end_to_end",
+        ),
+        "laplace": EngineEntry(
+            "laplace", "draws", AUTO_LAPLACE_DESCRIPTION, "generic_laplace:fit",
+            options=(("name", "laplace"),),
+        ),
+    },
 }
 
 

@@ -127,14 +127,20 @@ def log_joint_fn(spec, Phi, y):
     """theta (n, d) flat, constrained -> log p(theta, y) (n,), jitted and vmapped.
 
     Evaluated with numpyro.infer.util.log_density on the spec's own model, so the target
-    is exactly the model NUTS samples, including every prior normalizer and factor.
+    is exactly the model NUTS samples, including every prior normalizer and factor. A
+    model whose latents are not all among its measured sites (GIG logistic: tau and h
+    behind beta) provides ``log_density_sites(params, Phi, y)``, the density with the
+    other latents integrated out, and that is used instead.
     """
     Phi = jnp.asarray(Phi)
     y = jnp.asarray(y)
     sites = tuple(spec.sites(Phi.shape[1]))
+    own = getattr(spec, "log_density_sites", None)
 
     def one(theta):
         params = unflatten(theta, sites)
+        if own is not None:
+            return own(params, Phi, y)
         return log_density(spec.model, (Phi,), {"y": y}, params)[0]
 
     return jax.jit(jax.vmap(one))

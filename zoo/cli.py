@@ -175,19 +175,22 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="fit engines and a reference sampler on one frozen spec and data; write a report",
         description="Hyper-parameters are frozen once (pcvm: kernel width by CV, alpha and the active "
-        "basis by the laplace engine; ggsm-probit: q, a, b as given); the reference sampler and every engine then "
+        "basis by the laplace engine; ggsm-probit: q, a, b as given; gig-logistic: k, theta, rho as given); "
+        "the reference sampler and every engine then "
         "approximate the same posterior.",
     )
-    c.add_argument("--model", default="pcvm", help="model name: pcvm (default) or ggsm-probit")
+    c.add_argument("--model", default="pcvm", help="model name: pcvm (default), ggsm-probit or gig-logistic")
     c.add_argument("--data", default=None,
-                   help="data set name, see `zoo datasets` (default: ripley for pcvm, ggig_linear for ggsm-probit)")
+                   help="data set name, see `zoo datasets` (default: ripley for pcvm, ggig_linear for ggsm-probit, "
+                        "horii_synthetic for gig-logistic)")
     c.add_argument("--split", type=int, default=0, help="k-th seeded train/test split (ripley has one)")
     c.add_argument("--engines", default=None,
                    help="comma-separated engines (default: em,laplace,ep for pcvm; mm,lap,gj,stu for ggsm-probit, "
-                        "which also has mm-laplace)")
+                        "which also has mm-laplace; vb,laplace for gig-logistic). pcvm and ggsm-probit also "
+                        "have auto-laplace, the generic Laplace from the model alone")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a scalar hyper-parameter (repeatable): pcvm width, alpha, alpha_bias; "
-                   "ggsm-probit q, a, b, width")
+                   "ggsm-probit q, a, b, width; gig-logistic k, theta, rho, bias")
     c.add_argument("--reference", default=None, metavar="SAMPLERS",
                    help="reference samplers to try in order, the first certified one is used: nuts, "
                         "slice-gibbs (ggsm-probit only) (default: nuts; ggsm-probit nuts,slice-gibbs)")
@@ -197,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "slice-gibbs 1000 sweeps)")
     c.add_argument("--samples", type=int, default=None,
                    help="reference draws per chain (default 1000; ggsm-probit 2500)")
-    c.add_argument("--target-accept", type=float, default=None, help="NUTS target acceptance (default 0.9)")
+    c.add_argument("--target-accept", type=float, default=None, help="NUTS target acceptance (default 0.9; gig-logistic 0.95)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default="zoo-report", help="output folder (default ./zoo-report)")
     c.add_argument("--cache-dir", default=_default_cache_dir(), help="where reference draws are cached")

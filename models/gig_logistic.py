@@ -36,6 +36,9 @@ Parameterization (``parameterization``), the same model either way:
   theta)) (gamma mixing; u = -log(2 theta tau) for inverse-gamma mixing, where 1/tau is
   the Gamma-mixed Gamma) has the ``LogBetaPrime(|rho|, k)`` law; beta = sqrt(tau) z. NUTS
   then sees u and z only - no funnel between h and tau. h has no site in this form.
+* ``"collapsed"``: tau integrated out as well; beta_i has the marginal prior of
+  :meth:`GIGLogistic.log_marginal_prior` (a 1-D quadrature) and NUTS sees beta alone -
+  no funnel at all, at the price of a kink of the prior at beta_i = 0.
 
 The weights measured against the reference are ``beta`` (``sites``); tau and h are
 integrated out by every engine's comparison.
@@ -61,7 +64,7 @@ from .distributions import GIG, LogBetaPrime
 #: the paper's near-improper hyper-prior Gamma(k, theta) on a_i
 PAPER_K = PAPER_THETA = 1e-6
 MIXINGS = ("gamma", "inverse-gamma")
-PARAMETERIZATIONS = ("noncentred", "centred", "marginal")
+PARAMETERIZATIONS = ("noncentred", "centred", "marginal", "collapsed")
 #: trapezoid nodes of log_marginal_prior's integral over u = log(tau / 2 theta)
 _U_STEP = 0.1
 _U_NODES = jnp.arange(-800, 801) * _U_STEP
@@ -130,6 +133,10 @@ class GIGLogistic:
     def model(self, Phi, y=None):
         Phi = jnp.asarray(Phi)
         d = Phi.shape[1]
+        if self.parameterization == "collapsed":
+            beta = numpyro.sample("beta", _MarginalBeta(self).expand([d]).to_event(1))
+            numpyro.sample("y", dist.Bernoulli(logits=Phi @ beta), obs=y)
+            return
         if self.parameterization == "marginal":
             u = numpyro.sample("u", LogBetaPrime(abs(self.rho), self.k).expand([d]).to_event(1))
             log_tau = u + jnp.log(2.0 * self.theta) if self.mixing == "gamma" else -u - jnp.log(2.0 * self.theta)
@@ -204,3 +211,25 @@ class GIGLogistic:
         # identity (cache key), though not of the posterior
         return {"model": self.name, "rho": self.rho, "k": self.k, "theta": self.theta,
                 "mixing": self.mixing, "parameterization": self.parameterization}
+
+
+class _MarginalBeta(dist.Distribution):
+    """beta_i of a GIGLogistic spec with tau_i and h_i integrated out (the collapsed form):
+    log density by the spec's quadrature, draws through u ~ LogBetaPrime and z ~ N(0, 1)."""
+
+    support = dist.constraints.real
+
+    def __init__(self, spec: GIGLogistic, *, validate_args=None):
+        self.spec = spec
+        super().__init__(batch_shape=(), validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        shape = sample_shape + self.batch_shape
+        k1, k2 = jax.random.split(key)
+        u = LogBetaPrime(abs(self.spec.rho), self.spec.k).sample(k1, shape)
+        log_two_theta = jnp.log(2.0 * self.spec.theta)
+        log_tau = u + log_two_theta if self.spec.mixing == "gamma" else -u - log_two_theta
+        return jnp.exp(0.5 * log_tau) * jax.random.normal(k2, shape)
+
+    def log_prob(self, value):
+        return self.spec.log_marginal_prior(value)

@@ -24,7 +24,8 @@ KS_TWO = 1.95 * np.sqrt(2.0 / (N_DRAWS * D))
 def _prior_draws(spec, seed):
     Phi = np.zeros((2, D))
     out = Predictive(spec.model, num_samples=N_DRAWS)(jax.random.PRNGKey(seed), Phi)
-    return np.asarray(out["tau"]).ravel(), np.asarray(out["beta"]).ravel()
+    tau = np.asarray(out["tau"]).ravel() if "tau" in out else None
+    return tau, np.asarray(out["beta"]).ravel()
 
 
 def _tau_marginal_cdf(spec):
@@ -41,13 +42,22 @@ def _tau_marginal_cdf(spec):
 @pytest.mark.parametrize("mixing,rho", [("gamma", 1.0), ("inverse-gamma", -1.0)])
 def test_both_parameterizations_are_the_same_prior(mixing, rho):
     draws = {}
-    for i, par in enumerate(("centred", "noncentred", "marginal")):
+    for i, par in enumerate(("centred", "noncentred", "marginal", "collapsed")):
         spec = GIGLogistic(rho=rho, k=2.0, theta=1.5, mixing=mixing, parameterization=par)
         tau, beta = _prior_draws(spec, seed=10 + i)
-        assert stats.kstest(tau, _tau_marginal_cdf(spec)).statistic < KS_ONE, par
+        if tau is not None:  # the collapsed form has no tau
+            assert stats.kstest(tau, _tau_marginal_cdf(spec)).statistic < KS_ONE, par
         draws[par] = beta
     assert stats.ks_2samp(draws["centred"], draws["noncentred"]).statistic < KS_TWO
     assert stats.ks_2samp(draws["centred"], draws["marginal"]).statistic < KS_TWO
+    assert stats.ks_2samp(draws["centred"], draws["collapsed"]).statistic < KS_TWO
+    # and the collapsed form's density (the quadrature) is that of the centred draws:
+    # compare P(|beta| < t) with the integral of exp(log_marginal_prior)
+    spec = GIGLogistic(rho=rho, k=2.0, theta=1.5, mixing=mixing)
+    grid = np.linspace(-1.0, 1.0, 2001)
+    mass = np.trapezoid(np.exp(np.asarray(spec.log_marginal_prior(grid))), grid)
+    frac = np.mean(np.abs(draws["centred"]) < 1.0)
+    assert abs(frac - mass) < 4 * np.sqrt(mass * (1 - mass) / draws["centred"].size)
 
 
 def test_log_beta_prime_against_scipy():

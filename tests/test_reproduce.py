@@ -21,8 +21,8 @@ TINY = {
 }
 
 
-def test_registry_lists_the_three_ggig_entries(capsys):
-    assert set(ENTRY_NAMES) <= set(reproduce.ENTRIES)
+def test_registry_lists_the_ggig_and_horii_entries(capsys):
+    assert set(ENTRY_NAMES) | {"horii-table1", "horii-table2"} <= set(reproduce.ENTRIES)
     for name in ENTRY_NAMES:
         entry = reproduce.ENTRIES[name]
         assert entry.description and entry.default_sizes and entry.default_reps >= 1
@@ -89,3 +89,28 @@ def test_unknown_entry_and_bad_arguments_give_clear_errors(tmp_path, capsys):
         cli.main(["reproduce", "ggig-table1", "--reps", "0"])
     assert "--reps: must be a positive integer, got '0'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing is written before the arguments are checked
+
+
+def test_horii_table1_tiny_run_marks_the_paper_numbers_and_resumes(tmp_path):
+    """One repetition of Horii's synthetic design with a small test set: VB (paper and
+    proper hyper-prior), L1- and L2-LR, the table beside the paper's Table 1."""
+    name = "horii-table1"
+    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, n_test=100)
+    md = (tmp_path / name / "table.md").read_text()
+    assert "0.1589" in md and "0.8195" in md and "0.3974" in md  # the paper's VB MSE / accuracy, L1 MSE
+    assert result["cells_computed"] == 4
+    methods = {r["method"]: r for r in result["rows"]}
+    assert set(methods) == {"vb", "vb-proper", "l1", "l2"}
+    assert all(0 < r["mse"]["mean"] < 5 and 0.5 < r["accuracy"]["mean"] <= 1 for r in methods.values())
+    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, n_test=100)
+    assert again["cells_computed"] == 0
+
+
+@pytest.mark.slow
+def test_horii_table2_runs_on_a1a(tmp_path):
+    """a1a with its official test file (VB at the paper's prior runs ~3000 sweeps: slow tier)."""
+    result = reproduce.run("horii-table2", out=str(tmp_path), jobs=1, log=lambda msg: None, data="a1a")
+    rows = {r["method"]: r for r in result["rows"]}
+    assert set(rows) == {"vb", "vb-proper", "l1", "l2"} and rows["vb"]["n_test"] == 30956
+    md = (tmp_path / "horii-table2" / "table.md").read_text()
+    assert "0.8400" in md and "covtype" in md and "not run" in md

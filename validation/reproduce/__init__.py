@@ -108,9 +108,9 @@ class RunContext:
 
 
 def _entries() -> dict[str, Entry]:
-    from . import ggig
+    from . import ggig, horii
 
-    return {e.name: e for e in ggig.ENTRIES}
+    return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES}
 
 
 ENTRIES: dict[str, Entry] = _entries()

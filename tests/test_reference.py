@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,8 +17,11 @@ from zoo.models.base import Site
 from zoo.validation import arviz_adapter
 from zoo.validation.reference import (
     CERTIFICATION,
+    NoReference,
     ReferenceConfig,
+    ReferenceTimeout,
     cached_reference,
+    first_certified_reference,
     certify,
     package_versions,
     run_reference,
@@ -217,3 +222,28 @@ def test_config_validation():
         ReferenceConfig(chain_method="threads")
     with pytest.raises(ValueError, match="target_accept"):
         ReferenceConfig(target_accept=1.0)
+
+
+def test_time_limited_run_gives_the_same_reference(problem, reference, tmp_path):
+    """A limit the run fits in changes nothing: the child process samples the same draws
+    (the limit is not part of the cache key) and hands them back through the cache."""
+    spec, Phi, y = problem
+    limited = run_reference(spec, Phi, y, config=replace(CONFIG, time_limit=600.0), cache_dir=str(tmp_path))
+    assert not limited.from_cache and limited.certified == reference.certified
+    np.testing.assert_array_equal(limited.posterior.draws["mu"], reference.posterior.draws["mu"])
+
+
+def test_a_reference_that_runs_out_of_time_is_stopped_and_said_so(problem, tmp_path):
+    spec, Phi, y = problem
+    slow = replace(CONFIG, num_warmup=100_000, num_samples=100_000, time_limit=3.0)
+    t0 = time.perf_counter()
+    with pytest.raises(ReferenceTimeout, match="ran out of time.*3 s"):
+        run_reference(spec, Phi, y, config=slow, cache_dir=str(tmp_path))
+    assert time.perf_counter() - t0 < 30  # stopped at the limit, not run to the end
+    # a chain of samplers that all run out of time has no reference at all
+    with pytest.raises(NoReference, match="no reference: nuts ran out of time"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            first_certified_reference(spec, Phi, y, configs=(slow,), cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="time_limit"):
+        ReferenceConfig(time_limit=0.0)

@@ -143,6 +143,11 @@ class ReferenceConfig:
     chain_method: str = "parallel"
     max_doublings: int = 2
     sampler: str = "nuts"
+    # wall-clock seconds for the whole run (warm-up, draws, doublings); None: no limit.
+    # A limited run happens in a child process that is killed when time is up
+    # (:class:`ReferenceTimeout`); a run that finishes gives the same draws as without
+    # a limit, so the limit is not part of the cache key.
+    time_limit: float | None = None
 
     def __post_init__(self):
         if self.sampler not in REFERENCE_SAMPLERS:
@@ -159,6 +164,10 @@ class ReferenceConfig:
             raise ValueError(f"target_accept must lie in (0, 1); got {self.target_accept}")
         if self.max_doublings < 0:
             raise ValueError("max_doublings must be >= 0")
+        if self.time_limit is not None and not (
+                isinstance(self.time_limit, (int, float)) and not isinstance(self.time_limit, bool)
+                and 0 < self.time_limit < float("inf")):
+            raise ValueError(f"time_limit must be a positive number of seconds or None; got {self.time_limit!r}")
 
     def sampler_settings(self) -> dict[str, Any]:
         """The settings that determine the draws (the cache key's share of the config).
@@ -168,6 +177,7 @@ class ReferenceConfig:
         """
         settings = asdict(self)
         settings.pop("chain_method")
+        settings.pop("time_limit")
         if self.sampler == "slice-gibbs":
             # no step size, no trees; one chain per device or one after another give the
             # same draws (each chain has its own key)
@@ -556,6 +566,54 @@ class _SliceGibbsRun:
 _RUNNERS = {"nuts": _NutsRun, "slice-gibbs": _SliceGibbsRun}
 
 
+class ReferenceTimeout(RuntimeError):
+    """A reference sampler did not finish within its ``time_limit``: no draws at all, so
+    nothing to certify or to measure against. ``sampler`` and ``time_limit`` say which."""
+
+    def __init__(self, sampler: str, time_limit: float):
+        self.sampler, self.time_limit = sampler, float(time_limit)
+        super().__init__(f"{sampler} ran out of time: no result within the time limit of {time_limit:g} s "
+                         "(the run was stopped; not certified)")
+
+
+class NoReference(RuntimeError):
+    """Every reference sampler of a chain ran out of time: there is no posterior to
+    measure the engines against."""
+
+
+def _reference_child(spec, Phi, y, config, cache_dir) -> None:
+    """Body of the child process of a time-limited run: sample and write the cache."""
+    import zoo  # noqa: F401  (float64 and the host devices, as in the parent)
+
+    run_reference(spec, Phi, y, config=config, cache_dir=cache_dir)
+
+
+def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: str, sites) -> Reference:
+    """Run the sampler in a spawned child process and wait at most ``config.time_limit``
+    seconds. The child writes its Reference to the disk cache (atomically), which is how
+    it comes back; a child still running at the limit is killed. Spawned, not forked: a
+    forked child of a process that has started JAX can deadlock."""
+    import multiprocessing
+    import tempfile
+
+    folder = cache_dir if cache_dir is not None else tempfile.mkdtemp(prefix="zoo-reference-")
+    child_config = replace(config, time_limit=None)
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_reference_child, args=(spec, Phi, y, child_config, folder), daemon=True)
+    proc.start()
+    proc.join(config.time_limit)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        raise ReferenceTimeout(config.sampler, config.time_limit)
+    if proc.exitcode != 0:
+        raise RuntimeError(f"the {config.sampler} reference process failed (exit code {proc.exitcode})")
+    ref = _read_cache(folder, key, spec, sites, config.sampler)
+    if ref is None:
+        raise RuntimeError(f"the {config.sampler} reference process finished but left no readable result")
+    return replace(ref, from_cache=False, cache_path=ref.cache_path if cache_dir is not None else None)
+
+
 def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
                   progress: bool = False) -> Reference:
     """The reference sampler of ``config.sampler`` on ``spec``'s posterior given (Phi, y),
@@ -564,6 +622,7 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1).
     cache_dir: folder of the disk cache (None: no cache). A hit returns the stored
     Reference with ``from_cache=True`` and the original run's timings.
+    Raises :class:`ReferenceTimeout` when ``config.time_limit`` runs out first.
     """
     Phi, y = check_design(Phi, y)
     sites = tuple(spec.sites(Phi.shape[1]))
@@ -572,6 +631,8 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
         cached = _read_cache(cache_dir, key, spec, sites, config.sampler)
         if cached is not None:
             return cached
+    if config.time_limit is not None:
+        return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
 
     runner = _RUNNERS[config.sampler](spec, Phi, y, config, progress)
     attempts = []
@@ -647,12 +708,20 @@ def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress
     configs = (configs,) if isinstance(configs, ReferenceConfig) else tuple(configs)
     if not configs:
         raise ValueError("no reference sampler configured")
-    tried = []
+    tried, timeouts = [], []
     for config in configs:
-        ref = run_reference(spec, Phi, y, config=config, cache_dir=cache_dir, progress=progress)
+        try:
+            ref = run_reference(spec, Phi, y, config=config, cache_dir=cache_dir, progress=progress)
+        except ReferenceTimeout as err:
+            timeouts.append(str(err))
+            warnings.warn(f"reference: {err}; trying the next sampler" if config is not configs[-1] else
+                          f"reference: {err}")
+            continue
         tried.append(ref)
         if ref.certified:
             return ref, tried
+    if not tried:
+        raise NoReference("no reference: " + "; ".join(timeouts))
 
     def closeness(ref):
         rhat = ref.diagnostics.get("rhat_max")

@@ -34,6 +34,7 @@ def _default_cache_dir() -> str:
 def _cmd_compare(args) -> int:
     from zoo.validation.compare import CompareConfig, compare, default_references
     from zoo.validation.report import write_report
+    from zoo.validation.reference import NoReference
 
     progress = not args.no_progress and sys.stderr.isatty()
     try:  # bad arguments or data end in one clear line, not a traceback
@@ -41,7 +42,7 @@ def _cmd_compare(args) -> int:
             s.strip() for s in args.reference.split(",") if s.strip())
         ref_cfg = default_references(
             args.model, samplers, num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
-            target_accept=args.target_accept, seed=args.seed,
+            target_accept=args.target_accept, seed=args.seed, time_limit=args.time_limit,
         )
         config = CompareConfig(
             model=args.model, data=args.data, split=args.split,
@@ -50,7 +51,7 @@ def _cmd_compare(args) -> int:
             cache_dir=None if args.no_cache else args.cache_dir,
         )
         comp = compare(config, progress=progress)
-    except ValueError as err:
+    except (ValueError, NoReference) as err:
         print(f"zoo compare: error: {err}", file=sys.stderr)
         return 2
     files = write_report(comp, args.out)
@@ -201,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--samples", type=int, default=None,
                    help="reference draws per chain (default 1000; ggsm-probit 2500)")
     c.add_argument("--target-accept", type=float, default=None, help="NUTS target acceptance (default 0.9; gig-logistic 0.95)")
+    c.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock limit for each reference sampler (default: none); a sampler that runs "
+                        "out of time is stopped with a warning and the next one in the chain is tried; when "
+                        "all run out of time, zoo compare stops with that error (no report)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default="zoo-report", help="output folder (default ./zoo-report)")
     c.add_argument("--cache-dir", default=_default_cache_dir(), help="where reference draws are cached")

@@ -19,7 +19,7 @@ from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import METRIC_KEYS, posterior_metrics, pruned_weights_vs_reference
-from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCES, ENGINE_VARIANTS, PROTOCOLS
+from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCES, ENGINE_VARIANTS, PROTOCOLS, RAW_INPUTS
 from .reference import REFERENCE_SAMPLERS, ReferenceConfig, first_certified_reference
 
 
@@ -163,7 +163,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         raise ValueError(f"unknown model {config.model!r}; known: {', '.join(sorted(PROTOCOLS))}")
     entries = [get_engine(config.model, e) for e in config.engines]
     prepare, n_cv = PROTOCOLS[config.model]
-    split = datasets.load(config.data, config.split)
+    split = datasets.load(config.data, config.split, standardize=config.model not in RAW_INPUTS)
 
     bar = _progress_bar(progress, total=n_cv + 2 + len(entries), desc="zoo compare")
     bar.set_postfix_str("selecting hyper-parameters")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 import warnings
 from dataclasses import replace
 
@@ -236,10 +235,10 @@ def test_time_limited_run_gives_the_same_reference(problem, reference, tmp_path)
 def test_a_reference_that_runs_out_of_time_is_stopped_and_said_so(problem, tmp_path):
     spec, Phi, y = problem
     slow = replace(CONFIG, num_warmup=100_000, num_samples=100_000, time_limit=3.0)
-    t0 = time.perf_counter()
     with pytest.raises(ReferenceTimeout, match="ran out of time.*3 s"):
         run_reference(spec, Phi, y, config=slow, cache_dir=str(tmp_path))
-    assert time.perf_counter() - t0 < 30  # stopped at the limit, not run to the end
+    # the child was stopped before it finished: it left no result behind
+    assert cached_reference(spec, Phi, y, config=slow, cache_dir=str(tmp_path)) is None
     # a chain of samplers that all run out of time has no reference at all
     with pytest.raises(NoReference, match="no reference: nuts ran out of time"):
         with warnings.catch_warnings():

@@ -592,7 +592,8 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
     """Run the sampler in a spawned child process and wait at most ``config.time_limit``
     seconds. The child writes its Reference to the disk cache (atomically), which is how
     it comes back; a child still running at the limit is killed. Spawned, not forked: a
-    forked child of a process that has started JAX can deadlock."""
+    forked child of a process that has started JAX can deadlock. Without a cache folder a
+    temporary one is used and left in place (the returned InferenceData may read from it)."""
     import multiprocessing
     import tempfile
 

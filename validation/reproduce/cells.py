@@ -17,7 +17,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, NamedTuple
 
-__all__ = ["CellTask", "CellStore"]
+__all__ = ["CellTask", "CellStore", "cell_key"]
+
+
+def cell_key(prefix: str, kwargs: dict) -> str:
+    """Readable prefix + a hash of every setting that shapes the cell, so that a run with
+    other sizes or grids never picks up a cell computed under different settings."""
+    import hashlib
+
+    digest = hashlib.sha1(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{prefix}/{digest}"
 
 
 class CellTask(NamedTuple):

@@ -139,3 +139,16 @@ def mean_sd(values) -> dict:
     sd = float(v.std(ddof=1)) if v.size > 1 else None
     return {"mean": float(v.mean()), "sd": sd, "se": None if sd is None else sd / math.sqrt(v.size),
             "n": int(v.size)}
+
+
+def agreement(stats: dict, paper: float, floor: float, scale: float = 1.0, digits: int = 2) -> tuple[str, str]:
+    """Is the paper's number within our mean ± max(2 standard errors, floor)? Returns the
+    verdict and the comparison as text (written with abs(), not bars, so that it can sit
+    in a markdown table cell)."""
+    if stats["mean"] is None:
+        return "not run", ""
+    ours = scale * stats["mean"]
+    band = max(2 * scale * stats["se"], floor) if stats["se"] is not None else floor
+    ok = abs(ours - paper) <= band
+    return ("reproduced" if ok else "NOT reproduced"), \
+        f"abs({ours:.{digits}f} − {paper:.{digits}f}) {'≤' if ok else '>'} {band:.{digits}f}"

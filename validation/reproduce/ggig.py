@@ -14,14 +14,13 @@ is not stated).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 
 import numpy as np
 
 from . import Entry, Option
-from .cells import CellTask
+from .cells import CellTask, cell_key
+from .fitting import agreement
 
 # ------------------------------------------------------------------------------------
 # The paper's grids and numbers (PUBLISHED_RESULTS.md A)
@@ -69,28 +68,11 @@ def _check_q_grid(values) -> None:
         raise ValueError(f"--q-grid values must lie in (0, 2] (the GGSM shape); got {_grid_text(bad)}")
 
 
-def _key(prefix: str, kwargs: dict) -> str:
-    """Readable prefix + a hash of every setting that shapes the cell, so that a run with
-    other sizes or grids never picks up a cell computed under different settings."""
-    digest = hashlib.sha1(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{prefix}/{digest}"
-
-
 def _pct(stats, digits=2) -> str:
     if stats["mean"] is None:
         return "—"
     sd = "" if stats["sd"] is None else f" ± {100 * stats['sd']:.{digits}f}"
     return f"{100 * stats['mean']:.{digits}f}{sd}"
-
-
-def _agreement(stats: dict, paper: float, floor: float, scale: float = 1.0) -> tuple[str, str]:
-    """Is the paper's number within our mean ± max(2 standard errors, floor)?"""
-    if stats["mean"] is None:
-        return "not run", ""
-    ours = scale * stats["mean"]
-    band = max(2 * scale * stats["se"], floor) if stats["se"] is not None else floor
-    verdict = "reproduced" if abs(ours - paper) <= band else "NOT reproduced"
-    return verdict, f"|{ours:.2f} − {paper:.2f}| {'≤' if verdict == 'reproduced' else '>'} {band:.2f}"
 
 
 # ------------------------------------------------------------------------------------
@@ -209,7 +191,7 @@ def run_feature_selection(ctx) -> dict:
                           "cv_seed": ctx.seed * 100_003 + rep,
                           "q_grid": o["q_grid"] if method == "ggig" else []}
                     variant = method if prior == "-" else f"{method}-{prior}"
-                    tasks.append(CellTask(_key(f"fs/N{N}/nf{nf}/rep{rep:03d}/{variant}", kw),
+                    tasks.append(CellTask(cell_key(f"fs/N{N}/nf{nf}/rep{rep:03d}/{variant}", kw),
                                           f"{__name__}:feature_selection_cell", kw,
                                           cost={"ggig": 3, "lap": 5}.get(method, 1) * N))
     cells = list(ctx.store.run(tasks, "feature-selection fits").values())
@@ -322,7 +304,7 @@ def run_table1(ctx) -> dict:
                       "q_grid": o["q_grid"] if method == "ggig" else [],
                       "gammas": o["gamma_grid"] if method == "lap" else [], "c_grid": [],
                       "cv_seed": ctx.seed * 100_003 + rep}
-                tasks.append(CellTask(_key(f"t1/{data}/split{rep:03d}/{method}", kw), f"{__name__}:kernel_cell", kw,
+                tasks.append(CellTask(cell_key(f"t1/{data}/split{rep:03d}/{method}", kw), f"{__name__}:kernel_cell", kw,
                                       cost={"ggig": 5, "lap": len(o["gamma_grid"]), "gj": 1}[method]))
     cells = list(ctx.store.run(tasks, "table-1 fits").values())
     md = [
@@ -357,8 +339,8 @@ def run_table1(ctx) -> dict:
             err = mean_sd([c["test_error"] for c in cs])
             kern = mean_sd([c["n_active_basis"] for c in cs])
             means[method] = err["mean"]
-            v_err, d_err = _agreement(err, paper_err, 1.0, scale=100)
-            v_k, d_k = _agreement(kern, paper_k, 0.2 * paper_k)
+            v_err, d_err = agreement(err, paper_err, 1.0, scale=100)
+            v_k, d_k = agreement(kern, paper_k, 0.2 * paper_k)
             choice = {k: float(np.median([c["selected"][k] for c in cs])) for k in cs[0]["selected"]}
             collapsed = sum(c["status"] == "collapsed" for c in cs)
             kern_sd = "" if kern["sd"] is None else f" ± {kern['sd']:.1f}"
@@ -405,7 +387,7 @@ def run_table2(ctx) -> dict:
                 "cv_seed": ctx.seed * 100_003 + split, "fixed": fixed}
 
     sizes = {"german": 8, "flare_solar": 6}  # relative cost of a fit, for scheduling only
-    tune_tasks = [CellTask(_key(f"t2/{d}/tune/split{k:03d}/{m}", kwargs(d, k, m)), f"{__name__}:kernel_cell",
+    tune_tasks = [CellTask(cell_key(f"t2/{d}/tune/split{k:03d}/{m}", kwargs(d, k, m)), f"{__name__}:kernel_cell",
                            kwargs(d, k, m), cost=sizes.get(d, 1) * {"ggig": 5, "lap": len(o["gamma_grid"]),
                                                                    "gj": 1, "svm": 1}[m])
                   for d in o["data"] for m in T2_METHODS for k in range(n_select)]
@@ -415,7 +397,7 @@ def run_table2(ctx) -> dict:
         for m in T2_METHODS:
             choices = [tuned[t.key]["selected"] for t in tune_tasks if t.kwargs["data"] == d and t.kwargs["method"] == m]
             frozen[(d, m)] = {k: float(np.median([c[k] for c in choices])) for k in choices[0]}
-    test_tasks = [CellTask(_key(f"t2/{d}/test/split{k:03d}/{m}", kwargs(d, k, m, frozen[(d, m)])),
+    test_tasks = [CellTask(cell_key(f"t2/{d}/test/split{k:03d}/{m}", kwargs(d, k, m, frozen[(d, m)])),
                            f"{__name__}:kernel_cell", kwargs(d, k, m, frozen[(d, m)]), cost=sizes.get(d, 1))
                   for d in o["data"] for m in T2_METHODS for k in range(ctx.reps)]
     tested = list(ctx.store.run(test_tasks, "table-2 test fits").values())
@@ -454,7 +436,7 @@ def run_table2(ctx) -> dict:
             if d in NOT_COMPARABLE:
                 verdict, detail = "not comparable", "different target"
             else:
-                verdict, detail = _agreement(err, paper, 0.5, scale=100)
+                verdict, detail = agreement(err, paper, 0.5, scale=100)
             collapsed = sum(c["status"] == "collapsed" for c in cs)
             md.append(f"| {TABLE2_LABEL[d]} | {METHOD_LABEL[m]} | {_pct(err)} | {paper:.2f} | {verdict} ({detail}) | "
                       f"{nb['mean']:.1f} | {collapsed}/{len(cs)} | "

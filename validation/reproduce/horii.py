@@ -20,13 +20,11 @@ with p = 100 and values near 0.16 it is the per-coordinate mean (NOTES), which w
 """
 from __future__ import annotations
 
-import hashlib
-import json
-
 import numpy as np
 
 from . import Entry, Option
-from .cells import CellTask
+from .cells import CellTask, cell_key
+from .fitting import agreement, mean_sd
 
 PAPER_TABLE1 = {  # (MSE mean, MSE sd, accuracy mean, accuracy sd) over 1000 experiments
     "vb": (0.1589, 0.1133, 0.8195, 0.0477),
@@ -42,11 +40,6 @@ METHOD_LABEL = {"vb": "VB (proposed)", "vb-proper": "VB, k = theta = 1 (zoo defa
                 "l1": "L1-LR (CV)", "l2": "L2-LR (CV)"}
 C_GRID = tuple(10.0 ** (e / 2) for e in range(-6, 7))
 N_FOLDS = 5
-
-
-def _key(prefix: str, kwargs: dict) -> str:
-    digest = hashlib.sha1(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{prefix}/{digest}"
 
 
 # ------------------------------------------------------------------------------------
@@ -140,19 +133,6 @@ def table2_cell(data: str, method: str, cv_seed: int) -> dict:
 # ------------------------------------------------------------------------------------
 # Tables
 # ------------------------------------------------------------------------------------
-def _stats(values) -> dict:
-    v = np.asarray(values, float)
-    n = v.size
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if n > 1 else None,
-            "se": float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else None, "n": int(n)}
-
-
-def _verdict(ours: dict, paper: float, floor: float) -> tuple[str, str]:
-    band = max(2 * ours["se"], floor) if ours["se"] is not None else floor
-    ok = abs(ours["mean"] - paper) <= band
-    return ("reproduced" if ok else "NOT reproduced"), f"(abs({ours['mean']:.4f} − {paper:.4f}) {'≤' if ok else '>'} {band:.4f})"
-
-
 T1_METHODS = ("vb", "vb-proper", "l1", "l2")
 
 
@@ -163,7 +143,7 @@ def run_table1(ctx) -> dict:
         for r in range(ctx.reps):
             kw = {"method": m, "repetition": r, "n_train": o["n_train"], "n_test": o["n_test"],
                   "cv_seed": ctx.seed * 100_003 + r}
-            tasks.append(CellTask(_key(f"t1/{m}/rep{r:04d}", kw), f"{__name__}:table1_cell", kw,
+            tasks.append(CellTask(cell_key(f"t1/{m}/rep{r:04d}", kw), f"{__name__}:table1_cell", kw,
                                   cost={"vb": 3.0, "vb-proper": 1.0}.get(m, 2.0)))
     cells = list(ctx.store.run(tasks, "horii table 1").values())
     md = [
@@ -184,13 +164,13 @@ def run_table1(ctx) -> dict:
     means = {}
     for m in T1_METHODS:
         cs = [c for c in cells if c["method"] == m]
-        mse, acc = _stats([c["mse"] for c in cs]), _stats([c["accuracy"] for c in cs])
-        nl = _stats([c["n_large"] for c in cs])
+        mse, acc = mean_sd([c["mse"] for c in cs]), mean_sd([c["accuracy"] for c in cs])
+        nl = mean_sd([c["n_large"] for c in cs])
         means[m] = (mse["mean"], acc["mean"])
         paper = PAPER_TABLE1.get(m)
         if paper:
-            v_mse, d_mse = _verdict(mse, paper[0], 0.02)
-            v_acc, d_acc = _verdict(acc, paper[2], 0.01)
+            v_mse, d_mse = agreement(mse, paper[0], 0.02, digits=4)
+            v_acc, d_acc = agreement(acc, paper[2], 0.01, digits=4)
             paper_mse, paper_acc = f"{paper[0]:.4f} ± {paper[1]:.4f}", f"{paper[2]:.4f} ± {paper[3]:.4f}"
         else:
             v_mse = v_acc = "not in the paper"
@@ -201,8 +181,8 @@ def run_table1(ctx) -> dict:
             unconv = sum(not c["converged"] for c in cs)
             sweeps = f"{np.median([c['n_iter'] for c in cs]):.0f} median ({unconv}/{len(cs)})"
         sd = lambda s: "" if s["sd"] is None else f" ± {s['sd']:.4f}"  # noqa: E731
-        md.append(f"| {METHOD_LABEL[m]} | {mse['mean']:.4f}{sd(mse)} | {paper_mse} | {v_mse} {d_mse} | "
-                  f"{acc['mean']:.4f}{sd(acc)} | {paper_acc} | {v_acc} {d_acc} | {nl['mean']:.1f} | {sweeps} |")
+        md.append(f"| {METHOD_LABEL[m]} | {mse['mean']:.4f}{sd(mse)} | {paper_mse} | {v_mse}{f' ({d_mse})' if d_mse else ''} | "
+                  f"{acc['mean']:.4f}{sd(acc)} | {paper_acc} | {v_acc}{f' ({d_acc})' if d_acc else ''} | {nl['mean']:.1f} | {sweeps} |")
         table["rows"].append({"method": m, "mse": mse, "accuracy": acc, "n_large": nl,
                               "paper": paper, "verdict_mse": v_mse, "verdict_accuracy": v_acc})
     best_mse = min(("vb", "l1", "l2"), key=lambda m: means[m][0])
@@ -219,7 +199,7 @@ T2_METHODS = ("vb", "vb-proper", "l1", "l2")
 
 def run_table2(ctx) -> dict:
     o = ctx.options
-    tasks = [CellTask(_key(f"t2/{d}/{m}", {"data": d, "method": m, "cv_seed": ctx.seed}), f"{__name__}:table2_cell",
+    tasks = [CellTask(cell_key(f"t2/{d}/{m}", {"data": d, "method": m, "cv_seed": ctx.seed}), f"{__name__}:table2_cell",
                       {"data": d, "method": m, "cv_seed": ctx.seed}, cost=4.0 if d == "w1a" else 1.0)
              for d in o["data"] for m in T2_METHODS]
     cells = ctx.store.run(tasks, "horii table 2")

@@ -97,6 +97,23 @@ def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nut
     assert f"report: {out_dir / 'report.md'}" in out
 
 
+def test_compare_without_a_reference_writes_the_report_and_warns(capsys, tmp_path):
+    """Every reference sampler running out of time is not an error: the report is written
+    (saying there is no reference), the table printed, one warning on stderr, status 0.
+    The empty cache folder keeps an earlier run from standing in for the sampler."""
+    out_dir = tmp_path / "report"
+    argv = ["compare", "--param", "width=0.7", "--engines", "em", "--time-limit", "0.01", "--no-progress",
+            "--cache-dir", str(tmp_path / "empty-cache"), "--out", str(out_dir)]
+    with pytest.warns(UserWarning, match="ran out of time"):
+        status, out, err = run_cli(argv, capsys)
+    assert status == 0, err
+    assert "reference: none, NOT CERTIFIED" in out
+    assert any(line.startswith("em ") for line in out.splitlines())
+    assert "zoo compare: warning: no reference: nuts ran out of time" in err
+    assert "**No reference: not certified - every reference sampler ran out of time.**" in (
+        out_dir / "report.md").read_text()
+
+
 def test_summary_table_shows_a_failed_ggsm_engine_as_failed_not_as_numbers():
     """A failed engine row (compare.failed_row) is printed as its reason; the other rows
     keep their numbers, and the engine column is wide enough for 'mm-laplace'."""

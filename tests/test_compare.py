@@ -19,7 +19,7 @@ import zoo  # noqa: F401  (float64, host devices for parallel chains)
 from zoo.cli import summary_table
 from zoo.validation import arviz_adapter
 from zoo.validation.compare import TARGETS, CompareConfig, check_targets, compare
-from zoo.validation.metrics import METRIC_KEYS
+from zoo.validation.metrics import HELD_OUT_KEYS, METRIC_KEYS
 from zoo.validation.reference import ReferenceConfig
 from zoo.validation.report import render_markdown, write_report
 
@@ -27,6 +27,8 @@ ENGINES = ("em", "laplace", "ep")
 #: forced failure: 30 draws per chain can reach neither ESS 400 nor (on this seed) R-hat 1.01
 #: and max_doublings=0 forbids extending the chains
 UNCERTIFIED_NUTS = ReferenceConfig(num_chains=2, num_warmup=100, num_samples=30, max_doublings=0)
+#: forced time-out: the sampler's spawned process cannot even import JAX in 10 ms
+OUT_OF_TIME_NUTS = ReferenceConfig(num_chains=2, num_warmup=300, num_samples=1000, time_limit=0.01)
 #: metric draws per engine (default 4000): enough for every key, a quarter of the time
 METRIC_DRAWS = 1000
 
@@ -221,6 +223,56 @@ def test_uncertified_reference_is_reported_as_such(cache_dir, tmp_path):
     assert "**certified**" not in md
     assert res["reference"]["failures"][0] in md
     assert "NOT CERTIFIED" in summary_table(comp.results)
+
+
+def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
+    """nuts runs out of time for the PCVM and for the surrogate (laplace's variant): the
+    engines are still fitted, timed and scored on the test set, every other metric is
+    null with that reason, and results.json, report.md and the summary say there is no
+    reference. An empty cache folder, so no earlier run can stand in."""
+    config = _config(OUT_OF_TIME_NUTS, tmp_path / "empty-cache", engines=("em", "laplace"))
+    with pytest.warns(UserWarning, match="ran out of time"):
+        comp = compare(config)
+    assert comp.reference is None and comp.variant_references == {}
+    files = write_report(comp, str(tmp_path / "report"))
+    res = _strict_json(files["results"])
+    assert res == json.loads(json.dumps(comp.results, default=_plain))
+
+    ref = res["reference"]
+    assert ref["sampler_name"] is None and ref["certified"] is False
+    assert ref["failures"] == [
+        "nuts ran out of time: no result within the time limit of 0.01 s (the run was stopped; not certified)"]
+    assert all(ref[key] is None for key in REFERENCE_KEYS if key != "certified")
+    assert [(t["sampler_name"], t["time_limit"]) for t in res["references_tried"]] == [("nuts", 0.01)]
+    assert res["variant_references"]["surrogate"]["sampler_name"] is None
+    assert res["reference_test_error"] is None
+    unmeasured = [k for k in METRIC_KEYS if k not in (*HELD_OUT_KEYS, "khat_reason", "null_reasons")]
+    for name, row in res["engines"].items():
+        assert isinstance(row["seconds"], float) and isinstance(row["compile_seconds"], float)
+        assert row["n_basis"] == res["hyper"]["n_basis"] and row["failure"] is None
+        assert 0.0 <= row["test_error"] <= 1.0 and 0.0 <= row["auc"] <= 1.0
+        assert math.isfinite(row["test_log_lik"])
+        for key in unmeasured:
+            assert row[key] is None, (name, key)
+            assert "ran out of time" in row["null_reasons"][key], (name, key)
+        assert row["speedup_vs_reference"] is None and row["pruned_vs_reference"] is None
+    vs = res["engines"]["laplace"]["vs_surrogate"]
+    assert vs["pred_mae"] is None and "ran out of time" in vs["null_reasons"]["pred_mae"]
+    assert vs["reference_certified"] is False
+
+    # no reference draws: no reference netCDF and no figures; the engines' netCDFs remain
+    assert {k for k, v in files.items() if v.endswith(".nc")} == {"em", "laplace"}
+    assert not any(v.endswith(".png") for v in files.values())
+    with open(files["report"]) as fh:
+        md = fh.read()
+    head = md.split("## Reference")[0]
+    assert "**No reference: not certified - every reference sampler ran out of time.**" in head
+    assert "- nuts: stopped at its time limit of 0.01 s" in head
+    laplace_row = next(line for line in md.splitlines() if line.startswith("| laplace |"))
+    assert "| - | - | - | - | - | - |" in laplace_row and "null" not in laplace_row
+    assert "laplace.pred_mae" not in md  # the reason heads the report, not once per cell
+    assert "could not be measured against the reference of the model it actually approximates (surrogate)" in md
+    assert "reference: none, NOT CERTIFIED: nuts ran out of time" in summary_table(comp.results)
 
 
 def _targets_by_key(targets):

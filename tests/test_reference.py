@@ -240,9 +240,10 @@ def test_a_reference_that_runs_out_of_time_is_stopped_and_said_so(problem, tmp_p
     # the child was stopped before it finished: it left no result behind
     assert cached_reference(spec, Phi, y, config=slow, cache_dir=str(tmp_path)) is None
     # a chain of samplers that all run out of time has no reference at all
-    with pytest.raises(NoReference, match="no reference: nuts ran out of time"):
+    with pytest.raises(NoReference, match="no reference: nuts ran out of time") as no_reference:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first_certified_reference(spec, Phi, y, configs=(slow,), cache_dir=str(tmp_path))
+    assert no_reference.value.timed_out == [("nuts", 3.0)]
     with pytest.raises(ValueError, match="time_limit"):
         ReferenceConfig(time_limit=0.0)

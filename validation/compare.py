@@ -4,6 +4,12 @@ and data, and returns a table of posterior-accuracy metrics.
     results = compare(CompareConfig(model="pcvm", data="ripley", engines=("em", "laplace", "ep")))
 
 ``zoo compare`` is a thin shell around :func:`compare` plus :func:`zoo.validation.report.write_report`.
+
+When every reference sampler runs out of its time limit there is no reference: the
+engines are still fitted, timed and scored on the test set, every metric that needs a
+reference is None with that reason, and ``results["reference"]`` says there is none -
+``sampler_name`` None, not certified, one failure per sampler, every number None
+(:func:`reference_ran_out_of_time` is the test readers use).
 """
 from __future__ import annotations
 
@@ -18,9 +24,9 @@ from ..inference.posterior import ApproximationFailed
 from ..inference.registry import get_engine
 from . import datasets
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
-from .metrics import METRIC_KEYS, posterior_metrics, pruned_weights_vs_reference
+from .metrics import METRIC_KEYS, metrics_without_reference, posterior_metrics, pruned_weights_vs_reference
 from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCES, ENGINE_VARIANTS, PROTOCOLS, RAW_INPUTS
-from .reference import REFERENCE_SAMPLERS, ReferenceConfig, first_certified_reference
+from .reference import REFERENCE_SAMPLERS, NoReference, ReferenceConfig, ReferenceTimeout, first_certified_reference
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,9 @@ class Comparison:
 
     results: dict[str, Any]
     prepared: Any
+    # None when every reference sampler ran out of time
     reference: Any
+    # the model variants that have a reference (not those whose samplers all ran out of time)
     variant_references: dict[str, Any]
     posteriors: dict[str, Any]
     split: Any
@@ -157,6 +165,47 @@ def _reference_summary(ref) -> dict[str, Any]:
     }
 
 
+def _no_draws_summary(sampler_name: str | None, failures: list[str]) -> dict[str, Any]:
+    """The keys of :func:`_reference_summary` for samplers that ran out of time: no draws,
+    so no diagnostics and no timings, only which ran out and why."""
+    return {
+        "certified": False,
+        "failures": failures,
+        "rhat_max": None,
+        "ess_bulk_min": None,
+        "ess_tail_min": None,
+        "divergences": None,
+        "seconds": None,
+        "warm_seconds": None,
+        "compile_seconds": None,
+        "from_cache": False,
+        "sampler_name": sampler_name,
+        "sampler": {},
+    }
+
+
+def _timeout_sentence(sampler: str, time_limit: float) -> str:
+    # the words of the warning the user saw when the sampler was stopped
+    return str(ReferenceTimeout(sampler, time_limit))
+
+
+def _missing_reference_summary(err: NoReference) -> dict[str, Any]:
+    """The reference summary when there is none: no sampler name, one failure per sampler."""
+    return _no_draws_summary(None, [_timeout_sentence(s, limit) for s, limit in err.timed_out])
+
+
+def _timed_out_samplers(err: NoReference) -> list[dict[str, Any]]:
+    """references_tried when every sampler ran out of time: each with its time limit."""
+    return [{**_no_draws_summary(s, [_timeout_sentence(s, limit)]), "time_limit": limit}
+            for s, limit in err.timed_out]
+
+
+def reference_ran_out_of_time(summary: dict[str, Any]) -> bool:
+    """Whether a reference summary of the results (``reference`` or one of
+    ``variant_references``) stands for no reference at all: every sampler ran out of time."""
+    return summary.get("sampler_name", "nuts") is None
+
+
 def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     """Run the comparison protocol; see the module docstring of ``protocols``."""
     if config.model not in PROTOCOLS:
@@ -171,21 +220,29 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     spec, Phi, y = prepared.spec, prepared.Phi_train, prepared.y_train
 
     bar.set_postfix_str("reference")
-    reference, tried = first_certified_reference(
-        spec, Phi, y, configs=config.reference, cache_dir=config.cache_dir, progress=progress)
+    try:
+        reference, tried = first_certified_reference(
+            spec, Phi, y, configs=config.reference, cache_dir=config.cache_dir, progress=progress)
+        no_reference = None
+    except NoReference as err:
+        # nothing to measure the engines against, but their timings and test-set figures
+        # still make a report - one that says plainly there is no reference
+        reference, tried, no_reference = None, [], err
     bar.update(1)
-    variant_refs = {}
-    needed_variants = {ENGINE_VARIANTS.get((config.model, e.name)) for e in entries} - {None}
-    for variant in sorted(needed_variants):
+    variant_refs, variants_without_reference = {}, {}
+    needed_variants = sorted({ENGINE_VARIANTS.get((config.model, e.name)) for e in entries} - {None})
+    for variant in needed_variants:
         bar.set_postfix_str(f"reference ({variant})")
-        variant_refs[variant], _ = first_certified_reference(
-            prepared.variants[variant], Phi, y, configs=config.reference,
-            cache_dir=config.cache_dir, progress=progress,
-        )
+        try:
+            variant_refs[variant], _ = first_certified_reference(
+                prepared.variants[variant], Phi, y, configs=config.reference,
+                cache_dir=config.cache_dir, progress=progress,
+            )
+        except NoReference as err:
+            variants_without_reference[variant] = err
     bar.update(1)
 
     key = jax.random.PRNGKey(config.seed)
-    p_ref_test = reference.posterior.predict_proba(prepared.Phi_test)
     engines_out, posteriors = {}, {}
     for entry in entries:
         bar.set_postfix_str(f"engine {entry.name}")
@@ -199,11 +256,14 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             bar.update(1)
             continue
         posteriors[entry.name] = posterior
-        key, sub = jax.random.split(key)
-        m = posterior_metrics(
-            posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
-            key=sub, n_draws=config.metric_draws, moments=prepared.moments,
-        )
+        if reference is None:
+            m = metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test, str(no_reference))
+        else:
+            key, sub = jax.random.split(key)
+            m = posterior_metrics(
+                posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
+                key=sub, n_draws=config.metric_draws, moments=prepared.moments,
+            )
         row = {
             **m,
             "kind": entry.kind,
@@ -218,20 +278,27 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "n_iter": int(posterior.info.n_iter),
             "objective": posterior.info.objective,
             # warm against warm: compilation is excluded on both sides
-            "speedup_vs_reference": float(reference.posterior.info.seconds / warm) if warm > 0 else None,
+            "speedup_vs_reference": (float(reference.posterior.info.seconds / warm)
+                                     if reference is not None and warm > 0 else None),
             "failure": None,
             # weights the engine pruned to exact zeros, beside the reference's marginals
-            "pruned_vs_reference": _without_undefined_moments(
+            "pruned_vs_reference": None if reference is None else _without_undefined_moments(
                 pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
         }
         variant = ENGINE_VARIANTS.get((config.model, entry.name))
-        if variant is not None:
+        if variant in variant_refs:
             key, sub = jax.random.split(key)
             row[f"vs_{variant}"] = posterior_metrics(
                 posterior, variant_refs[variant], Phi, y, prepared.Phi_test, prepared.y_test,
                 key=sub, n_draws=config.metric_draws,
             )
             row[f"vs_{variant}"]["reference_certified"] = bool(variant_refs[variant].certified)
+        elif variant is not None:
+            row[f"vs_{variant}"] = {
+                **metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test,
+                                            str(variants_without_reference[variant])),
+                "reference_certified": False,
+            }
         engines_out[entry.name] = row
         bar.update(1)
     bar.close()
@@ -246,11 +313,15 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         "selection": prepared.selection,
         "moments": prepared.moments,
         "spec": spec.to_dict(),
-        "reference": _reference_summary(reference),
+        "reference": _missing_reference_summary(no_reference) if reference is None else _reference_summary(reference),
         # every sampler tried, in order: the report names the one used and why the others not
-        "references_tried": [_reference_summary(r) for r in tried],
-        "variant_references": {k: _reference_summary(v) for k, v in variant_refs.items()},
-        "reference_test_error": float(np.mean((p_ref_test > 0.5) != (prepared.y_test == 1))),
+        "references_tried": _timed_out_samplers(no_reference) if reference is None else [
+            _reference_summary(r) for r in tried],
+        "variant_references": {
+            v: _reference_summary(variant_refs[v]) if v in variant_refs
+            else _missing_reference_summary(variants_without_reference[v]) for v in needed_variants},
+        "reference_test_error": None if reference is None else float(np.mean(
+            (reference.posterior.predict_proba(prepared.Phi_test) > 0.5) != (prepared.y_test == 1))),
         "engines": engines_out,
         "config": {
             "engines": list(config.engines),

@@ -10,6 +10,9 @@ Four families, all from one call, :func:`posterior_metrics`:
 * Pareto k-hat of the approximation used as an importance proposal for the exact
   posterior (Yao, Vehtari, Simpson & Gelman 2018, "Yes, but did it work?").
 
+Without a reference (every sampler ran out of time) only the test-set error rate,
+log-likelihood and AUC exist: :func:`metrics_without_reference`.
+
 Thresholds live below, named, with the reason for each value.
 """
 from __future__ import annotations
@@ -89,6 +92,8 @@ METRIC_KEYS = (
     "sd_ratio", "sd_ratio_median", "wasserstein", "kl_gauss",
     "khat", "khat_reason", "outside_support_fraction", "null_reasons",
 )
+#: the metrics of the held-out test set alone: they need no reference
+HELD_OUT_KEYS = ("test_error", "test_log_lik", "auc")
 
 
 # --------------------------------------------------------------------------------------
@@ -231,18 +236,17 @@ def _labels01(y, name: str) -> np.ndarray:
     raise ValueError(f"{name} must be coded 0/1 or -1/+1; found {sorted(values)!r}")
 
 
-def predictive_metrics(p, p_ref, y_test) -> tuple[dict[str, Any], dict[str, str]]:
-    """({pred_mae, test_error, test_log_lik, auc}, null_reasons).
+def held_out_metrics(p, y_test) -> tuple[dict[str, Any], dict[str, str]]:
+    """({test_error, test_log_lik, auc}, null_reasons).
 
-    p, p_ref: (m,) predictive probabilities of the approximation and the reference;
-    y_test: (m,) 0/1. test_log_lik is the mean per test point (comparable across test
-    sizes); test_error thresholds p at 0.5; auc is None when y_test holds one class.
+    p: (m,) predictive probabilities; y_test: (m,) 0/1. test_log_lik is the mean per test
+    point (comparable across test sizes); test_error thresholds p at 0.5; auc is None
+    when y_test holds one class.
     """
-    p, p_ref = np.asarray(p, float), np.asarray(p_ref, float)
+    p = np.asarray(p, float)
     y = np.asarray(y_test, float)
     pc = np.clip(p, PROB_CLIP, 1.0 - PROB_CLIP)
     out: dict[str, Any] = {
-        "pred_mae": float(np.mean(np.abs(p - p_ref))),
         "test_error": float(np.mean((p > 0.5) != (y == 1))),
         "test_log_lik": float(np.mean(y * np.log(pc) + (1.0 - y) * np.log1p(-pc))),
         "auc": None,
@@ -253,6 +257,18 @@ def predictive_metrics(p, p_ref, y_test) -> tuple[dict[str, Any], dict[str, str]
     else:
         reasons["auc"] = "test set holds one class: AUC undefined"
     return out, reasons
+
+
+def predictive_metrics(p, p_ref, y_test) -> tuple[dict[str, Any], dict[str, str]]:
+    """({pred_mae, test_error, test_log_lik, auc}, null_reasons): :func:`held_out_metrics`
+    plus pred_mae, the mean |p - p_ref| over the test set.
+
+    p, p_ref: (m,) predictive probabilities of the approximation and the reference;
+    y_test: (m,) 0/1.
+    """
+    p, p_ref = np.asarray(p, float), np.asarray(p_ref, float)
+    held_out, reasons = held_out_metrics(p, y_test)
+    return {"pred_mae": float(np.mean(np.abs(p - p_ref))), **held_out}, reasons
 
 
 def _gaussian_fit(approx, flat_draws: np.ndarray):
@@ -389,6 +405,27 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
         "null_reasons": null_reasons,
     }
     out = null_undefined_moments(out, moments)
+    _check_finite(out)
+    return out
+
+
+def metrics_without_reference(approx, Phi_test, y_test, reason: str) -> dict[str, Any]:
+    """The keys of :data:`METRIC_KEYS` for ``approx`` when there is no reference to measure
+    it against: the test-set metrics (:data:`HELD_OUT_KEYS`), which need none, and every
+    other value None with ``reason`` (e.g. "no reference: nuts ran out of time ...").
+    """
+    Phi_test = check_features(Phi_test, name="Phi_test")
+    y_test = _labels01(y_test, "y_test")
+    if y_test.shape[0] != Phi_test.shape[0]:
+        raise ValueError("y_test and Phi_test have different numbers of rows")
+    held_out, null_reasons = held_out_metrics(approx.predict_proba(Phi_test), y_test)
+    unmeasured = [k for k in METRIC_KEYS if k not in HELD_OUT_KEYS and k not in ("khat_reason", "null_reasons")]
+    out = {
+        **{k: None for k in unmeasured},
+        **held_out,
+        "khat_reason": reason,
+        "null_reasons": {**{k: reason for k in unmeasured}, **null_reasons},
+    }
     _check_finite(out)
     return out
 

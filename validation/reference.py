@@ -578,7 +578,12 @@ class ReferenceTimeout(RuntimeError):
 
 class NoReference(RuntimeError):
     """Every reference sampler of a chain ran out of time: there is no posterior to
-    measure the engines against."""
+    measure the engines against. ``timed_out`` holds (sampler, time limit in seconds) of
+    each, in the order tried, so a report can name them without parsing the message."""
+
+    def __init__(self, message: str, timed_out: list[tuple[str, float]]):
+        self.timed_out = [(sampler, float(limit)) for sampler, limit in timed_out]
+        super().__init__(message)
 
 
 def _reference_child(spec, Phi, y, config, cache_dir) -> None:
@@ -722,7 +727,7 @@ def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress
         if ref.certified:
             return ref, tried
     if not tried:
-        raise NoReference("no reference: " + "; ".join(timeouts))
+        raise NoReference("no reference: " + "; ".join(timeouts), [(c.sampler, c.time_limit) for c in configs])
 
     def closeness(ref):
         rhat = ref.diagnostics.get("rhat_max")

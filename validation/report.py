@@ -2,6 +2,10 @@
 
 Every file is written atomically (temporary name, then rename), so a killed run never
 leaves a half-written report that looks finished.
+
+Without a reference (every sampler ran out of time) there are no reference draws: no
+reference netCDF and no figures (each one compares the engines with those draws), and
+report.md says so at its top.
 """
 from __future__ import annotations
 
@@ -16,9 +20,9 @@ import numpy as np  # noqa: E402
 
 from . import arviz_adapter  # noqa: E402
 from .atomic import atomic_write, write_json_atomic, write_text_atomic
-from .compare import Comparison  # noqa: E402
+from .compare import Comparison, reference_ran_out_of_time  # noqa: E402
 
-from .metrics import THRESHOLDS  # noqa: E402
+from .metrics import HELD_OUT_KEYS, THRESHOLDS  # noqa: E402
 
 ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
@@ -49,40 +53,44 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     res = comp.results
     files: dict[str, str] = {}
     const = _constant_data(comp)
-    ref_idata = comp.reference.idata
-    chains, draws = comp.reference.posterior.n_chains, comp.reference.posterior.n_draws
 
     # netCDF: the reference and each approximation, with the data they were fitted on
-    path = os.path.join(out_dir, "reference.nc")
-    arviz_adapter.to_netcdf(arviz_adapter.with_constant_data(ref_idata, const), path)
-    files["reference"] = path
+    idatas = {}
+    # the approximations' draws come in the reference's shape; without one, in the adapter's default
+    draw_shape = {}
+    if comp.reference is not None:
+        path = os.path.join(out_dir, "reference.nc")
+        arviz_adapter.to_netcdf(arviz_adapter.with_constant_data(comp.reference.idata, const), path)
+        files["reference"] = path
+        idatas["reference"] = comp.reference.idata
+        draw_shape = {"chains": comp.reference.posterior.n_chains, "draws": comp.reference.posterior.n_draws}
     for name, ref in comp.variant_references.items():
         path = os.path.join(out_dir, f"reference_{name}.nc")
         arviz_adapter.to_netcdf(arviz_adapter.with_constant_data(ref.idata, const), path)
         files[f"reference_{name}"] = path
-    idatas = {"reference": ref_idata}
     key = jax.random.PRNGKey(1)
     for name, post in comp.posteriors.items():
         key, sub = jax.random.split(key)
-        idata = arviz_adapter.posterior_to_idata(post, sub, chains, draws, constant_data=const)
+        idata = arviz_adapter.posterior_to_idata(post, sub, **draw_shape, constant_data=const)
         path = os.path.join(out_dir, f"{name}.nc")
         arviz_adapter.to_netcdf(idata, path)
         files[name] = path
         idatas[name] = idata
 
-    # figures
-    files["forest"] = os.path.join(out_dir, "forest.png")
-    arviz_adapter.plot_forest(
-        idatas, [s.name for s in comp.reference.posterior.sites], files["forest"],
-        colors=[_color(k) for k in idatas],
-    )
-    files["probabilities"] = os.path.join(out_dir, "probabilities.png")
-    _plot_probabilities(comp, files["probabilities"])
-    files["weights"] = os.path.join(out_dir, "weight_metrics.png")
-    _plot_weight_metrics(comp, files["weights"])
-    if comp.split.X_train.shape[1] == 2 and comp.prepared.basis is not None:
-        files["boundary"] = os.path.join(out_dir, "decision_boundary.png")
-        _plot_boundary(comp, files["boundary"])
+    # figures: each one shows the reference's draws
+    if comp.reference is not None:
+        files["forest"] = os.path.join(out_dir, "forest.png")
+        arviz_adapter.plot_forest(
+            idatas, [s.name for s in comp.reference.posterior.sites], files["forest"],
+            colors=[_color(k) for k in idatas],
+        )
+        files["probabilities"] = os.path.join(out_dir, "probabilities.png")
+        _plot_probabilities(comp, files["probabilities"])
+        files["weights"] = os.path.join(out_dir, "weight_metrics.png")
+        _plot_weight_metrics(comp, files["weights"])
+        if comp.split.X_train.shape[1] == 2 and comp.prepared.basis is not None:
+            files["boundary"] = os.path.join(out_dir, "decision_boundary.png")
+            _plot_boundary(comp, files["boundary"])
 
     files["results"] = os.path.join(out_dir, "results.json")
     write_json_atomic(res, files["results"])
@@ -222,10 +230,27 @@ SAMPLER_TEXT = {
 }
 
 
+def _no_reference_lines(res: dict[str, Any]) -> list[str]:
+    """The head of a report without a reference: which samplers ran out of time, and what
+    the engines' rows can still say."""
+    return [
+        "**No reference: not certified - every reference sampler ran out of time.**",
+        "",
+        *[f"- {t['sampler_name']}: stopped at its time limit of {t['time_limit']:g} s, no draws"
+          for t in res["references_tried"]],
+        "",
+        "The engines' rows below carry only timing and test-set figures (test error, test "
+        "log-likelihood, AUC): there is no posterior to measure their accuracy against.",
+        "",
+    ]
+
+
 def _reference_lines(res: dict[str, Any]) -> list[str]:
     """Which sampler is the reference, whether it is certified, what else was tried, and
     which posterior moments exist."""
     ref = res["reference"]
+    if reference_ran_out_of_time(ref):
+        return ["None: every sampler ran out of time (see the top of this report)."] + _variant_reference_lines(res)
     name = ref.get("sampler_name", "nuts")
     lines = []
     for tried in res.get("references_tried", []):
@@ -254,13 +279,7 @@ def _reference_lines(res: dict[str, Any]) -> list[str]:
             + ". The numbers below compare against an uncertified posterior and must not be read "
             "as accuracy. Failed checks: " + "; ".join(ref["failures"])
         )
-    for vname, vref in res.get("variant_references", {}).items():
-        status = "certified" if vref["certified"] else "NOT certified (" + "; ".join(vref["failures"]) + ")"
-        lines.append(
-            f"\n{vref.get('sampler_name', 'nuts')} on the `{vname}` variant of the model: {status}; R-hat max "
-            f"{_fmt(vref['rhat_max'])}, ESS bulk/tail min {_fmt(vref['ess_bulk_min'], 1)}/"
-            f"{_fmt(vref['ess_tail_min'], 1)}, {vref['divergences']} divergences."
-        )
+    lines += _variant_reference_lines(res)
     moments = res.get("moments")
     if moments:
         lines.append("\nPosterior moments: " + moments["reason"] + ". "
@@ -271,12 +290,29 @@ def _reference_lines(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _variant_reference_lines(res: dict[str, Any]) -> list[str]:
+    lines = []
+    for vname, vref in res.get("variant_references", {}).items():
+        if reference_ran_out_of_time(vref):
+            lines.append(f"\nNo reference for the `{vname}` variant of the model: " + "; ".join(vref["failures"]) + ".")
+            continue
+        status = "certified" if vref["certified"] else "NOT certified (" + "; ".join(vref["failures"]) + ")"
+        lines.append(
+            f"\n{vref.get('sampler_name', 'nuts')} on the `{vname}` variant of the model: {status}; R-hat max "
+            f"{_fmt(vref['rhat_max'])}, ESS bulk/tail min {_fmt(vref['ess_bulk_min'], 1)}/"
+            f"{_fmt(vref['ess_tail_min'], 1)}, {vref['divergences']} divergences."
+        )
+    return lines
+
+
 def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) -> str:
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
-    ref = res["reference"]
+    no_reference = reference_ran_out_of_time(res["reference"])
     lines = [
-        f"# {res['model'].upper()} on `{res['data']}` (split {res['split']}): engines against the reference",
+        f"# {res['model'].upper()} on `{res['data']}` (split {res['split']}): "
+        + ("engines, no reference" if no_reference else "engines against the reference"),
         "",
+        *(_no_reference_lines(res) if no_reference else []),
         f"Training points: {res['n_train']}; test points: {res['n_test']}. "
         f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res["hyper"].items()) + ".",
         "",
@@ -287,8 +323,9 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         "",
     ]
     lines += _reference_lines(res)
+    if not no_reference:
+        lines.append(f"\nReference test error: {_fmt(res['reference_test_error'])}.")
     lines += [
-        f"\nReference test error: {_fmt(res['reference_test_error'])}.",
         "",
         "## Engines",
         "",
@@ -299,6 +336,13 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         if r.get("failure"):
             # no numbers at all: a reason in place of the first metric, the rest blank
             lines.append(f"| {name} | {r['kind']} | - | failed: {_cell(r['failure'])} |" + " |" * 10)
+            continue
+        if no_reference:
+            # the columns measured against the reference are empty, not null: nothing was measured
+            lines.append(
+                f"| {name} | {r['kind']} | {r['n_basis']} |" + " - |" * 6 + f" {_fmt(r['test_error'])} | "
+                f"{_fmt(r['auc'])} | {_fmt(r['seconds'], 3)} | {_fmt(r['compile_seconds'], 2)} | - |"
+            )
             continue
         lines.append(
             f"| {name} | {r['kind']} | {r['n_basis']} | {_fmt(r['pred_mae'])} | {_fmt(r['std_mean_err_median'], 3)} / "
@@ -318,21 +362,28 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
     nulls = {
         (name, k): v for name, r in res["engines"].items() if not r.get("failure")
         for k, v in (r.get("null_reasons") or {}).items()
+        # without a reference, the reason of every other empty column heads the report
+        if not no_reference or k in HELD_OUT_KEYS
     }
     if nulls:
         lines += ["", "Null entries: " + "; ".join(f"{n}.{k}: {v}" for (n, k), v in nulls.items()) + "."]
     for name, r in res["engines"].items():
         for key, sub in r.items():
-            if key.startswith("vs_") and isinstance(sub, dict):
-                lines += [
-                    "",
-                    f"`{name}` measured against the reference of the model it actually approximates "
-                    f"({key[3:]}; reference {'certified' if sub['reference_certified'] else 'NOT certified'}): "
-                    f"pred_mae {_fmt(sub['pred_mae'])}, std mean err median {_fmt(sub['std_mean_err_median'], 3)}, "
-                    f"sd ratio median {_fmt(sub['sd_ratio_median'], 3)}, k-hat {_fmt(sub['khat'], 3)}. "
-                    "The gap between this line and the table row is the error of changing the model; "
-                    "this line alone is the error of the Gaussian approximation.",
-                ]
+            if not (key.startswith("vs_") and isinstance(sub, dict)):
+                continue
+            if reference_ran_out_of_time(res.get("variant_references", {}).get(key[3:], {})):
+                lines += ["", f"`{name}` could not be measured against the reference of the model it actually "
+                          f"approximates ({key[3:]}): every sampler of that reference ran out of time."]
+                continue
+            lines += [
+                "",
+                f"`{name}` measured against the reference of the model it actually approximates "
+                f"({key[3:]}; reference {'certified' if sub['reference_certified'] else 'NOT certified'}): "
+                f"pred_mae {_fmt(sub['pred_mae'])}, std mean err median {_fmt(sub['std_mean_err_median'], 3)}, "
+                f"sd ratio median {_fmt(sub['sd_ratio_median'], 3)}, k-hat {_fmt(sub['khat'], 3)}. "
+                "The gap between this line and the table row is the error of changing the model; "
+                "this line alone is the error of the Gaussian approximation.",
+            ]
         if not r["converged"] and not r.get("failure"):
             lines += ["", f"**{name} did not converge**: {r['reason']}"]
     for name, r in res["engines"].items():
@@ -345,16 +396,17 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
             target = f"{t['op']} {t['target']}" if t["op"] == "<=" else f"in {list(t['target'])}"
             met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**MISSED**")
             lines.append(f"| {t['engine']} | {t['metric']} | {target} | {_fmt(t['value'])} | {met} |")
-    lines += [
-        "",
-        "## Figures",
-        "",
-        f"![forest plot]({rel['forest']})",
-        "",
-        f"![per-weight metrics]({rel['weights']})",
-        "",
-        f"![predictive probabilities]({rel['probabilities']})",
-    ]
+    lines += ["", "## Figures", ""]
+    if no_reference:
+        lines.append("None: every figure shows the engines beside the reference's draws.")
+    else:
+        lines += [
+            f"![forest plot]({rel['forest']})",
+            "",
+            f"![per-weight metrics]({rel['weights']})",
+            "",
+            f"![predictive probabilities]({rel['probabilities']})",
+        ]
     if "boundary" in rel:
         lines += ["", f"![decision boundaries]({rel['boundary']})"]
     lines += [

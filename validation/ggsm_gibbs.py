@@ -48,12 +48,10 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 
 from .inputs import check_design
+from .slice_sampling import progress_bar, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
-#: stepping-out limit (in widths) and shrinkage limit per univariate slice update
-MAX_STEP_OUT = 32
-MAX_SHRINK = 200
 
 
 @dataclass(frozen=True)
@@ -202,55 +200,6 @@ def lam_conditional(w, q, a, b):
 
 
 # --------------------------------------------------------------------------------------
-# Univariate slice sampling (Neal 2003, stepping out + shrinkage), jit-friendly
-# --------------------------------------------------------------------------------------
-def _slice_1d(key, x0, logf0, logf, width):
-    """One slice-sampling update of x0 under log density ``logf`` (logf0 = logf(x0)).
-
-    Returns (x1, logf(x1), evaluations, capped). ``capped`` is True if shrinkage hit its
-    limit and x0 was kept (it never happens unless the density is degenerate; counted).
-    """
-    k_level, k_pos, k_split, k_shrink = jax.random.split(key, 4)
-    level = logf0 - jax.random.exponential(k_level)
-    left = x0 - width * jax.random.uniform(k_pos)
-    right = left + width
-    # the random split of the step-out budget keeps the update reversible (Neal, Fig. 3)
-    j = jnp.floor(MAX_STEP_OUT * jax.random.uniform(k_split)).astype(jnp.int32)
-    k = MAX_STEP_OUT - 1 - j
-
-    def out_left(c):
-        lo, jj, ev = c
-        return lo - width, jj - 1, ev + 1
-
-    def out_right(c):
-        hi, kk, ev = c
-        return hi + width, kk - 1, ev + 1
-
-    left, _, ev_l = jax.lax.while_loop(lambda c: (c[1] > 0) & (logf(c[0]) > level), out_left, (left, j, 0))
-    right, _, ev_r = jax.lax.while_loop(lambda c: (c[1] > 0) & (logf(c[0]) > level), out_right, (right, k, 0))
-
-    def shrink_cond(c):
-        _, _, _, _, done, it, _ = c
-        return (~done) & (it < MAX_SHRINK)
-
-    def shrink_body(c):
-        lo, hi, x, fx, done, it, key = c
-        key, sub = jax.random.split(key)
-        x_new = lo + (hi - lo) * jax.random.uniform(sub)
-        f_new = logf(x_new)
-        accept = f_new > level
-        lo = jnp.where(~accept & (x_new < x0), x_new, lo)
-        hi = jnp.where(~accept & (x_new >= x0), x_new, hi)
-        return lo, hi, jnp.where(accept, x_new, x), jnp.where(accept, f_new, fx), accept, it + 1, key
-
-    _, _, x1, f1, done, it, _ = jax.lax.while_loop(
-        shrink_cond, shrink_body, (left, right, x0, logf0, jnp.array(False), 0, k_shrink))
-    # two evaluations of logf at the initial ends are part of the step-out loops' tests
-    evals = ev_l + ev_r + it + 2
-    return x1, f1, evals, ~done
-
-
-# --------------------------------------------------------------------------------------
 # One sweep and blocks of sweeps
 # --------------------------------------------------------------------------------------
 def _sweep(state: ChainState, widths: Widths, Phi, s, q, a, b):
@@ -265,7 +214,7 @@ def _sweep(state: ChainState, widths: Widths, Phi, s, q, a, b):
     def log_scale_density(t):
         return log_rescaling_density(t, eta, sum_q, s, q, a, b, n)
 
-    t, _, ev_scale, cap_scale = _slice_1d(k_scale, 0.0, log_scale_density(0.0), log_scale_density,
+    t, _, ev_scale, cap_scale = slice_1d(k_scale, 0.0, log_scale_density(0.0), log_scale_density,
                                           widths.log_scale)
     w = w * jnp.exp(t)
     eta = eta * jnp.exp(t)
@@ -284,7 +233,7 @@ def _sweep(state: ChainState, widths: Widths, Phi, s, q, a, b):
         def logf(x):
             return jnp.sum(log_ndtr(s * (eta + col * (x - w_i)))) - jnp.abs(x) ** q / lam
 
-        x1, _, ev, cap = _slice_1d(sub, w_i, logf(w_i), logf, widths.w[i])
+        x1, _, ev, cap = slice_1d(sub, w_i, logf(w_i), logf, widths.w[i])
         eta = eta + col * (x1 - w_i)
         return w.at[i].set(x1), eta, evals + ev + 1, caps + cap, key
 
@@ -363,7 +312,7 @@ class SliceGibbsChains:
 
     def warmup(self) -> None:
         blocks = -(-int(self.config.num_warmup) // BLOCK)
-        bar = _bar(self.progress, blocks, "slice-Gibbs warm-up")
+        bar = progress_bar(self.progress, blocks, "slice-Gibbs warm-up")
         for _ in range(blocks):
             w_blk, _, _ = self._run(BLOCK)
             self.widths = _adapted_widths(np.asarray(w_blk))
@@ -376,7 +325,7 @@ class SliceGibbsChains:
         if not self.warmed_up:
             self.warmup()
         blocks = -(-int(n) // BLOCK)
-        bar = _bar(self.progress, blocks, "slice-Gibbs")
+        bar = progress_bar(self.progress, blocks, "slice-Gibbs")
         ws, lams, stats = [], [], {"evaluations": [], "shrink_caps": [], "log_scale_step": []}
         for _ in range(blocks):
             # whole blocks keep one compiled program; the surplus sweeps of the last block
@@ -405,18 +354,3 @@ def sample(spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progr
     """
     chains = SliceGibbsChains(spec, Phi, y, config, progress=progress)
     return chains.draw(int(config.num_samples))
-
-
-def _bar(enabled, total, desc):
-    if not enabled:
-        class _No:
-            def update(self, n=1):
-                pass
-
-            def close(self):
-                pass
-
-        return _No()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="block")

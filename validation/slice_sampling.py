@@ -1,0 +1,72 @@
+"""Univariate slice sampling (Neal 2003: stepping out and shrinkage), written for
+``jax.lax`` so that it can sit inside a jitted Gibbs sweep; shared by the reference
+samplers of validation/ggsm_gibbs.py and validation/gig_gibbs.py."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+#: stepping-out limit (in widths) and shrinkage limit per univariate slice update
+MAX_STEP_OUT = 32
+MAX_SHRINK = 200
+
+
+def slice_1d(key, x0, logf0, logf, width):
+    """One slice-sampling update of x0 under log density ``logf`` (logf0 = logf(x0)).
+
+    Returns (x1, logf(x1), evaluations, capped). ``capped`` is True if shrinkage hit its
+    limit and x0 was kept (it never happens unless the density is degenerate; counted).
+    """
+    k_level, k_pos, k_split, k_shrink = jax.random.split(key, 4)
+    level = logf0 - jax.random.exponential(k_level)
+    left = x0 - width * jax.random.uniform(k_pos)
+    right = left + width
+    # the random split of the step-out budget keeps the update reversible (Neal, Fig. 3)
+    j = jnp.floor(MAX_STEP_OUT * jax.random.uniform(k_split)).astype(jnp.int32)
+    k = MAX_STEP_OUT - 1 - j
+
+    def out_left(c):
+        lo, jj, ev = c
+        return lo - width, jj - 1, ev + 1
+
+    def out_right(c):
+        hi, kk, ev = c
+        return hi + width, kk - 1, ev + 1
+
+    left, _, ev_l = jax.lax.while_loop(lambda c: (c[1] > 0) & (logf(c[0]) > level), out_left, (left, j, 0))
+    right, _, ev_r = jax.lax.while_loop(lambda c: (c[1] > 0) & (logf(c[0]) > level), out_right, (right, k, 0))
+
+    def shrink_cond(c):
+        _, _, _, _, done, it, _ = c
+        return (~done) & (it < MAX_SHRINK)
+
+    def shrink_body(c):
+        lo, hi, x, fx, done, it, key = c
+        key, sub = jax.random.split(key)
+        x_new = lo + (hi - lo) * jax.random.uniform(sub)
+        f_new = logf(x_new)
+        accept = f_new > level
+        lo = jnp.where(~accept & (x_new < x0), x_new, lo)
+        hi = jnp.where(~accept & (x_new >= x0), x_new, hi)
+        return lo, hi, jnp.where(accept, x_new, x), jnp.where(accept, f_new, fx), accept, it + 1, key
+
+    _, _, x1, f1, done, it, _ = jax.lax.while_loop(
+        shrink_cond, shrink_body, (left, right, x0, logf0, jnp.array(False), 0, k_shrink))
+    # two evaluations of logf at the initial ends are part of the step-out loops' tests
+    evals = ev_l + ev_r + it + 2
+    return x1, f1, evals, ~done
+
+
+def progress_bar(enabled, total, desc):
+    if not enabled:
+        class _No:
+            def update(self, n=1):
+                pass
+
+            def close(self):
+                pass
+
+        return _No()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="block")

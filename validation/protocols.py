@@ -210,6 +210,50 @@ def ggsm_moments(spec: GGSMProbit, Phi: np.ndarray, y: np.ndarray) -> dict[str, 
     return {**m, "reason": text}
 
 
+def gig_moments(spec: GIGLogistic, Phi: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Which moments of the GIG-logistic posterior of beta exist on these data.
+
+    The marginal prior of each beta_i has the tail |beta|^-(1 + alpha) (alpha = 2 k for
+    gamma mixing, 2 |rho| for inverse-gamma mixing: ``gig_gibbs.tail_index``). If the
+    likelihood decays in every direction all moments exist. If the data are separable, the
+    posterior of the scale along a separating direction with m features keeps the tail
+    r^-(1 + m alpha), so E|beta|^s is finite iff s < m_min alpha, where m_min is the fewest
+    features a separating direction needs; ``gig_gibbs.separating_support_bounds`` brackets
+    it. Horii's synthetic design (100 x 100) is separable: with the default k = 1 both
+    moments exist; with the paper's k = 1e-6, m_min alpha <= 100 * 2e-6, so beta has no
+    posterior mean.
+    """
+    from .ggsm_gibbs import likelihood_flat_direction
+    from .gig_gibbs import separating_support_bounds, tail_index
+
+    alpha = tail_index(spec)
+    flat = likelihood_flat_direction(Phi, y)
+    if flat["flat"] is None:
+        return {"mean_exists": None, "sd_exists": None,
+                "reason": f"could not tell whether the posterior moments exist ({flat['status']})"}
+    if not flat["flat"]:
+        return {"mean_exists": True, "sd_exists": True,
+                "reason": "the likelihood decays in every direction (" + flat["status"] + "): all moments exist"}
+    if flat["kind"] == "separable":
+        bounds = separating_support_bounds(Phi, y)
+        lower, upper = bounds["lower"], bounds["upper"] or Phi.shape[1]
+    else:  # quasi-separation or a null space: no cheap bound beyond the trivial ones
+        lower, upper = 1, Phi.shape[1]
+
+    def exists(order):
+        # E|beta|^order < inf iff order < m_min alpha, with lower <= m_min <= upper
+        return True if order < lower * alpha else (False if order >= upper * alpha else None)
+
+    mean, sd = exists(1.0), exists(2.0)
+    word = {True: "exists", False: "does not exist", None: "may or may not exist"}
+    text = (f"the training data are {flat['kind']} ({flat['status']}): along a separating direction with m "
+            f"features the posterior keeps the tail r^-(1 + m alpha), alpha = {alpha:g} "
+            f"({'2 k' if spec.mixing == 'gamma' else '2 |rho|'}), and {lower} <= m <= {upper} here; "
+            f"so the posterior mean of beta {word[mean]} and its sd {word[sd]}")
+    return {"mean_exists": mean, "sd_exists": sd, "tail_index": alpha, "support_bounds": [lower, upper],
+            "reason": text}
+
+
 def prepare_gig_logistic(split, params: dict[str, float], *, progress=None) -> Prepared:
     """GIG-hierarchical logistic regression on one split: nothing is selected - the
     hyper-prior is fixed, and every engine and the reference see every column.
@@ -256,6 +300,7 @@ def prepare_gig_logistic(split, params: dict[str, float], *, progress=None) -> P
                                 "(models/gig_logistic.py)",
         },
         basis=basis,
+        moments=gig_moments(spec, basis.transform(X), y),
     )
 
 
@@ -288,6 +333,12 @@ DEFAULT_DATA: dict[str, str] = {"pcvm": "ripley", "ggsm-probit": "ggig_linear", 
 #: sampler of validation/ggsm_gibbs.py is tried next; NUTS gets one doubling only, because
 #: where it fails on this design more draws have not helped (q = 1: R-hat 1.24 after 4 x
 #: 12000) and the second sampler is waiting.
+#: GIG logistic on Horii's synthetic design, k = 1: NUTS on the marginal form at target
+#: acceptance 0.95 keeps 5 divergences in 4 x 1000 (no form tried had none), so the
+#: Polya-Gamma Gibbs sampler of validation/gig_gibbs.py follows. It mixes slowly on these
+#: separable data (bulk ESS 45 of 4 x 1000 sweeps) but a sweep is cheap: 4 x 10000 sweeps
+#: certified (R-hat 1.006, ESS 640) in about 90 s, and its medians and sds agree with
+#: the uncertified NUTS run (largest |z| 2.2 and 2.8 over 100 coefficients).
 DEFAULT_REFERENCES: dict[str, tuple[dict[str, Any], ...]] = {
     "pcvm": ({"sampler": "nuts"},),
     "ggsm-probit": (
@@ -296,6 +347,7 @@ DEFAULT_REFERENCES: dict[str, tuple[dict[str, Any], ...]] = {
     ),
     "gig-logistic": (
         {"sampler": "nuts", "target_accept": 0.95},
+        {"sampler": "pg-gibbs", "num_warmup": 1000, "num_samples": 10000, "max_doublings": 1},
     ),
 }
 DEFAULT_ENGINES: dict[str, tuple[str, ...]] = {

@@ -10,8 +10,9 @@ chains are continued until the number of draws has doubled, up to
 ``config.max_doublings`` times: more draws, the same rule - never a looser one.
 
 A second sampler. Where NUTS cannot certify a posterior (GGSM probit at q <= 1 on
-separable data: validation/ggsm_gibbs.py says why), ``ReferenceConfig(sampler=
-"slice-gibbs")`` runs a sampler built for it, certified by the same rule (it has no
+separable data: validation/ggsm_gibbs.py says why; GIG logistic, whose NUTS runs keep a
+few divergences: validation/gig_gibbs.py), ``ReferenceConfig(sampler="slice-gibbs")`` or
+``"pg-gibbs"`` runs a sampler built for that model, certified by the same rule (it has no
 divergences; a slice update that exhausts its shrinkage steps counts as a failure).
 :func:`first_certified_reference` tries a list of samplers in order and stops at the
 first certified one; the Reference names its sampler in ``provenance["sampler"]``.
@@ -106,19 +107,24 @@ _EXTRA_FIELDS = {
 
 #: The samplers a reference can come from. "nuts" works on any model written in NumPyro;
 #: "slice-gibbs" (validation/ggsm_gibbs.py) is a second sampler of the GGSM probit
-#: posterior for where NUTS cannot certify it (q <= 1, separable data).
-REFERENCE_SAMPLERS = ("nuts", "slice-gibbs")
-#: bump when the slice-Gibbs sampler's draws change for the same settings (cache key)
-SLICE_GIBBS_VERSION = 2  # 2: the scale move never steps to an overflowing w
+#: posterior for where NUTS cannot certify it (q <= 1, separable data); "pg-gibbs"
+#: (validation/gig_gibbs.py) one of the GIG-logistic posterior.
+REFERENCE_SAMPLERS = ("nuts", "slice-gibbs", "pg-gibbs")
+#: bump when a Gibbs sampler's draws change for the same settings (cache key)
+GIBBS_VERSIONS = {
+    "slice-gibbs": 2,  # 2: the scale move never steps to an overflowing w
+    "pg-gibbs": 1,
+}
 
 
 @dataclass(frozen=True)
 class ReferenceConfig:
     """Settings of the reference sampler (NUTS unless ``sampler`` says otherwise).
 
-    sampler: "nuts" or "slice-gibbs" (GGSM probit only; num_chains, num_warmup,
-    num_samples, seed and max_doublings apply to it, target_accept and max_tree_depth do
-    not, and its chains need no layout choice).
+    sampler: "nuts", "slice-gibbs" (GGSM probit only) or "pg-gibbs" (GIG logistic only).
+    For the two Gibbs samplers num_warmup and num_samples count sweeps; num_chains, seed
+    and max_doublings apply as for NUTS, target_accept and max_tree_depth do not, and
+    their chains need no layout choice.
 
     chain_method: "parallel" by default (one chain per CPU device; falls back to
     "sequential" when the process has fewer devices than chains). Measured on the
@@ -178,12 +184,12 @@ class ReferenceConfig:
         settings = asdict(self)
         settings.pop("chain_method")
         settings.pop("time_limit")
-        if self.sampler == "slice-gibbs":
+        if self.sampler in GIBBS_VERSIONS:
             # no step size, no trees; one chain per device or one after another give the
             # same draws (each chain has its own key)
             for name in ("target_accept", "max_tree_depth"):
                 settings.pop(name)
-            settings["sampler"] = f"zoo.slice-gibbs/{SLICE_GIBBS_VERSION}"
+            settings["sampler"] = f"zoo.{self.sampler}/{GIBBS_VERSIONS[self.sampler]}"
             return settings
         settings["chain_layout"] = "vectorized" if self.chain_method == "vectorized" else "per-chain"
         settings["sampler"] = "numpyro.NUTS"
@@ -219,7 +225,7 @@ class Reference:
 
     @property
     def sampler(self) -> str:
-        """Which sampler produced the draws: nuts or slice-gibbs."""
+        """Which sampler produced the draws: nuts, slice-gibbs or pg-gibbs."""
         return _sampler_name(self.provenance.get("sampler", {}))
 
     def require_certified(self) -> "Reference":
@@ -484,8 +490,9 @@ def _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostic
 
 
 def _sampler_name(sampler_settings: dict) -> str:
-    """The sampler ("nuts" or "slice-gibbs") named by a provenance's sampler settings."""
-    return "slice-gibbs" if str(sampler_settings.get("sampler", "")).startswith("zoo.slice-gibbs") else "nuts"
+    """The sampler (a REFERENCE_SAMPLERS name) named by a provenance's sampler settings."""
+    text = str(sampler_settings.get("sampler", ""))
+    return next((name for name in GIBBS_VERSIONS if text.startswith(f"zoo.{name}/")), "nuts")
 
 
 class _NutsRun:
@@ -563,7 +570,24 @@ class _SliceGibbsRun:
                 else "sequential"}
 
 
-_RUNNERS = {"nuts": _NutsRun, "slice-gibbs": _SliceGibbsRun}
+class _PGGibbsRun(_SliceGibbsRun):
+    """The GIG-logistic Polya-Gamma Gibbs sampler (validation/gig_gibbs.py)."""
+
+    name = "zoo.pg-gibbs"
+
+    def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
+        from .gig_gibbs import PGGibbsChains
+
+        self.chains = PGGibbsChains(spec, Phi, y, num_chains=config.num_chains, num_warmup=config.num_warmup,
+                                    seed=config.seed, progress=progress)
+        self.num_samples = config.num_samples
+
+    def layout(self) -> dict:
+        return {"chain_method": "parallel" if jax.local_device_count() >= self.chains.state.beta.shape[0]
+                else "sequential"}
+
+
+_RUNNERS = {"nuts": _NutsRun, "slice-gibbs": _SliceGibbsRun, "pg-gibbs": _PGGibbsRun}
 
 
 class ReferenceTimeout(RuntimeError):

@@ -227,6 +227,8 @@ SAMPLER_TEXT = {
     "nuts": "NUTS on the NumPyro model",
     "slice-gibbs": "slice-within-Gibbs with a scale move (validation/ggsm_gibbs.py; same posterior, "
                    "checked against the model's log density, quadrature and NUTS in the test suite)",
+    "pg-gibbs": "Polya-Gamma Gibbs on the model's marginal form (validation/gig_gibbs.py; same posterior, "
+                "checked against the model's log density and NUTS in the test suite)",
 }
 
 

@@ -210,13 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "ggsm-probit q, a, b, width; gig-logistic k, theta, rho, bias")
     c.add_argument("--reference", default=None, metavar="SAMPLERS",
                    help="reference samplers to try in order, the first certified one is used: nuts, "
-                        "slice-gibbs (ggsm-probit only) (default: nuts; ggsm-probit nuts,slice-gibbs)")
+                        "slice-gibbs (ggsm-probit only), pg-gibbs (gig-logistic only) (default: nuts; ggsm-probit "
+                        "nuts,slice-gibbs; gig-logistic nuts,pg-gibbs)")
     c.add_argument("--chains", type=int, default=4, help="reference chains (default 4)")
     c.add_argument("--warmup", type=int, default=None,
                    help="reference warm-up iterations per chain (default 1000; ggsm-probit: NUTS 2000, "
-                        "slice-gibbs 1000 sweeps)")
+                        "slice-gibbs 1000 sweeps; gig-logistic pg-gibbs 1000 sweeps)")
     c.add_argument("--samples", type=int, default=None,
-                   help="reference draws per chain (default 1000; ggsm-probit 2500)")
+                   help="reference draws per chain (default 1000; ggsm-probit 2500; gig-logistic pg-gibbs 10000 sweeps)")
     c.add_argument("--target-accept", type=float, default=None, help="NUTS target acceptance (default 0.9; gig-logistic 0.95)")
     c.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit for each reference sampler (default: none); a sampler that runs "

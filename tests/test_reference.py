@@ -247,3 +247,36 @@ def test_a_reference_that_runs_out_of_time_is_stopped_and_said_so(problem, tmp_p
     assert no_reference.value.timed_out == [("nuts", 3.0)]
     with pytest.raises(ValueError, match="time_limit"):
         ReferenceConfig(time_limit=0.0)
+
+
+def test_a_sampler_that_ran_out_of_time_stays_in_the_record(problem, reference, cache_dir):
+    """A chain whose first sampler runs out of time and whose second one runs: the
+    reference is the second, and ``tried`` still names the first (a report says so)."""
+    spec, Phi, y = problem
+    hopeless = replace(CONFIG, num_warmup=100_000, num_samples=100_000, time_limit=3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref, tried = first_certified_reference(spec, Phi, y, configs=(hopeless, CONFIG), cache_dir=cache_dir)
+    assert ref.from_cache and ref.certified == reference.certified
+    assert isinstance(tried[0], ReferenceTimeout) and tried[0].time_limit == 3.0
+    assert tried[1] is ref
+
+
+def test_a_model_with_latents_beyond_its_sites_reads_back_from_the_cache(tmp_path):
+    """GIG logistic's NUTS run also samples u and z (and records tau); only beta is a
+    measured site. The cache entry must read back (regression: a digest over every
+    latent made it unreadable, so each run sampled again)."""
+    from zoo.models.gig_logistic import GIGLogistic
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 2))
+    y = (X[:, 0] + rng.standard_normal(30) > 0).astype(float)
+    spec = GIGLogistic(parameterization="marginal")
+    cfg = ReferenceConfig(num_chains=2, num_warmup=100, num_samples=100, max_doublings=0)
+    first = run_reference(spec, X, y, config=cfg, cache_dir=str(tmp_path))
+    assert set(first.posterior.draws) == {"beta"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unreadable entry warns
+        again = run_reference(spec, X, y, config=cfg, cache_dir=str(tmp_path))
+    assert again.from_cache
+    np.testing.assert_array_equal(again.posterior.draws["beta"], first.posterior.draws["beta"])

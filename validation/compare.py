@@ -194,10 +194,14 @@ def _missing_reference_summary(err: NoReference) -> dict[str, Any]:
     return _no_draws_summary(None, [_timeout_sentence(s, limit) for s, limit in err.timed_out])
 
 
+def _timed_out_summary(err: ReferenceTimeout) -> dict[str, Any]:
+    """One sampler that ran out of time, as an entry of references_tried."""
+    return {**_no_draws_summary(err.sampler, [str(err)]), "time_limit": err.time_limit}
+
+
 def _timed_out_samplers(err: NoReference) -> list[dict[str, Any]]:
     """references_tried when every sampler ran out of time: each with its time limit."""
-    return [{**_no_draws_summary(s, [_timeout_sentence(s, limit)]), "time_limit": limit}
-            for s, limit in err.timed_out]
+    return [_timed_out_summary(ReferenceTimeout(s, limit)) for s, limit in err.timed_out]
 
 
 def reference_ran_out_of_time(summary: dict[str, Any]) -> bool:
@@ -316,7 +320,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         "reference": _missing_reference_summary(no_reference) if reference is None else _reference_summary(reference),
         # every sampler tried, in order: the report names the one used and why the others not
         "references_tried": _timed_out_samplers(no_reference) if reference is None else [
-            _reference_summary(r) for r in tried],
+            _timed_out_summary(r) if isinstance(r, ReferenceTimeout) else _reference_summary(r) for r in tried],
         "variant_references": {
             v: _reference_summary(variant_refs[v]) if v in variant_refs
             else _missing_reference_summary(variants_without_reference[v]) for v in needed_variants},

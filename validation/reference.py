@@ -687,6 +687,10 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
             certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites, runner)
             attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
     compile_seconds = min(compile_timer.seconds, seconds)
+    # keep the measured sites only: NUTS also returns the model's other latents (GIG
+    # logistic's u, z, tau), which the cache does not store - a digest over them made
+    # every such entry unreadable on the next run
+    draws = {s.name: draws[s.name] for s in sites}
 
     sampler = dict(config.sampler_settings(), **runner.layout(), num_samples_total=int(
         next(iter(draws.values())).shape[1]), doublings=doublings)
@@ -731,33 +735,37 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
 def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress: bool = False):
     """Try the reference samplers of ``configs`` in order and stop at the first certified.
 
-    Returns (reference, tried): ``tried`` holds every Reference run, in order. When none
-    certifies, ``reference`` is the one closest to certification (smallest worst R-hat)
-    and is *not* certified: callers must say so, never present it as truth.
+    Returns (reference, tried): ``tried`` holds, in order, every Reference run and the
+    :class:`ReferenceTimeout` of every sampler that ran out of time (so a report can name
+    it). When none certifies, ``reference`` is the run closest to certification (smallest
+    worst R-hat) and is *not* certified: callers must say so, never present it as truth.
+    Raises :class:`NoReference` when every sampler ran out of time.
     """
     configs = (configs,) if isinstance(configs, ReferenceConfig) else tuple(configs)
     if not configs:
         raise ValueError("no reference sampler configured")
-    tried, timeouts = [], []
+    tried = []
     for config in configs:
         try:
             ref = run_reference(spec, Phi, y, config=config, cache_dir=cache_dir, progress=progress)
         except ReferenceTimeout as err:
-            timeouts.append(str(err))
+            tried.append(err)
             warnings.warn(f"reference: {err}; trying the next sampler" if config is not configs[-1] else
                           f"reference: {err}")
             continue
         tried.append(ref)
         if ref.certified:
             return ref, tried
-    if not tried:
-        raise NoReference("no reference: " + "; ".join(timeouts), [(c.sampler, c.time_limit) for c in configs])
+    runs = [r for r in tried if isinstance(r, Reference)]
+    if not runs:
+        raise NoReference("no reference: " + "; ".join(map(str, tried)),
+                          [(err.sampler, err.time_limit) for err in tried])
 
     def closeness(ref):
         rhat = ref.diagnostics.get("rhat_max")
         return rhat if rhat is not None and np.isfinite(rhat) else np.inf
 
-    return min(tried, key=closeness), tried
+    return min(runs, key=closeness), tried
 
 
 def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir) -> Reference | None:

@@ -258,6 +258,10 @@ def _reference_lines(res: dict[str, Any]) -> list[str]:
     for tried in res.get("references_tried", []):
         if tried.get("sampler_name") == name:
             continue
+        if tried.get("time_limit") is not None:
+            lines.append(f"Tried first: **{tried['sampler_name']}** - ran out of time (stopped at its limit of "
+                         f"{tried['time_limit']:g} s, no draws; not certified).")
+            continue
         lines.append(
             f"Tried first: **{tried['sampler_name']}** - not certified ({_cell('; '.join(tried['failures'][:4]))}"
             + ("; ..." if len(tried["failures"]) > 4 else "")

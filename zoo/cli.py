@@ -114,7 +114,9 @@ def _reference_summary_lines(res) -> list[str]:
         f"reference ({sampler}): {status} (R-hat max {ref['rhat_max']:.4f}, ESS bulk/tail min "
         f"{ref['ess_bulk_min']:.0f}/{ref['ess_tail_min']:.0f}, divergences {ref['divergences']}, "
         f"{ref['seconds']:.1f} s); reference test error {res['reference_test_error']:.4f}",
-        *[f"  tried first: {t['sampler_name']}, not certified (R-hat max {t['rhat_max']:.3f}, "
+        *[f"  tried first: {t['sampler_name']}, ran out of time (limit {t['time_limit']:g} s, no draws)"
+          if t.get("time_limit") is not None else
+          f"  tried first: {t['sampler_name']}, not certified (R-hat max {t['rhat_max']:.3f}, "
           f"ESS bulk min {t['ess_bulk_min']:.0f}, divergences {t['divergences']}, {t['seconds']:.0f} s)"
           for t in others],
     ]

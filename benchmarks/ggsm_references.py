@@ -44,7 +44,7 @@ import time
 import zoo
 from zoo.models.ggsm_probit import Q_GRID
 from zoo.validation.atomic import write_json_atomic, write_text_atomic
-from zoo.validation.compare import CompareConfig, compare
+from zoo.validation.compare import CompareConfig, compare, default_references
 
 PRIORS = {"proper": {"a": 1.0, "b": 1.0}, "paper": {"a": 1e-3, "b": 1e-3}}
 DESIGNS = ("ggig_linear", "ggig_linear_weak")
@@ -54,11 +54,12 @@ def _cell_path(out, design, prior, q):
     return os.path.join(out, "cells", f"{design}__{prior}__q{q:g}.json")
 
 
-def run_cell(design: str, prior: str, q: float, cache_dir: str | None) -> dict:
+def run_cell(design: str, prior: str, q: float, cache_dir: str | None, time_limit: float | None = None) -> dict:
     import warnings
 
     config = CompareConfig(model="ggsm-probit", data=design, engines=("mm", "mm-laplace"),
-                           params={"q": q, **PRIORS[prior]}, cache_dir=cache_dir)
+                           params={"q": q, **PRIORS[prior]}, cache_dir=cache_dir,
+                           reference=default_references("ggsm-probit", time_limit=time_limit))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # uncertified references are recorded, not warned about
@@ -85,7 +86,8 @@ def run_cell(design: str, prior: str, q: float, cache_dir: str | None) -> dict:
         "tried": [{"sampler": t["sampler_name"], "certified": t["certified"], "rhat_max": t["rhat_max"],
                    "ess_bulk_min": t["ess_bulk_min"], "divergences": t["divergences"],
                    "seconds": t["seconds"], "draws_per_chain": t["sampler"].get("num_samples_total"),
-                   "failures": t["failures"][:3]} for t in res["references_tried"]],
+                   "time_limit": t.get("time_limit"), "failures": t["failures"][:3]}
+                  for t in res["references_tried"]],
         "moments": res["moments"],
         "engines": engines,
         "wall_seconds": time.perf_counter() - t0,
@@ -102,7 +104,6 @@ def cross_check(design: str, prior: str, q: float, cache_dir: str | None) -> dic
     import numpy as np
 
     from zoo.validation import datasets
-    from zoo.validation.compare import default_references
     from zoo.validation.protocols import prepare_ggsm_probit
     from zoo.validation.reference import run_reference
 
@@ -156,6 +157,8 @@ def table(cells: list[dict]) -> str:
             t = tried.get(name)
             if t is None:
                 return "not run"
+            if t.get("time_limit") is not None:
+                return f"ran out of time ({t['time_limit']:g} s)"
             word = "certified" if t["certified"] else "no"
             return (f"{word} (R-hat {t['rhat_max']:.3f}, ESS {t['ess_bulk_min']:.0f}, div {t['divergences']}, "
                     f"{t['seconds']:.0f} s)")
@@ -189,6 +192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results/ggsm_references")
     ap.add_argument("--cache-dir", default=os.environ.get("ZOO_CACHE_DIR"),
                     help="reference cache (default: none; ZOO_CACHE_DIR if set)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="wall-clock seconds per reference sampler (default: none); a sampler that runs "
+                         "out is recorded as such")
     ap.add_argument("--no-cross-check", action="store_true",
                     help="do not run slice-Gibbs where NUTS certified (see Cross-check above)")
     args = ap.parse_args(argv)
@@ -209,7 +215,7 @@ def main(argv=None) -> int:
                         cells.append(json.load(fh))
                     continue
                 print(f"{design} {prior} q={q:g} ...", flush=True)
-                cell = run_cell(design, prior, q, args.cache_dir)
+                cell = run_cell(design, prior, q, args.cache_dir, args.time_limit)
                 write_json_atomic(cell, path)
                 cells.append(cell)
                 print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "

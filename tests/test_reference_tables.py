@@ -1,0 +1,67 @@
+"""The reference-table benchmarks (benchmarks/ggsm_references.py, gig_references.py):
+their tables must render every kind of cell - certified, not certified, a sampler that
+ran out of time, no reference at all - without inventing numbers. The cells are built
+by hand here (running the samplers is what the benchmarks themselves are for)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gig():
+    return _load("gig_references")
+
+
+@pytest.fixture(scope="module")
+def ggsm():
+    return _load("ggsm_references")
+
+
+def _tried(sampler, certified, time_limit=None):
+    if time_limit is not None:
+        return {"sampler": sampler, "certified": False, "rhat_max": None, "ess_bulk_min": None,
+                "divergences": None, "seconds": None, "time_limit": time_limit, "failures": ["ran out of time"]}
+    return {"sampler": sampler, "certified": certified, "rhat_max": 1.004 if certified else 2.5,
+            "ess_bulk_min": 600.0 if certified else 5.0, "divergences": 0, "seconds": 60.0, "time_limit": None,
+            "failures": []}
+
+
+def test_gig_table_shows_certified_uncertified_and_timed_out_cells(gig):
+    moments = {"mean_exists": False, "sd_exists": False, "reason": "..."}
+    certified = {"k": 1.0, "reference": {"sampler": "pg-gibbs", "certified": True},
+                 "tried": [_tried("nuts", False), _tried("pg-gibbs", True)],
+                 "moments": {"mean_exists": True, "sd_exists": True},
+                 "vb": {"test_error": 0.2, "reference_test_error": 0.217, "seconds": 0.3, "pred_mae": 0.066,
+                        "khat": 2.26, "sd_ratio_noise": 0.33, "sd_ratio_relevant": 0.19}}
+    none = {"k": 1e-6, "reference": {"sampler": None, "certified": False},
+            "tried": [_tried("nuts", False, time_limit=600.0), _tried("pg-gibbs", False, time_limit=600.0)],
+            "moments": moments,
+            "vb": {"test_error": 0.127, "reference_test_error": None, "seconds": 1.3, "pred_mae": None,
+                   "khat": None, "sd_ratio_noise": None, "sd_ratio_relevant": None}}
+    rows = gig.table([certified, none]).splitlines()[-2:]
+    assert "**pg-gibbs**" in rows[0] and "0.33 / 0.19" in rows[0] and "exists / exists" in rows[0]
+    assert "ran out of time (600 s)" in rows[1] and "**none certified**" in rows[1]
+    assert "does not exist / does not exist" in rows[1] and "0.127 (-)" in rows[1]
+
+
+def test_ggsm_table_shows_a_sampler_that_ran_out_of_time(ggsm):
+    cell = {"design": "ggig_linear", "prior": "paper", "q": 0.1,
+            "reference": {"sampler": "slice-gibbs", "certified": False},
+            "tried": [_tried("nuts", False, time_limit=1800.0), _tried("slice-gibbs", False)],
+            "moments": {"mean_exists": False, "sd_exists": False},
+            "engines": {"mm": {"seconds": 0.01, "speedup_vs_reference": None, "pred_mae": None},
+                        "mm-laplace": {"failure": "ApproximationFailed: ..."}}}
+    row = ggsm.table([cell]).splitlines()[-1]
+    assert "ran out of time (1800 s)" in row and "**none certified**" in row and "failed" in row

@@ -276,3 +276,14 @@ def test_metrics_on_missing_moments_are_not_computed(problem):
     with pytest.raises((FloatingPointError, ValueError)):
         posterior_metrics(problem["exact"], heavy, problem["Phi"], problem["y"], problem["Phi_test"],
                           problem["y_test"], key=jax.random.PRNGKey(1), n_draws=S)
+
+
+def test_a_moment_of_unknown_existence_is_nulled_and_called_unknown():
+    from zoo.validation.metrics import null_undefined_moments
+
+    out = null_undefined_moments({"sd_ratio": 0.3, "std_mean_err": [0.1], "null_reasons": {}},
+                                 {"mean_exists": True, "sd_exists": None, "reason": "tail r^-2"})
+    assert out["sd_ratio"] is None and "may not exist here (not established)" in out["null_reasons"]["sd_ratio"]
+    out = null_undefined_moments({"sd_ratio": 0.3, "null_reasons": {}},
+                                 {"mean_exists": False, "sd_exists": False, "reason": "tail r^-1"})
+    assert "does not exist here" in out["null_reasons"]["sd_ratio"]

@@ -304,8 +304,9 @@ def null_undefined_moments(metrics: dict[str, Any], moments: dict[str, Any] | No
         for k in keys:
             if k in out:
                 out[k] = None
-                reasons[k] = "the posterior " + ("mean" if flag == "mean_exists" else "sd") + \
-                    " does not exist here: " + moments["reason"]
+                reasons[k] = "the posterior " + ("mean" if flag == "mean_exists" else "sd") + (
+                    " does not exist here: " if moments.get(flag) is False else
+                    " may not exist here (not established): ") + moments["reason"]
     out["null_reasons"] = reasons
     return out
 

@@ -116,6 +116,22 @@ def test_collapse_under_the_paper_prior_is_detected_and_explained():
     assert proper.status == "converged" and np.sum(proper.w != 0) > 10
 
 
+def test_convergence_into_the_spike_at_zero_is_explained():
+    """ggig_linear_weak (relevant weights 0.3), a = b = 1e-3, q = 2: MM stops with every
+    weight near 0.001 - not pruned, but in the prior's spike - and says so; with the
+    proper prior it does not."""
+    from zoo.validation.datasets import load
+    from zoo.validation.protocols import prepare_ggsm_probit
+
+    split = load("ggig_linear_weak", 0)
+    paper = prepare_ggsm_probit(split, {"q": 2.0, "a": 1e-3, "b": 1e-3})
+    res = mm.run(paper.spec, paper.Phi_train, paper.y_train)
+    assert res.status == "converged" and "spike at w = 0" in res.reason
+    proper = prepare_ggsm_probit(split, {"q": 2.0})
+    res = mm.run(proper.spec, proper.Phi_train, proper.y_train)
+    assert res.status == "converged" and res.reason == ""
+
+
 def test_fit_returns_a_point_posterior_over_lambda_and_w():
     Phi, y, Phi_test, y_test = design()
     post = mm.fit(GGSMProbit(q=0.1), Phi, y)

@@ -29,9 +29,9 @@ p(u, beta, omega | y):
 Integrating h out before sampling removes the slowest link a Gibbs sampler of the paper's
 hierarchy would have (a_i | tau_i | beta_i, which crawls when the hyper-prior is nearly
 improper). The slice widths are adapted to three posterior sds of each u_i during warm-up
-only, then frozen. The tests check the conditional of step 3 against the model's own log
-density, steps 1-2 against the Polya-Gamma identity, and the draws against NUTS where NUTS
-certifies.
+only, then frozen. The tests check step 1 against the PG law's mean, variance and Laplace
+transform, step 2 against the Gaussian conditional computed directly, step 3 against the
+model's own log density, and the chain's draws against NUTS where NUTS certifies.
 """
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def separating_support_bounds(Phi, y) -> dict:
     """Bounds on m, the fewest features a direction needs along which the likelihood does
     not decay (a separating direction), for separable data.
 
-    Why it matters: along a separating direction v with m nonzero entries the likelihood
+    Why it matters (an argument sketched, not a proof; it mirrors the GGSM one in
+    ggsm_gibbs): along a separating direction v with m nonzero entries the likelihood
     tends to 1, and the prior density at r v falls like r^-m(1 + alpha) in the m-dimensional
     subspace, whose volume element brings r^(m - 1): the posterior of the scale r keeps the
     tail r^-(1 + m alpha). So E|beta|^s is finite iff s < m_min alpha (:func:`tail_index`),

@@ -36,7 +36,6 @@ samplers give a largest |z| around 2-3.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -45,6 +44,7 @@ import zoo
 from zoo.models.ggsm_probit import Q_GRID
 from zoo.validation.atomic import write_json_atomic, write_text_atomic
 from zoo.validation.compare import CompareConfig, compare, default_references
+from zoo.validation.reference_table import load_or_run, tried_record, tried_text
 
 PRIORS = {"proper": {"a": 1.0, "b": 1.0}, "paper": {"a": 1e-3, "b": 1e-3}}
 DESIGNS = ("ggig_linear", "ggig_linear_weak")
@@ -83,11 +83,7 @@ def run_cell(design: str, prior: str, q: float, cache_dir: str | None, time_limi
                       "rhat_max": ref["rhat_max"], "ess_bulk_min": ref["ess_bulk_min"],
                       "ess_tail_min": ref["ess_tail_min"], "seconds": ref["seconds"],
                       "warm_seconds": ref["warm_seconds"], "from_cache": ref["from_cache"]},
-        "tried": [{"sampler": t["sampler_name"], "certified": t["certified"], "rhat_max": t["rhat_max"],
-                   "ess_bulk_min": t["ess_bulk_min"], "divergences": t["divergences"],
-                   "seconds": t["seconds"], "draws_per_chain": t["sampler"].get("num_samples_total"),
-                   "time_limit": t.get("time_limit"), "failures": t["failures"][:3]}
-                  for t in res["references_tried"]],
+        "tried": [tried_record(t) for t in res["references_tried"]],
         "moments": res["moments"],
         "engines": engines,
         "wall_seconds": time.perf_counter() - t0,
@@ -151,18 +147,6 @@ def table(cells: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        tried = {t["sampler"]: t for t in c["tried"]}
-
-        def status(name):
-            t = tried.get(name)
-            if t is None:
-                return "not run"
-            if t.get("time_limit") is not None:
-                return f"ran out of time ({t['time_limit']:g} s)"
-            word = "certified" if t["certified"] else "no"
-            return (f"{word} (R-hat {t['rhat_max']:.3f}, ESS {t['ess_bulk_min']:.0f}, div {t['divergences']}, "
-                    f"{t['seconds']:.0f} s)")
-
         ref = c["reference"]
         used = f"**{ref['sampler']}**" if ref["certified"] else "**none certified**"
         m = c["moments"] or {}
@@ -177,7 +161,7 @@ def table(cells: list[dict]) -> str:
             f"{x['max_abs_z_median']:.2f} over {x['n_coordinates']} ({x['n_abs_z_above_3']} above 3); "
             f"mean abs dp {x['pred_mae_between']:.4f}")
         lines.append(
-            f"| {c['design']} | {c['prior']} | {c['q']:g} | {status('nuts')} | {status('slice-gibbs')} | {used} | "
+            f"| {c['design']} | {c['prior']} | {c['q']:g} | {tried_text(c['tried'], 'nuts')} | {tried_text(c['tried'], 'slice-gibbs')} | {used} | "
             f"{moments} | {_fmt(mm.get('seconds'), '.3f')} | {_fmt(mm.get('speedup_vs_reference'), '.0f')} | "
             f"{_fmt(mm.get('pred_mae'), '.4f')} / {lap_mae} | {cross} |"
         )
@@ -209,17 +193,9 @@ def main(argv=None) -> int:
     for design in designs:
         for prior in priors:
             for q in qs:
-                path = _cell_path(args.out, design, prior, q)
-                if os.path.exists(path):
-                    with open(path) as fh:
-                        cells.append(json.load(fh))
-                    continue
-                print(f"{design} {prior} q={q:g} ...", flush=True)
-                cell = run_cell(design, prior, q, args.cache_dir, args.time_limit)
-                write_json_atomic(cell, path)
-                cells.append(cell)
-                print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "
-                      f"({cell['wall_seconds']:.0f} s)", flush=True)
+                cells.append(load_or_run(
+                    _cell_path(args.out, design, prior, q), f"{design} {prior} q={q:g}",
+                    lambda: run_cell(design, prior, q, args.cache_dir, args.time_limit)))
     if not args.no_cross_check:
         for i, cell in enumerate(cells):
             if cell["reference"]["sampler"] == "nuts" and cell["reference"]["certified"] and "cross_check" not in cell:

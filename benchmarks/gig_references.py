@@ -24,7 +24,6 @@ The table goes to ``<out>/table.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -33,8 +32,9 @@ import warnings
 import numpy as np
 
 import zoo
-from zoo.validation.atomic import write_json_atomic, write_text_atomic
+from zoo.validation.atomic import write_text_atomic
 from zoo.validation.compare import CompareConfig, compare, default_references
+from zoo.validation.reference_table import load_or_run, tried_record, tried_text
 
 K_GRID = (1.0, 0.5, 0.1, 0.01, 1e-6)
 N_RELEVANT = 10  # Horii's beta* = (0 x 90, 2 x 10): the last ten coefficients
@@ -66,9 +66,7 @@ def run_cell(k: float, cache_dir: str | None, time_limit: float | None) -> dict:
         "k": k, "theta": k,
         "reference": {"sampler": ref["sampler_name"], "certified": certified, "rhat_max": ref["rhat_max"],
                       "ess_bulk_min": ref["ess_bulk_min"], "seconds": ref["seconds"]},
-        "tried": [{"sampler": t["sampler_name"], "certified": t["certified"], "rhat_max": t["rhat_max"],
-                   "ess_bulk_min": t["ess_bulk_min"], "divergences": t["divergences"], "seconds": t["seconds"],
-                   "time_limit": t.get("time_limit")} for t in res["references_tried"]],
+        "tried": [tried_record(t) for t in res["references_tried"]],
         "moments": res["moments"],
         "vb": {
             "test_error": vb["test_error"],
@@ -105,25 +103,13 @@ def table(cells: list[dict]) -> str:
     ]
     word = {True: "exists", False: "does not exist", None: "unknown"}
     for c in cells:
-        tried = {t["sampler"]: t for t in c["tried"]}
-
-        def status(name):
-            t = tried.get(name)
-            if t is None:
-                return "not run"
-            if t.get("time_limit") is not None:
-                return f"ran out of time ({t['time_limit']:g} s)"
-            head = "certified" if t["certified"] else "no"
-            return (f"{head} (R-hat {t['rhat_max']:.3f}, ESS {t['ess_bulk_min']:.0f}, div {t['divergences']}, "
-                    f"{t['seconds']:.0f} s)")
-
         ref = c["reference"]
         used = f"**{ref['sampler']}**" if ref["certified"] else "**none certified**"
         m = c["moments"] or {}
         vb = c["vb"]
         ref_err = vb["reference_test_error"]
         lines.append(
-            f"| {c['k']:g} | {status('nuts')} | {status('pg-gibbs')} | {used} | "
+            f"| {c['k']:g} | {tried_text(c['tried'], 'nuts')} | {tried_text(c['tried'], 'pg-gibbs')} | {used} | "
             f"{word[m.get('mean_exists')]} / {word[m.get('sd_exists')]} | "
             f"{_fmt(vb['sd_ratio_noise'], '.2f')} / {_fmt(vb['sd_ratio_relevant'], '.2f')} | {_fmt(vb['khat'], '.2f')} | "
             f"{_fmt(vb['pred_mae'], '.3f')} | {_fmt(vb['test_error'], '.3f')} ({_fmt(ref_err, '.3f')}) |")
@@ -143,19 +129,8 @@ def main(argv=None) -> int:
     ks = [float(v) for v in args.k.split(",") if v]
     if not ks or any(not k > 0 for k in ks):
         ap.error(f"k values must be positive numbers; got {args.k!r}")
-    cells = []
-    for k in ks:
-        path = _cell_path(args.out, k)
-        if os.path.exists(path):
-            with open(path) as fh:
-                cells.append(json.load(fh))
-            continue
-        print(f"k = {k:g} ...", flush=True)
-        cell = run_cell(k, args.cache_dir, args.time_limit)
-        write_json_atomic(cell, path)
-        cells.append(cell)
-        print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "
-              f"({cell['wall_seconds']:.0f} s)", flush=True)
+    cells = [load_or_run(_cell_path(args.out, k), f"k = {k:g}", lambda: run_cell(k, args.cache_dir, args.time_limit))
+             for k in ks]
     text = table(cells)
     write_text_atomic(os.path.join(args.out, "table.md"), text)
     print(text)

@@ -48,7 +48,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 
 from .inputs import check_design
-from .slice_sampling import progress_bar, slice_1d
+from .slice_sampling import progress_bar, record_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
@@ -324,25 +324,13 @@ class SliceGibbsChains:
         """(draws, stats) of the next n sweeps; see :func:`sample`."""
         if not self.warmed_up:
             self.warmup()
-        blocks = -(-int(n) // BLOCK)
-        bar = progress_bar(self.progress, blocks, "slice-Gibbs")
-        ws, lams, stats = [], [], {"evaluations": [], "shrink_caps": [], "log_scale_step": []}
-        for _ in range(blocks):
-            # whole blocks keep one compiled program; the surplus sweeps of the last block
-            # are dropped, so a continuation starts from a state past the recorded draws -
-            # still the same Markov chain, only thinned once at the seam
+
+        def run_block():
             w_blk, lam_blk, st = self._run(BLOCK)
-            ws.append(np.asarray(w_blk))
-            lams.append(np.asarray(lam_blk))
-            for k in stats:
-                stats[k].append(np.asarray(st[k]))
-            bar.update(1)
-        bar.close()
-        m = int(n)
-        draws = {"lam": np.concatenate(lams, axis=1)[:, :m], "w": np.concatenate(ws, axis=1)[:, :m]}
-        out_stats = {k: np.concatenate(v, axis=1)[:, :m] for k, v in stats.items()}
-        out_stats["diverging"] = np.zeros(draws["lam"].shape, dtype=bool)
-        return draws, out_stats
+            return {"lam": lam_blk, "w": w_blk}, st
+
+        bar = progress_bar(self.progress, -(-int(n) // BLOCK), "slice-Gibbs")
+        return record_blocks(run_block, n, BLOCK, bar)
 
 
 def sample(spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progress: bool = False):

@@ -44,7 +44,7 @@ import numpy as np
 from ..models.distributions import LogBetaPrime
 from .inputs import check_design
 from .polya_gamma import sample_pg1
-from .slice_sampling import progress_bar, slice_1d
+from .slice_sampling import progress_bar, record_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
@@ -236,20 +236,10 @@ class PGGibbsChains:
         (slice updates that kept their old value because shrinkage hit its limit)."""
         if not self.warmed_up:
             self.warmup()
-        blocks = -(-int(n) // BLOCK)
-        bar = progress_bar(self.progress, blocks, "PG-Gibbs")
-        betas, stats = [], {"evaluations": [], "shrink_caps": []}
-        for _ in range(blocks):
-            # whole blocks keep one compiled program; the surplus sweeps of the last block
-            # are dropped (the continuation is the same Markov chain, thinned at the seam)
+
+        def run_block():
             beta_blk, _, st = self._run(BLOCK)
-            betas.append(np.asarray(beta_blk))
-            for name in stats:
-                stats[name].append(np.asarray(st[name]))
-            bar.update(1)
-        bar.close()
-        m = int(n)
-        draws = {"beta": np.concatenate(betas, axis=1)[:, :m]}
-        out = {name: np.concatenate(v, axis=1)[:, :m] for name, v in stats.items()}
-        out["diverging"] = np.zeros(out["evaluations"].shape, dtype=bool)
-        return draws, out
+            return {"beta": beta_blk}, st
+
+        bar = progress_bar(self.progress, -(-int(n) // BLOCK), "PG-Gibbs")
+        return record_blocks(run_block, n, BLOCK, bar)

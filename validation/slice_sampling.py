@@ -1,10 +1,14 @@
 """Univariate slice sampling (Neal 2003: stepping out and shrinkage), written for
-``jax.lax`` so that it can sit inside a jitted Gibbs sweep; shared by the reference
-samplers of validation/ggsm_gibbs.py and validation/gig_gibbs.py."""
+``jax.lax`` so that it can sit inside a jitted Gibbs sweep, and the block bookkeeping of
+recording chains; shared by the reference samplers of validation/ggsm_gibbs.py and
+validation/gig_gibbs.py."""
 from __future__ import annotations
+
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 #: stepping-out limit (in widths) and shrinkage limit per univariate slice update
 MAX_STEP_OUT = 32
@@ -70,3 +74,27 @@ def progress_bar(enabled, total, desc):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="block")
+
+
+def record_blocks(run_block: Callable[[], tuple[dict, dict]], n_sweeps: int, block: int, bar):
+    """(draws, stats) of the next ``n_sweeps`` sweeps of every chain.
+
+    run_block() advances the chains by ``block`` sweeps and returns (draws, stats): dicts
+    of (chains, block, ...) arrays. Whole blocks keep one compiled program; the surplus
+    sweeps of the last block are dropped, so a continuation starts from a state past the
+    recorded draws - still the same Markov chain, only thinned once at the seam. stats
+    gain "diverging", all False: a Gibbs sampler has no divergences.
+    """
+    parts = []
+    for _ in range(-(-int(n_sweeps) // block)):
+        parts.append(run_block())
+        bar.update(1)
+    bar.close()
+
+    def joined(i):
+        return {name: np.concatenate([np.asarray(p[i][name]) for p in parts], axis=1)[:, :int(n_sweeps)]
+                for name in parts[0][i]}
+
+    draws, stats = joined(0), joined(1)
+    stats["diverging"] = np.zeros(next(iter(stats.values())).shape[:2], dtype=bool)
+    return draws, stats

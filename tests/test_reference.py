@@ -225,9 +225,11 @@ def test_config_validation():
 
 def test_time_limited_run_gives_the_same_reference(problem, reference, tmp_path):
     """A limit the run fits in changes nothing: the child process samples the same draws
-    (the limit is not part of the cache key) and hands them back through the cache."""
+    (the limit is not part of the cache key) and hands them back through the cache. The
+    limit is far beyond any run (11 days), so the test checks the mechanism, never the
+    machine's speed."""
     spec, Phi, y = problem
-    limited = run_reference(spec, Phi, y, config=replace(CONFIG, time_limit=600.0), cache_dir=str(tmp_path))
+    limited = run_reference(spec, Phi, y, config=replace(CONFIG, time_limit=1e6), cache_dir=str(tmp_path))
     assert not limited.from_cache and limited.certified == reference.certified
     np.testing.assert_array_equal(limited.posterior.draws["mu"], reference.posterior.draws["mu"])
 

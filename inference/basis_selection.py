@@ -97,7 +97,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models.pcvm import PCVM
-from ..validation.inputs import check_design, check_positive
+from ..models.checks import check_design, check_positive
 
 
 class Gaussianized(NamedTuple):

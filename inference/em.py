@@ -50,7 +50,7 @@ from jax.scipy.linalg import cho_solve
 from jax.scipy.special import erfcx, log_ndtr
 
 from ..models.pcvm import PCVM
-from ..validation.inputs import check_design
+from ..models.checks import check_design
 from .posterior import FitInfo, PointPosterior
 
 __all__ = [

@@ -72,7 +72,7 @@ import numpy as np
 from jax.scipy.special import erfcx, log_ndtr
 
 from ..models.pcvm import PCVM
-from ..validation.inputs import check_design
+from ..models.checks import check_design
 from . import basis_selection
 from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart, select_basis
 from .posterior import FitInfo, GaussianPosterior

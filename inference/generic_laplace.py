@@ -75,7 +75,7 @@ from numpyro.infer.initialization import (
 from numpyro.infer.util import initialize_model
 from scipy.linalg import solve_triangular
 
-from ..validation.inputs import check_design
+from ..models.checks import check_design
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
 __all__ = ["ENGINE_NAME", "GenericLaplaceConfig", "INIT_STRATEGIES", "OBJECTIVE_NAME", "fit"]

@@ -63,7 +63,7 @@ from jax.scipy.special import digamma, gammaln
 
 from ..models.gig_logistic import GIGLogistic
 from ..models.special import log_bessel_kv
-from ..validation.inputs import check_design
+from ..models.checks import check_design
 from .posterior import FitInfo, GaussianPosterior
 
 __all__ = ["VBConfig", "VBResult", "BRANCHES", "run", "fit", "fit_end_to_end", "elbo"]

@@ -51,7 +51,7 @@ from jax.scipy.linalg import cho_solve
 from scipy.special import expit
 
 from ..models.pcvm import PCVM
-from ..validation.inputs import check_design
+from ..models.checks import check_design
 from . import basis_selection
 from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart, select_basis
 from .posterior import FitInfo, GaussianPosterior

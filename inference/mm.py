@@ -69,7 +69,7 @@ from jax.scipy.linalg import cho_solve
 from jax.scipy.special import erfcx, log_ndtr
 
 from ..models.ggsm_probit import GGSMProbit
-from ..validation.inputs import check_design, check_positive
+from ..models.checks import check_design, check_positive
 from .posterior import FitInfo, PointPosterior
 
 __all__ = ["MMConfig", "MMResult", "RULES", "run", "fit", "fit_end_to_end", "objective"]

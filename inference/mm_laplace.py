@@ -62,7 +62,7 @@ from scipy.linalg import solve_triangular
 from scipy.special import erfcx, log_ndtr
 
 from ..models.ggsm_probit import GGSMProbit
-from ..validation.inputs import check_design
+from ..models.checks import check_design
 from . import mm
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..validation.inputs import check_features
+from .checks import check_features
 
 
 def theta_to_width(theta: float) -> float:

@@ -31,7 +31,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import ndtr
 
-from ..validation.inputs import check_positive
+from .checks import check_positive
 from .base import Site
 from .distributions import GeneralizedNormal, ProbitBernoulli
 

@@ -57,7 +57,7 @@ import numpyro.distributions as dist
 from jax.nn import sigmoid
 from jax.scipy.special import logsumexp
 
-from ..validation.inputs import check_positive
+from .checks import check_positive
 from .base import Site
 from .distributions import GIG, LogBetaPrime
 

@@ -30,7 +30,7 @@ import numpyro.distributions as dist
 from jax.nn import log_sigmoid, sigmoid
 from jax.scipy.special import ndtr
 
-from ..validation.inputs import check_positive
+from .checks import check_positive
 from .base import Site
 from .distributions import ProbitBernoulli
 

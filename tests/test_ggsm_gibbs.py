@@ -27,6 +27,7 @@ from numpyro.infer.util import log_density
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation import arviz_adapter as adapter
 from zoo.validation import ggsm_gibbs as G
+from zoo.validation import moment_existence as ME
 
 Z = 4.5  # standard errors allowed (see the module docstring)
 
@@ -208,11 +209,11 @@ def test_linear_separation_detects_both_cases():
     X = rng.standard_normal((60, 2))
     y = (X[:, 0] > 0).astype(float)
     Phi = np.hstack([np.ones((60, 1)), X])
-    assert G.linear_separation(Phi, y)["separable"] is True
+    assert ME.linear_separation(Phi, y)["separable"] is True
     # a copy of a point with the opposite label: no hyperplane puts both on their side
     Phi_dup = np.vstack([Phi, Phi[:1]])
     y_dup = np.append(y, 1.0 - y[0])
-    assert G.linear_separation(Phi_dup, y_dup)["separable"] is False
+    assert ME.linear_separation(Phi_dup, y_dup)["separable"] is False
 
 
 def test_paper_design_is_separable_and_the_weak_variant_is_not():
@@ -222,13 +223,13 @@ def test_paper_design_is_separable_and_the_weak_variant_is_not():
         for name, expected in (("ggig_linear", True), ("ggig_linear_weak", False)):
             sp = datasets.load(name, split)
             Phi = np.hstack([np.ones((sp.X_train.shape[0], 1)), sp.X_train])
-            assert G.linear_separation(Phi, sp.y_train)["separable"] is expected, (name, split)
+            assert ME.linear_separation(Phi, sp.y_train)["separable"] is expected, (name, split)
 
 
 def test_scale_moments():
-    assert G.scale_moments(2.0, 1.0) == {"tail_exponent": 3.0, "mean_exists": True, "sd_exists": False}
-    assert G.scale_moments(0.5, 1.0)["mean_exists"] is False
-    assert G.scale_moments(2.0, 1.5)["sd_exists"] is True
+    assert ME.scale_moments(2.0, 1.0) == {"tail_exponent": 3.0, "mean_exists": True, "sd_exists": False}
+    assert ME.scale_moments(0.5, 1.0)["mean_exists"] is False
+    assert ME.scale_moments(2.0, 1.5)["sd_exists"] is True
 
 
 def test_config_validation():

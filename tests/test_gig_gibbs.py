@@ -27,6 +27,7 @@ from numpyro.infer.util import log_density
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.validation import arviz_adapter as adapter
 from zoo.validation import gig_gibbs as G
+from zoo.validation import moment_existence as ME
 from zoo.validation import polya_gamma as PG
 
 Z = 4.5
@@ -122,11 +123,11 @@ def test_separating_support_bounds():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 3))
     y = (X[:, 0] > 0).astype(float)  # feature 0 alone separates
-    assert G.separating_support_bounds(X, y) == {"lower": 1, "upper": 1}
+    assert ME.separating_support_bounds(X, y) == {"lower": 1, "upper": 1}
     y2 = (X[:, 0] + X[:, 1] > 0).astype(float)  # needs two features (and the LP finds <= 3)
-    b = G.separating_support_bounds(X, y2)
+    b = ME.separating_support_bounds(X, y2)
     assert b["lower"] == 2 and b["upper"] in (2, 3)
-    assert G.separating_support_bounds(X[:, :2], y2) == {"lower": 2, "upper": 2}
+    assert ME.separating_support_bounds(X[:, :2], y2) == {"lower": 2, "upper": 2}
 
 
 def test_gig_moments_follow_the_tail_index():
@@ -147,8 +148,8 @@ def test_gig_moments_follow_the_tail_index():
 
 
 def test_tail_index():
-    assert G.tail_index(GIGLogistic(k=0.3)) == pytest.approx(0.6)
-    assert G.tail_index(GIGLogistic(rho=-1.5, mixing="inverse-gamma")) == pytest.approx(3.0)
+    assert ME.tail_index(GIGLogistic(k=0.3)) == pytest.approx(0.6)
+    assert ME.tail_index(GIGLogistic(rho=-1.5, mixing="inverse-gamma")) == pytest.approx(3.0)
 
 
 # -- the chain --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.models.pcvm import PCVM
 from zoo.validation import ggsm_gibbs as G
+from zoo.validation import moment_existence as ME
 from zoo.validation.metrics import null_undefined_moments
 from zoo.validation.protocols import ggsm_moments
 from zoo.validation.reference import ReferenceConfig, first_certified_reference, run_reference
@@ -96,18 +97,18 @@ def test_flat_likelihood_directions_are_found():
     X = rng.standard_normal((40, 2))
     Phi = np.hstack([np.ones((40, 1)), X])
     y = (X[:, 0] > 0).astype(float)
-    assert G.likelihood_flat_direction(Phi, y)["kind"] == "separable"
+    assert ME.likelihood_flat_direction(Phi, y)["kind"] == "separable"
     # quasi-complete: two copies of a point with opposite labels on the line x1 = 0, the
     # rest separated by x1: w = (0, 1, 0) has s_i (Phi w)_i >= 0 everywhere, not all > 0
     Xq = np.vstack([X, [[0.0, 1.0], [0.0, 1.0]]])
     yq = np.append(y, [1.0, 0.0])
     Phiq = np.hstack([np.ones((42, 1)), Xq])
-    assert G.likelihood_flat_direction(Phiq, yq)["kind"] == "quasi-separable"
+    assert ME.likelihood_flat_direction(Phiq, yq)["kind"] == "quasi-separable"
     # more columns than independent rows
     wide = rng.standard_normal((5, 8))
-    assert G.likelihood_flat_direction(wide, np.array([0, 1, 0, 1, 1.0]))["kind"] == "null space"
+    assert ME.likelihood_flat_direction(wide, np.array([0, 1, 0, 1, 1.0]))["kind"] == "null space"
     Phi_w, y_w = _weak_probit(200)
-    assert G.likelihood_flat_direction(Phi_w, y_w)["flat"] is False
+    assert ME.likelihood_flat_direction(Phi_w, y_w)["flat"] is False
 
 
 def test_moment_rule_nulls_the_metrics_that_need_a_missing_moment():

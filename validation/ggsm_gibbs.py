@@ -7,7 +7,7 @@ both:
 1. *Heavy tail of the overall scale.* Write w = r u with ||u|| = 1. With lambda integrated
    out the prior is proportional to (b + r^q ||u||_q^q)^-(a + n/q), the volume element
    brings r^(n-1), so the prior of r has the tail r^-(1 + q a). When the training data are
-   linearly separable (the Section 6.1 design at N = 200 is: :func:`linear_separation`), the
+   linearly separable (the Section 6.1 design at N = 200 is: ``moment_existence.linear_separation``), the
    likelihood tends to 1 along every separating direction, so the *posterior* of r keeps
    that tail: its mean exists only if q a > 1 and its variance only if q a > 2. NUTS adapts
    one step size to the bulk and cannot travel such a tail. In t = log r the tail is only
@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
-from .inputs import check_design
+from ..models.checks import check_design
 from .slice_sampling import progress_bar, record_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
@@ -81,84 +81,6 @@ class ChainState(NamedTuple):
 class Widths(NamedTuple):
     w: jnp.ndarray  # (n,) stepping-out width per weight
     log_scale: jnp.ndarray  # () width for t = log of the rescaling factor
-
-
-# --------------------------------------------------------------------------------------
-# Separability: why the scale of w can have a heavy tail
-# --------------------------------------------------------------------------------------
-def linear_separation(Phi, y, *, tol: float = 1e-7) -> dict:
-    """Is there a w with s_i (Phi w)_i > 0 for every training point (s = 2y - 1)?
-
-    Solved as a bounded linear program (scipy's HiGHS): maximize the margin t subject to
-    s_i (Phi w)_i >= t, -1 <= w_j <= 1, t <= 1. It is always feasible (w = 0, t = 0), so
-    the solver cannot stall on an infeasibility proof (the plain feasibility form did,
-    on 2 of 100 splits). The data are separable iff the optimal margin is > ``tol``.
-    Returns {"separable": bool or None, "margin": t, "status": text}. Separable data
-    leave the likelihood bounded away from 0 along a cone of directions, so the posterior
-    of the overall scale r = ||w|| keeps the prior's tail r^-(1 + q a).
-    """
-    from scipy.optimize import linprog
-
-    Phi, y = check_design(Phi, y)
-    n_obs, n = Phi.shape
-    s = 2.0 * y - 1.0
-    # variables (w, t): rows  -s_i Phi_i w + t <= 0
-    A_ub = np.hstack([-(s[:, None] * Phi), np.ones((n_obs, 1))])
-    c = np.zeros(n + 1)
-    c[-1] = -1.0
-    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(n_obs), bounds=[(-1.0, 1.0)] * n + [(None, 1.0)],
-                  method="highs")
-    if res.status != 0:
-        return {"separable": None, "margin": None, "status": f"LP did not finish: {res.message}"}
-    margin = float(-res.fun)
-    if margin > tol:
-        return {"separable": True, "margin": margin,
-                "status": f"linearly separable (margin {margin:.3g} with |w_j| <= 1)"}
-    return {"separable": False, "margin": margin, "status": "not linearly separable"}
-
-
-def scale_moments(q: float, a: float) -> dict:
-    """Which moments of w exist when the data are separable: E|w|^k < inf iff k < q a."""
-    qa = q * a
-    return {"tail_exponent": 1.0 + qa, "mean_exists": qa > 1.0, "sd_exists": qa > 2.0}
-
-
-def likelihood_flat_direction(Phi, y, *, tol: float = 1e-7) -> dict:
-    """Is there a direction w != 0 along which the probit likelihood never decays?
-
-    That is the case iff some w != 0 has s_i (Phi w)_i >= 0 for every i: strict or quasi-
-    complete separation, or a direction in the null space of Phi (more basis functions than
-    independent rows, as with an RBF basis plus a bias). Along it the likelihood stays
-    bounded below, so the posterior of the scale of w keeps the prior's tail r^-(1 + q a)
-    (:func:`scale_moments`). Otherwise every direction misclassifies some point and the
-    likelihood decays like exp(-c r^2): all moments exist.
-
-    Returns {"flat": bool or None, "kind": "separable" | "quasi-separable" |
-    "null space" | None, "status": text}.
-    """
-    from scipy.optimize import linprog
-
-    Phi, y = check_design(Phi, y)
-    n_obs, n = Phi.shape
-    if np.linalg.matrix_rank(Phi) < n:
-        return {"flat": True, "kind": "null space",
-                "status": f"Phi has rank {np.linalg.matrix_rank(Phi)} < {n} columns: the likelihood is "
-                          "constant along its null space"}
-    sep = linear_separation(Phi, y, tol=tol)
-    if sep["separable"] is None:
-        return {"flat": None, "kind": None, "status": sep["status"]}
-    if sep["separable"]:
-        return {"flat": True, "kind": "separable", "status": sep["status"]}
-    # quasi-complete separation: maximize sum_i s_i (Phi w)_i subject to every term >= 0
-    s = 2.0 * y - 1.0
-    signed = s[:, None] * Phi
-    res = linprog(-signed.sum(0), A_ub=-signed, b_ub=np.zeros(n_obs), bounds=[(-1.0, 1.0)] * n, method="highs")
-    if res.status != 0:
-        return {"flat": None, "kind": None, "status": f"LP did not finish: {res.message}"}
-    if -res.fun > tol:
-        return {"flat": True, "kind": "quasi-separable",
-                "status": "quasi-completely separable: some points lie on every separating hyperplane"}
-    return {"flat": False, "kind": None, "status": "not separable, not even quasi-completely"}
 
 
 # --------------------------------------------------------------------------------------

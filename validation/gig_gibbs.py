@@ -42,62 +42,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models.distributions import LogBetaPrime
-from .inputs import check_design
+from ..models.checks import check_design
 from .polya_gamma import sample_pg1
 from .slice_sampling import progress_bar, record_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
-
-
-# --------------------------------------------------------------------------------------
-# Which posterior moments exist
-# --------------------------------------------------------------------------------------
-def tail_index(spec) -> float:
-    """alpha with p(beta_i) ~ |beta_i|^-(1 + alpha) in the tails of the marginal prior.
-
-    Gamma mixing: tau / 2 theta ~ BetaPrime(rho, k) has the tail tau^-(1 + k), so
-    P(|beta| > t) = P(tau z^2 > t^2) ~ t^-2k: alpha = 2 k. Inverse-gamma mixing: 1 / tau is
-    2 theta BetaPrime(|rho|, k), whose density near 0 is x^(|rho| - 1), so P(tau > T) ~
-    T^-|rho| and alpha = 2 |rho| (the Student-t degrees of freedom).
-    """
-    return 2.0 * spec.k if spec.mixing == "gamma" else 2.0 * abs(spec.rho)
-
-
-def separating_support_bounds(Phi, y) -> dict:
-    """Bounds on m, the fewest features a direction needs along which the likelihood does
-    not decay (a separating direction), for separable data.
-
-    Why it matters (an argument sketched, not a proof; it mirrors the GGSM one in
-    ggsm_gibbs): along a separating direction v with m nonzero entries the likelihood
-    tends to 1, and the prior density at r v falls like r^-m(1 + alpha) in the m-dimensional
-    subspace, whose volume element brings r^(m - 1): the posterior of the scale r keeps the
-    tail r^-(1 + m alpha). So E|beta|^s is finite iff s < m_min alpha (:func:`tail_index`),
-    with m_min the smallest such m.
-
-    lower: 1 if some single feature separates (s_j x_ji >= 0 for every j, or <= 0), else 2.
-    upper: 1 if a single feature separates, else the support of the L1-smallest w with
-    s_j x_j^T w >= 1 (a linear program; L1 favours sparse solutions but does not always
-    find the sparsest, so this is a bound), or None if the LP finds none.
-    """
-    from scipy.optimize import linprog
-
-    Phi, y = check_design(Phi, y)
-    s = 2.0 * y - 1.0
-    signed = s[:, None] * Phi
-    single = bool(np.any(np.all(signed >= 0, axis=0) & np.any(signed > 0, axis=0))
-                  | np.any(np.all(signed <= 0, axis=0) & np.any(signed < 0, axis=0)))
-    n_obs, d = Phi.shape
-    # w = w_plus - w_minus, both >= 0; minimize sum(w_plus + w_minus)
-    res = linprog(np.ones(2 * d), A_ub=-np.hstack([signed, -signed]), b_ub=-np.ones(n_obs),
-                  bounds=[(0, None)] * (2 * d), method="highs")
-    upper = None
-    if single:
-        upper = 1
-    elif res.status == 0:
-        w = res.x[:d] - res.x[d:]
-        upper = int(np.sum(np.abs(w) > 1e-9 * np.max(np.abs(w))))
-    return {"lower": 1 if single else 2, "upper": upper}
 
 
 class ChainState(NamedTuple):

@@ -31,7 +31,7 @@ from sklearn.metrics import roc_auc_score
 from ..inference.posterior import DrawsPosterior
 from ..models.base import flatten, unflatten
 from . import arviz_adapter as adapter
-from .inputs import check_features
+from ..models.checks import check_features
 from .reference import ESS_BULK_MIN, ESS_TAIL_MIN, MAX_DIVERGENCES, RHAT_MAX  # noqa: F401  (one rule, re-exported)
 
 # --------------------------------------------------------------------------------------

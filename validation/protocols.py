@@ -188,12 +188,12 @@ def ggsm_moments(spec: GGSMProbit, Phi: np.ndarray, y: np.ndarray) -> dict[str, 
     """Which moments of the GGSM probit posterior exist on these data.
 
     If the likelihood is flat along some direction (separable data; see
-    ``ggsm_gibbs.likelihood_flat_direction``), the posterior of the scale r = ||w|| keeps
+    ``moment_existence.likelihood_flat_direction``), the posterior of the scale r = ||w|| keeps
     the prior's tail r^-(1 + q a): the mean exists only for q a > 1, the sd only for
     q a > 2. The Section 6.1 design at N = 200 is separable on every split, so with a = 1
     no q of the paper's grid has a posterior sd there.
     """
-    from .ggsm_gibbs import likelihood_flat_direction, scale_moments
+    from .moment_existence import likelihood_flat_direction, scale_moments
 
     flat = likelihood_flat_direction(Phi, y)
     if flat["flat"] is None:
@@ -214,17 +214,16 @@ def gig_moments(spec: GIGLogistic, Phi: np.ndarray, y: np.ndarray) -> dict[str, 
     """Which moments of the GIG-logistic posterior of beta exist on these data.
 
     The marginal prior of each beta_i has the tail |beta|^-(1 + alpha) (alpha = 2 k for
-    gamma mixing, 2 |rho| for inverse-gamma mixing: ``gig_gibbs.tail_index``). If the
+    gamma mixing, 2 |rho| for inverse-gamma mixing: ``moment_existence.tail_index``). If the
     likelihood decays in every direction all moments exist. If the data are separable, the
     posterior of the scale along a separating direction with m features keeps the tail
     r^-(1 + m alpha), so E|beta|^s is finite iff s < m_min alpha, where m_min is the fewest
-    features a separating direction needs; ``gig_gibbs.separating_support_bounds`` brackets
+    features a separating direction needs; ``moment_existence.separating_support_bounds`` brackets
     it. Horii's synthetic design (100 x 100) is separable: with the default k = 1 both
     moments exist; with the paper's k = 1e-6, m_min alpha <= 100 * 2e-6, so beta has no
     posterior mean.
     """
-    from .ggsm_gibbs import likelihood_flat_direction
-    from .gig_gibbs import separating_support_bounds, tail_index
+    from .moment_existence import likelihood_flat_direction, separating_support_bounds, tail_index
 
     alpha = tail_index(spec)
     flat = likelihood_flat_direction(Phi, y)

@@ -55,7 +55,7 @@ from ..inference.posterior import DrawsPosterior, FitInfo
 from ..models.base import Site
 from . import arviz_adapter as adapter
 from .atomic import _jsonable, write_text_atomic
-from .inputs import check_design
+from ..models.checks import check_design
 
 # The host-device request lives in zoo/__init__.py so that it happens at `import zoo`,
 # before anything can start the JAX backend.

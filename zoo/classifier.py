@@ -25,7 +25,7 @@ import zoo  # noqa: F401  (float64 on)
 from zoo.inference.registry import get_engine
 from zoo.models.basis import LinearBasis, RBFBasis, WithBias, pcvm_basis
 from zoo.models.ggsm_probit import GGSMProbit
-from zoo.validation.inputs import check_binary_labels, check_features
+from zoo.models.checks import check_binary_labels, check_features
 
 
 class SparseBayesClassifier(ClassifierMixin, BaseEstimator):

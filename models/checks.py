@@ -4,6 +4,9 @@ Every public entry point (engines, references, the classifier, the CLI) checks i
 inputs here, so that a bad array fails at the door with a sentence a user can act on
 instead of as a NaN deep inside a jitted loop.
 
+It sits in the bottom layer (``models``) because models, engines and the validation code
+all use it, and imports point one way: models <- inference <- validation <- zoo.
+
 Label convention inside the project: ``y`` is a float vector of 0/1 (1 = the positive
 class). Engines that need +1/-1 convert with ``2 * y - 1``.
 """

@@ -804,7 +804,7 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key) -> tuple
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: TopDownEMConfig | None = None):
     """Registry form of :func:`fit_top_down` (``seed`` seeds the random initializations)."""
-    from .registry import EndToEndFit
+    from .contracts import EndToEndFit
 
     posterior, spec, active = fit_top_down(Phi_all, y, config=config, key=jax.random.PRNGKey(int(seed)))
     return EndToEndFit(posterior=posterior, spec=spec, active=np.asarray(active))

@@ -1184,7 +1184,7 @@ def fit_with_selection(
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SelectionConfig | None = None,
                    ep_config: EPConfig | None = None, selection_ep_config: EPConfig | None = None):
     """Registry form of :func:`fit_with_selection` (deterministic: ``seed`` is unused)."""
-    from .registry import EndToEndFit
+    from .contracts import EndToEndFit
 
     posterior, selection = fit_with_selection(Phi_all, y, config=config, ep_config=ep_config,
                                               selection_ep_config=selection_ep_config)

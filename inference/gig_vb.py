@@ -453,7 +453,7 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GIGLogistic | None = None
                    config: VBConfig | None = None):
     """Registry form: VB selects nothing (the hyper-prior is fixed), so every column is
     kept; sparsity shows as coefficients shrunk towards 0."""
-    from .registry import EndToEndFit
+    from .contracts import EndToEndFit
 
     spec = spec or GIGLogistic()
     post = fit(spec, Phi_all, y, config=config)

@@ -543,7 +543,7 @@ def fit_with_selection(
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SelectionConfig | None = None,
                    laplace_config: LaplaceConfig | None = None):
     """Registry form of :func:`fit_with_selection` (deterministic: ``seed`` is unused)."""
-    from .registry import EndToEndFit
+    from .contracts import EndToEndFit
 
     posterior, selection = fit_with_selection(Phi_all, y, config=config, laplace_config=laplace_config)
     return EndToEndFit(posterior=posterior, spec=selection.spec, active=np.asarray(selection.active))

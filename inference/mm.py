@@ -382,7 +382,7 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GGSMProbit | None = None,
     (the start is deterministic). Returns an EndToEndFit whose posterior lives on
     ``spec.sites(len(active))``; predict with ``posterior.predict_proba(Phi[:, active])``.
     """
-    from .registry import EndToEndFit
+    from .contracts import EndToEndFit
 
     spec = spec or GGSMProbit()
     full = fit(spec, Phi_all, y, config=config, **overrides)

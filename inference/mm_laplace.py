@@ -284,7 +284,7 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GGSMProbit | None = None,
                    config: mm.MMConfig | None = None, **kwargs):
     """Registry form: the fit on all columns, reported over the columns MM kept (as
     :func:`zoo.inference.mm.fit_end_to_end`); ``seed`` seeds the draws."""
-    from .registry import EndToEndFit
+    from .contracts import EndToEndFit
 
     spec = spec or GGSMProbit()
     full = fit(spec, Phi_all, y, config, seed=seed, **kwargs)

@@ -16,17 +16,9 @@ from __future__ import annotations
 import functools
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
-import numpy as np
-
-
-class EndToEndFit(NamedTuple):
-    """An engine's own end-to-end fit: its posterior over the kept columns."""
-
-    posterior: Any  # Posterior over sites of spec.sites(len(active))
-    spec: Any  # the frozen spec it selected
-    active: np.ndarray  # indices of the kept candidate columns
+from .contracts import EndToEndFit  # noqa: F401  (engines still import it from here)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,100 @@
+"""The two contracts every engine keeps, so that comparing engines is a loop over names.
+
+* A **fixed-spec fit** approximates the posterior of the spec it is given, at that spec's
+  frozen hyper-parameters::
+
+      fit(spec, Phi, y, *, config=None) -> Posterior
+
+  ``zoo compare`` uses it: every engine is measured on the same posterior as the reference.
+* An **end-to-end fit** runs the engine as its paper does, choosing its own
+  hyper-parameters and basis functions from all candidate columns::
+
+      fit_end_to_end(Phi_all, y, *, seed=0, config=None, **options) -> EndToEndFit
+
+  The classifier, ``zoo reproduce`` and the benchmarks use it.
+
+``y`` is a 0/1 vector; ``config`` a frozen dataclass with the paper's defaults (None: those
+defaults). Further keyword-only options are allowed when they have defaults (e.g. the
+GGSM MM engine's ``rule``), so that one module can serve several named engines.
+
+The :class:`typing.Protocol` classes say this to a type checker; :func:`contract_problems`
+says it at run time by reading a function's signature, which a Protocol with ``__call__``
+cannot (``isinstance`` checks only that the object is callable). The registry test walks
+every engine of every model through it.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class EndToEndFit(NamedTuple):
+    """An engine's own end-to-end fit: its posterior over the kept columns."""
+
+    posterior: Any  # a Posterior over the sites spec.sites(len(active))
+    spec: Any  # the frozen spec the engine selected
+    active: np.ndarray  # indices of the kept candidate columns
+
+
+@runtime_checkable
+class FixedSpecFit(Protocol):
+    """``fit(spec, Phi, y, *, config=None) -> Posterior``."""
+
+    def __call__(self, spec: Any, Phi: Any, y: Any, *, config: Any = None) -> Any: ...
+
+
+@runtime_checkable
+class EndToEndFitter(Protocol):
+    """``fit_end_to_end(Phi_all, y, *, seed=0, config=None, **options) -> EndToEndFit``."""
+
+    def __call__(self, Phi_all: Any, y: Any, *, seed: int = 0, config: Any = None) -> EndToEndFit: ...
+
+
+#: the positional parameters of each contract, in order
+_POSITIONAL = {"fixed": ("spec", "Phi", "y"), "end_to_end": ("Phi_all", "y")}
+#: the keyword-only parameters each contract requires, with the default each must have
+_KEYWORDS = {"fixed": {"config": None}, "end_to_end": {"seed": 0, "config": None}}
+
+
+def contract_problems(fn, kind: str) -> list[str]:
+    """What keeps ``fn`` from the contract ``kind`` ("fixed" or "end_to_end"); [] if none.
+
+    Checked from the signature (``functools.partial`` objects included, with their bound
+    keywords): the positional parameters by position (names may differ), each required
+    keyword present, keyword-only and with the contract's default, and every other
+    parameter optional, so that a caller who knows only the contract can call it.
+    """
+    if kind not in _POSITIONAL:
+        raise ValueError(f"kind must be 'fixed' or 'end_to_end', got {kind!r}")
+    if not callable(fn):
+        return [f"{fn!r} is not callable"]
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as err:
+        return [f"its signature cannot be read: {err}"]
+    problems = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    wanted = _POSITIONAL[kind]
+    if len(positional) < len(wanted) or any(p.default is not p.empty for p in positional[:len(wanted)]):
+        problems.append(f"needs the positional parameters ({', '.join(wanted)}) without defaults; has "
+                        f"({', '.join(p.name for p in positional)})")
+    for extra in positional[len(wanted):]:
+        if extra.name in _KEYWORDS[kind]:
+            continue  # said below, once
+        problems.append(f"parameter {extra.name!r} can be passed by position: make it keyword-only "
+                        "(after *), so that positional calls cannot bind it by mistake")
+    by_name = {p.name: p for p in params}
+    for name, default in _KEYWORDS[kind].items():
+        p = by_name.get(name)
+        if p is None:
+            problems.append(f"has no keyword {name!r}")
+        elif p.kind != p.KEYWORD_ONLY:
+            problems.append(f"{name!r} must be keyword-only")
+        elif p.default is p.empty or p.default != default:
+            problems.append(f"{name!r} must default to {default!r}")
+    for p in params[len(wanted):]:
+        if p.kind == p.KEYWORD_ONLY and p.default is p.empty and p.name not in _KEYWORDS[kind]:
+            problems.append(f"keyword {p.name!r} has no default, so a caller of the contract cannot call it")
+    return problems

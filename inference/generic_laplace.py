@@ -381,7 +381,7 @@ def _failure_message(engine, status, n_iter, max_iter, grad_max, decrement, min_
     return f"{engine}: " + " and ".join(what) + f" ({numbers}{where}); a Laplace approximation does not exist there"
 
 
-def fit(spec, Phi, y, config: GenericLaplaceConfig | None = None, *, name: str = ENGINE_NAME) -> DrawsPosterior:
+def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME) -> DrawsPosterior:
     """Laplace approximation of p(sites | y) in NumPyro's unconstrained space, as draws.
 
     spec: any model spec (``spec.model(Phi, y)`` and ``spec.sites(n_basis)``).

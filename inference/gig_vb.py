@@ -421,7 +421,7 @@ def _scaled_cholesky(cov: np.ndarray) -> np.ndarray:
     return d[:, None] * np.linalg.cholesky(cov / d[:, None] / d[None, :])
 
 
-def fit(spec: GIGLogistic, Phi, y, config: VBConfig | None = None) -> GaussianPosterior:
+def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> GaussianPosterior:
     """q(beta) = N(bbar, Sigma) of Algorithm 1 as a Gaussian posterior over ``beta``."""
     res = run(spec, Phi, y, config=config)
     increases = np.diff(np.concatenate([[res.elbo_initial], res.elbo_by_update.ravel()]))

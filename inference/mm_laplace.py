@@ -205,7 +205,7 @@ def _newton_polish(w0, Phi, s, spec, active, n_total, exponent, prune_threshold)
     return w, active, L, min_eig, it
 
 
-def fit(spec: GGSMProbit, Phi, y, config: mm.MMConfig | None = None, *, rule: str = "ggig",
+def fit(spec: GGSMProbit, Phi, y, *, config: mm.MMConfig | None = None, rule: str = "ggig",
         exponent: str = "mm", n_draws: int = 4000, seed: int = 0) -> DrawsPosterior:
     """Laplace approximation at the MM mode over the active weights, as draws.
 
@@ -287,7 +287,7 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GGSMProbit | None = None,
     from .contracts import EndToEndFit
 
     spec = spec or GGSMProbit()
-    full = fit(spec, Phi_all, y, config, seed=seed, **kwargs)
+    full = fit(spec, Phi_all, y, config=config, seed=seed, **kwargs)
     active = np.setdiff1d(np.arange(full.draws["w"].shape[-1]), full.info.extra["pruned"])
     draws = {"lam": full.draws["lam"], "w": full.draws["w"][:, :, active]}
     return EndToEndFit(posterior=DrawsPosterior(spec, spec.sites(active.size), draws, full.info),

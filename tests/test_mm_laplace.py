@@ -27,7 +27,7 @@ import zoo  # noqa: F401  (float64)
 from zoo.cli import summary_table
 from zoo.inference import mm, mm_laplace
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
-from zoo.inference.registry import get_engine
+from zoo.validation.registry import get_engine
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation.compare import CompareConfig, compare
@@ -147,7 +147,7 @@ def test_indefinite_hessian_raises_approximation_failed_naming_it():
     Phi, y, _ = design()
     spec = GGSMProbit(q=0.5)
     with pytest.raises(ApproximationFailed) as err:
-        mm_laplace.fit(spec, Phi, y, mm.MMConfig(max_iter=5))
+        mm_laplace.fit(spec, Phi, y, config=mm.MMConfig(max_iter=5))
     msg = str(err.value)
     assert "not positive definite at the MM mode" in msg
     assert "smallest eigenvalue" in msg and "q = 0.5" in msg

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import zoo  # noqa: F401
-from zoo.inference.registry import get_engine
+from zoo.validation.registry import get_engine
 from zoo.validation.atomic import write_json_atomic
 from zoo.validation.compare import CompareConfig, compare
 

@@ -4,7 +4,7 @@ Issue 3 asks for a table (q, prior) -> reference used, certified or not. For eve
 this script runs the `zoo compare` protocol for ggsm-probit with the engines ``mm`` and
 ``mm-laplace`` and the default chain of reference samplers (NUTS 4 x (2000 + 2500) with
 one doubling, then slice-within-Gibbs 4 x (1000 + 2500) sweeps with up to two doublings;
-``validation/protocols.py``), on split 0 of
+``validation/protocols/ggsm_probit.py``), on split 0 of
 
 * ``ggig_linear``: the paper's Section 6.1 design (d = 50, 8 relevant features with
   w = 3, N = 200): linearly separable, so the posterior of the scale of w has the heavy
@@ -100,10 +100,10 @@ def cross_check(design: str, prior: str, q: float, cache_dir: str | None) -> dic
     import numpy as np
 
     from zoo.validation import datasets
-    from zoo.validation.protocols import prepare_ggsm_probit
+    from zoo.validation import registry
     from zoo.validation.reference import run_reference
 
-    prepared = prepare_ggsm_probit(datasets.load(design, 0), {"q": q, **PRIORS[prior]})
+    prepared = registry.prepare("ggsm-probit", datasets.load(design, 0), {"q": q, **PRIORS[prior]})
     nuts_cfg, gibbs_cfg = default_references("ggsm-probit")
     args = (prepared.spec, prepared.Phi_train, prepared.y_train)
     with warnings.catch_warnings():
@@ -140,7 +140,7 @@ def table(cells: list[dict]) -> str:
         "# GGSM probit: which reference sampler certifies",
         "",
         "Split 0; reference chain NUTS -> slice-Gibbs (the first certified one is the reference). "
-        "Moments: which posterior moments of w exist on these data (see validation/protocols.ggsm_moments). "
+        "Moments: which posterior moments of w exist on these data (see validation/protocols/ggsm_probit.py: moments). "
         "mm speed-up = reference warm seconds / mm warm seconds. pred_mae only against a certified reference.",
         "",
         "| design | prior | q | NUTS | slice-Gibbs | reference | moments of w | mm s | mm speed-up | pred_mae mm / mm-laplace | NUTS vs slice-Gibbs |",

@@ -24,8 +24,11 @@ every engine of every model through it.
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -98,3 +101,57 @@ def contract_problems(fn, kind: str) -> list[str]:
         if p.kind == p.KEYWORD_ONLY and p.default is p.empty and p.name not in _KEYWORDS[kind]:
             problems.append(f"keyword {p.name!r} has no default, so a caller of the contract cannot call it")
     return problems
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """One named engine of a model: how to call it under each contract, and what it fits.
+
+    ``fixed`` / ``end_to_end`` are the functions, either as callables or as
+    ``"module:function"`` strings imported on first use (a bare module name means a module
+    of ``zoo.inference``; a dotted one is imported as written), so that reading the
+    registry does not import every engine.
+    """
+
+    name: str
+    kind: str  # "gaussian" | "point" | "draws": the Posterior type it returns
+    description: str
+    fixed: str | Callable
+    end_to_end: str | Callable | None = None
+    # keyword arguments bound into both functions: one engine module can serve several
+    # named engines (GGSM's mm module runs the ggig, lap, gj and stu rules)
+    options: tuple[tuple[str, Any], ...] = ()
+    # None: the engine approximates the posterior of the spec it is given. Otherwise it
+    # fits a different model (another prior) and this says which; `zoo compare` then
+    # reports its distance to the spec's reference as that, not as approximation error.
+    other_model: str | None = None
+    # None, or the name of the model variant (a key of ``Prepared.variants``) whose
+    # posterior this engine approximates instead of the model's own (PCVM's Laplace
+    # engine fits the EPCVM surrogate); `zoo compare` measures it against both references
+    variant: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("gaussian", "point", "draws"):
+            raise ValueError(f"engine {self.name!r}: kind must be 'gaussian', 'point' or 'draws', got {self.kind!r}")
+
+    def _resolve(self, target: str | Callable) -> Callable:
+        fn = _import_target(target) if isinstance(target, str) else target
+        return functools.partial(fn, **dict(self.options)) if self.options else fn
+
+    def fit(self) -> Callable:
+        """The fixed-spec fit (:class:`FixedSpecFit`)."""
+        return self._resolve(self.fixed)
+
+    def fit_end_to_end(self) -> Callable:
+        """The end-to-end fit (:class:`EndToEndFitter`); ValueError if the engine has none."""
+        if self.end_to_end is None:
+            raise ValueError(f"engine {self.name!r} has no end-to-end mode")
+        return self._resolve(self.end_to_end)
+
+
+def _import_target(target: str) -> Callable:
+    module, _, name = target.partition(":")
+    if not name:
+        raise ValueError(f"an engine function is named 'module:function', got {target!r}")
+    path = module if "." in module else f"zoo.inference.{module}"
+    return getattr(importlib.import_module(path), name)

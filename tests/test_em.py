@@ -277,7 +277,7 @@ def test_iteration_cap_is_reported(small_problem):
 
 
 def test_registry_end_to_end_form(ripley60, top_down):
-    from zoo.inference.registry import get_engine
+    from zoo.validation.registry import get_engine
 
     Phi, y = ripley60
     fit = get_engine("pcvm", "em").fit_end_to_end()(Phi, y, seed=0)

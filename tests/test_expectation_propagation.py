@@ -461,7 +461,7 @@ def test_selection_end_to_end_returns_the_smallest_loo_model(small_problem):
     np.testing.assert_allclose(refit.mean_flat(), post.mean_flat(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(refit.sd_flat(), post.sd_flat(), rtol=1e-5, atol=1e-6)
     # the registry's end-to-end entry is this engine's (not rerun: it repeats the above)
-    from zoo.inference.registry import get_engine
+    from zoo.validation.registry import get_engine
 
     assert get_engine("pcvm", "ep").fit_end_to_end() is ep.fit_end_to_end
 

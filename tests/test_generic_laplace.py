@@ -35,7 +35,7 @@ from shared_models import ripley_subset
 from zoo.inference import generic_laplace as gl
 from zoo.inference import laplace
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
-from zoo.inference.registry import get_engine
+from zoo.validation.registry import get_engine
 from zoo.models.base import Site
 from zoo.models.basis import pcvm_basis
 from zoo.models.ggsm_probit import GGSMProbit

@@ -121,13 +121,13 @@ def test_convergence_into_the_spike_at_zero_is_explained():
     weight near 0.001 - not pruned, but in the prior's spike - and says so; with the
     proper prior it does not."""
     from zoo.validation.datasets import load
-    from zoo.validation.protocols import prepare_ggsm_probit
+    from zoo.validation.registry import prepare
 
     split = load("ggig_linear_weak", 0)
-    paper = prepare_ggsm_probit(split, {"q": 2.0, "a": 1e-3, "b": 1e-3})
+    paper = prepare("ggsm-probit", split, {"q": 2.0, "a": 1e-3, "b": 1e-3})
     res = mm.run(paper.spec, paper.Phi_train, paper.y_train)
     assert res.status == "converged" and "spike at w = 0" in res.reason
-    proper = prepare_ggsm_probit(split, {"q": 2.0})
+    proper = prepare("ggsm-probit", split, {"q": 2.0})
     res = mm.run(proper.spec, proper.Phi_train, proper.y_train)
     assert res.status == "converged" and res.reason == ""
 
@@ -165,7 +165,7 @@ def test_bad_input_raises():
 
 
 def test_registry_binds_each_rule_to_its_engine_name():
-    from zoo.inference.registry import get_engine
+    from zoo.validation.registry import get_engine
 
     Phi, y, _, _ = design(n_train=50)
     for name in ("mm", "lap", "gj", "stu"):

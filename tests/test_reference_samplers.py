@@ -15,7 +15,7 @@ from zoo.models.pcvm import PCVM
 from zoo.validation import ggsm_gibbs as G
 from zoo.validation import moment_existence as ME
 from zoo.validation.metrics import null_undefined_moments
-from zoo.validation.protocols import ggsm_moments
+from zoo.validation.protocols.ggsm_probit import moments as ggsm_moments
 from zoo.validation.reference import ReferenceConfig, first_certified_reference, run_reference
 
 

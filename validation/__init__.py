@@ -1,1 +1,6 @@
-"""Validation: NUTS references and their certification, metrics, comparisons, data sets."""
+"""Validation: references, metrics, comparisons and reports - and the registry of models.
+
+Importing this package registers the built-in models (``registry.py``), and with them
+their own reference samplers, so that every module below can name them.
+"""
+from . import registry  # noqa: F401

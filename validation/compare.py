@@ -21,35 +21,32 @@ import jax
 import numpy as np
 
 from ..inference.posterior import ApproximationFailed
-from ..inference.registry import get_engine
-from . import datasets
+from . import datasets, registry
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import METRIC_KEYS, metrics_without_reference, posterior_metrics, pruned_weights_vs_reference
-from .protocols import DEFAULT_DATA, DEFAULT_ENGINES, DEFAULT_REFERENCES, ENGINE_VARIANTS, PROTOCOLS, RAW_INPUTS
-from .reference import REFERENCE_SAMPLERS, NoReference, ReferenceConfig, ReferenceTimeout, first_certified_reference
+from .reference import NoReference, ReferenceConfig, ReferenceTimeout, first_certified_reference
 
 
 @dataclass(frozen=True)
 class CompareConfig:
     model: str = "pcvm"
-    data: str | None = None  # None: the model's default (DEFAULT_DATA)
+    data: str | None = None  # None: the model's default (its record's default_data)
     split: int = 0
-    engines: tuple[str, ...] | None = None  # None: the model's default (DEFAULT_ENGINES)
+    engines: tuple[str, ...] | None = None  # None: the model's default (its record's default_engines)
     params: dict[str, float] = field(default_factory=dict)
     # one ReferenceConfig, or several tried in order (the first certified one is the
-    # reference); None: the model's default (DEFAULT_REFERENCES)
+    # reference); None: the model's default (its record's references)
     reference: ReferenceConfig | tuple[ReferenceConfig, ...] | None = None
     seed: int = 0
     metric_draws: int = 4000
     cache_dir: str | None = None
 
     def __post_init__(self):
-        if self.model not in PROTOCOLS:
-            raise ValueError(f"unknown model {self.model!r}; known: {', '.join(sorted(PROTOCOLS))}")
+        record = registry.get_model(self.model)  # ValueError naming the known models
         if self.data is None:
-            object.__setattr__(self, "data", DEFAULT_DATA[self.model])
+            object.__setattr__(self, "data", record.default_data)
         if self.engines is None:
-            object.__setattr__(self, "engines", DEFAULT_ENGINES[self.model])
+            object.__setattr__(self, "engines", record.default_engines)
         if self.reference is None:
             object.__setattr__(self, "reference", default_references(self.model))
         elif isinstance(self.reference, ReferenceConfig):
@@ -65,18 +62,21 @@ class CompareConfig:
 
 
 def default_references(model: str, samplers: tuple[str, ...] | None = None, **overrides) -> tuple[ReferenceConfig, ...]:
-    """The reference samplers tried for ``model``, in order (DEFAULT_REFERENCES), each with
-    the model's own settings, then ``overrides`` (None values are ignored, so CLI options
-    left unset keep the defaults).
+    """The reference samplers tried for ``model``, in order (its record's references), each
+    with the model's own settings, then ``overrides`` (None values are ignored, so CLI
+    options left unset keep the defaults).
 
-    samplers: keep only these samplers, in this order (e.g. ("slice-gibbs",)); a sampler
-    the model has no defaults for starts from ReferenceConfig's.
+    samplers: keep only these samplers, in this order (e.g. ("slice-gibbs",)); each must be
+    one the model can use (NUTS or one of its own); one the model's chain does not list
+    starts from ReferenceConfig's defaults.
     """
-    chain = {d.get("sampler", "nuts"): d for d in DEFAULT_REFERENCES.get(model, ({"sampler": "nuts"},))}
+    record = registry.get_model(model)
+    chain = {d.get("sampler", "nuts"): d for d in record.references}
     if samplers is not None:
-        unknown = [s for s in samplers if s not in REFERENCE_SAMPLERS]
+        unknown = [s for s in samplers if s not in record.sampler_names]
         if unknown or not samplers:
-            raise ValueError(f"unknown reference sampler(s) {unknown or samplers}; known: {', '.join(REFERENCE_SAMPLERS)}")
+            raise ValueError(f"unknown reference sampler(s) {unknown or samplers} for {model}; "
+                             f"known: {', '.join(record.sampler_names)}")
         chain = {s: chain.get(s, {"sampler": s}) for s in samplers}
     given = {k: v for k, v in overrides.items() if v is not None}
     return tuple(ReferenceConfig(**{**settings, "sampler": name, **given}) for name, settings in chain.items())
@@ -212,15 +212,14 @@ def reference_ran_out_of_time(summary: dict[str, Any]) -> bool:
 
 def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     """Run the comparison protocol; see the module docstring of ``protocols``."""
-    if config.model not in PROTOCOLS:
-        raise ValueError(f"unknown model {config.model!r}; known: {', '.join(sorted(PROTOCOLS))}")
-    entries = [get_engine(config.model, e) for e in config.engines]
-    prepare, n_cv = PROTOCOLS[config.model]
-    split = datasets.load(config.data, config.split, standardize=config.model not in RAW_INPUTS)
+    record = registry.get_model(config.model)
+    entries = [record.engine(e) for e in config.engines]
+    record.check_params(config.params)  # before any data are read or fits run
+    split = datasets.load(config.data, config.split, standardize=not record.raw_inputs)
 
-    bar = _progress_bar(progress, total=n_cv + 2 + len(entries), desc="zoo compare")
+    bar = _progress_bar(progress, total=record.cv_fits + 2 + len(entries), desc="zoo compare")
     bar.set_postfix_str("selecting hyper-parameters")
-    prepared = prepare(split, dict(config.params), progress=bar)
+    prepared = registry.prepare(config.model, split, config.params, progress=bar)
     spec, Phi, y = prepared.spec, prepared.Phi_train, prepared.y_train
 
     bar.set_postfix_str("reference")
@@ -234,7 +233,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         reference, tried, no_reference = None, [], err
     bar.update(1)
     variant_refs, variants_without_reference = {}, {}
-    needed_variants = sorted({ENGINE_VARIANTS.get((config.model, e.name)) for e in entries} - {None})
+    needed_variants = sorted({e.variant for e in entries} - {None})
     for variant in needed_variants:
         bar.set_postfix_str(f"reference ({variant})")
         try:
@@ -289,7 +288,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "pruned_vs_reference": None if reference is None else _without_undefined_moments(
                 pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
         }
-        variant = ENGINE_VARIANTS.get((config.model, entry.name))
+        variant = entry.variant
         if variant in variant_refs:
             key, sub = jax.random.split(key)
             row[f"vs_{variant}"] = posterior_metrics(

@@ -48,7 +48,8 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 
 from ..models.checks import check_design
-from .slice_sampling import progress_bar, record_blocks, slice_1d
+from .reference import ReferenceSampler
+from .slice_sampling import GibbsRun, progress_bar, record_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
@@ -264,3 +265,20 @@ def sample(spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progr
     """
     chains = SliceGibbsChains(spec, Phi, y, config, progress=progress)
     return chains.draw(int(config.num_samples))
+
+
+class SliceGibbsRun(GibbsRun):
+    """This sampler as a reference sampler (``ReferenceConfig(sampler="slice-gibbs")``)."""
+
+    name = "zoo.slice-gibbs"
+
+    def __init__(self, spec, Phi, y, config, progress: bool):
+        gibbs_config = SliceGibbsConfig(num_chains=config.num_chains, num_warmup=config.num_warmup,
+                                        num_samples=config.num_samples, seed=config.seed)
+        self.chains = SliceGibbsChains(spec, Phi, y, gibbs_config, progress=progress)
+        self.num_samples, self.num_chains = config.num_samples, config.num_chains
+
+
+#: the reference-sampler entry GGSM probit's registry record brings; version 2: the scale
+#: move never steps to an overflowing w
+SLICE_GIBBS = ReferenceSampler("slice-gibbs", SliceGibbsRun, version=2)

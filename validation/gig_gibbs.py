@@ -44,7 +44,8 @@ import numpy as np
 from ..models.distributions import LogBetaPrime
 from ..models.checks import check_design
 from .polya_gamma import sample_pg1
-from .slice_sampling import progress_bar, record_blocks, slice_1d
+from .reference import ReferenceSampler
+from .slice_sampling import GibbsRun, progress_bar, record_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
@@ -193,3 +194,18 @@ class PGGibbsChains:
 
         bar = progress_bar(self.progress, -(-int(n) // BLOCK), "PG-Gibbs")
         return record_blocks(run_block, n, BLOCK, bar)
+
+
+class PGGibbsRun(GibbsRun):
+    """This sampler as a reference sampler (``ReferenceConfig(sampler="pg-gibbs")``)."""
+
+    name = "zoo.pg-gibbs"
+
+    def __init__(self, spec, Phi, y, config, progress: bool):
+        self.chains = PGGibbsChains(spec, Phi, y, num_chains=config.num_chains, num_warmup=config.num_warmup,
+                                    seed=config.seed, progress=progress)
+        self.num_samples, self.num_chains = config.num_samples, config.num_chains
+
+
+#: the reference-sampler entry GIG logistic's registry record brings
+PG_GIBBS = ReferenceSampler("pg-gibbs", PGGibbsRun, version=1)

@@ -105,26 +105,59 @@ _EXTRA_FIELDS = {
 }
 
 
-#: The samplers a reference can come from. "nuts" works on any model written in NumPyro;
-#: "slice-gibbs" (validation/ggsm_gibbs.py) is a second sampler of the GGSM probit
-#: posterior for where NUTS cannot certify it (q <= 1, separable data); "pg-gibbs"
-#: (validation/gig_gibbs.py) one of the GIG-logistic posterior.
-REFERENCE_SAMPLERS = ("nuts", "slice-gibbs", "pg-gibbs")
-#: bump when a Gibbs sampler's draws change for the same settings (cache key)
-GIBBS_VERSIONS = {
-    "slice-gibbs": 2,  # 2: the scale move never steps to an overflowing w
-    "pg-gibbs": 1,
-}
+@dataclass(frozen=True)
+class ReferenceSampler:
+    """A sampler a reference can come from.
+
+    name: what ``ReferenceConfig.sampler`` and ``--reference`` call it. runner: the class
+    that runs it - ``runner(spec, Phi, y, config, progress)`` with ``first()`` and
+    ``more(n)`` returning (draws, extra) and ``sample_stats``, ``sampler_failures`` and
+    ``layout`` as :class:`NutsRun` has them. version: part of the cache key of its
+    draws; bump it when the sampler's draws change for the same settings.
+
+    NUTS (:data:`NUTS_SAMPLER`) works on any model written in NumPyro. A model whose posterior
+    NUTS cannot certify may bring its own sampler in its registry record (GGSM probit's
+    slice-Gibbs, GIG logistic's Polya-Gamma Gibbs); registering the record registers it
+    here (:func:`register_sampler`).
+    """
+
+    name: str
+    runner: Any
+    version: int = 1
+
+
+#: name -> sampler; NUTS is built in, the models' own samplers come with their records
+_SAMPLERS: dict[str, ReferenceSampler] = {}
+
+
+def register_sampler(sampler: ReferenceSampler) -> None:
+    """Make ``sampler`` usable by name. Registering the same entry again is a no-op; a
+    different sampler under a name already taken is an error."""
+    known = _SAMPLERS.get(sampler.name)
+    if known is not None and known != sampler:
+        raise ValueError(f"a different reference sampler is already registered as {sampler.name!r}")
+    _SAMPLERS[sampler.name] = sampler
+
+
+def known_samplers() -> tuple[str, ...]:
+    """The names of every registered reference sampler, NUTS first."""
+    return tuple(_SAMPLERS)
+
+
+def get_sampler(name: str) -> ReferenceSampler:
+    if name not in _SAMPLERS:
+        raise ValueError(f"unknown reference sampler {name!r}; known: {', '.join(_SAMPLERS)}")
+    return _SAMPLERS[name]
 
 
 @dataclass(frozen=True)
 class ReferenceConfig:
     """Settings of the reference sampler (NUTS unless ``sampler`` says otherwise).
 
-    sampler: "nuts", "slice-gibbs" (GGSM probit only) or "pg-gibbs" (GIG logistic only).
-    For the two Gibbs samplers num_warmup and num_samples count sweeps; num_chains, seed
-    and max_doublings apply as for NUTS, target_accept and max_tree_depth do not, and
-    their chains need no layout choice.
+    sampler: "nuts", or a model's own sampler (:func:`known_samplers`: "slice-gibbs" for
+    GGSM probit, "pg-gibbs" for GIG logistic). For the Gibbs samplers num_warmup and
+    num_samples count sweeps; num_chains, seed and max_doublings apply as for NUTS,
+    target_accept and max_tree_depth do not, and their chains need no layout choice.
 
     chain_method: "parallel" by default (one chain per CPU device; falls back to
     "sequential" when the process has fewer devices than chains). Measured on the
@@ -156,9 +189,7 @@ class ReferenceConfig:
     time_limit: float | None = None
 
     def __post_init__(self):
-        if self.sampler not in REFERENCE_SAMPLERS:
-            raise ValueError(
-                f"unknown reference sampler {self.sampler!r}; known: {', '.join(REFERENCE_SAMPLERS)}")
+        get_sampler(self.sampler)  # ValueError naming the known ones
         if self.chain_method not in ("parallel", "sequential", "vectorized"):
             raise ValueError(
                 f"chain_method must be 'parallel', 'sequential' or 'vectorized'; got {self.chain_method!r}"
@@ -184,12 +215,12 @@ class ReferenceConfig:
         settings = asdict(self)
         settings.pop("chain_method")
         settings.pop("time_limit")
-        if self.sampler in GIBBS_VERSIONS:
-            # no step size, no trees; one chain per device or one after another give the
-            # same draws (each chain has its own key)
+        if self.sampler != "nuts":
+            # the Gibbs samplers: no step size, no trees; one chain per device or one
+            # after another give the same draws (each chain has its own key)
             for name in ("target_accept", "max_tree_depth"):
                 settings.pop(name)
-            settings["sampler"] = f"zoo.{self.sampler}/{GIBBS_VERSIONS[self.sampler]}"
+            settings["sampler"] = f"zoo.{self.sampler}/{get_sampler(self.sampler).version}"
             return settings
         settings["chain_layout"] = "vectorized" if self.chain_method == "vectorized" else "per-chain"
         settings["sampler"] = "numpyro.NUTS"
@@ -490,12 +521,13 @@ def _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostic
 
 
 def _sampler_name(sampler_settings: dict) -> str:
-    """The sampler (a REFERENCE_SAMPLERS name) named by a provenance's sampler settings."""
+    """The sampler name in a provenance's sampler settings ("zoo.NAME/VERSION" for a
+    model's own sampler, "numpyro.NUTS" for NUTS)."""
     text = str(sampler_settings.get("sampler", ""))
-    return next((name for name in GIBBS_VERSIONS if text.startswith(f"zoo.{name}/")), "nuts")
+    return text[len("zoo."):].split("/", 1)[0] if text.startswith("zoo.") else "nuts"
 
 
-class _NutsRun:
+class NutsRun:
     """NUTS on ``spec.model``: a first run, then continuations of the same chains."""
 
     name = "numpyro.NUTS"
@@ -534,60 +566,9 @@ class _NutsRun:
         return {"chain_method": self.method}
 
 
-class _SliceGibbsRun:
-    """The GGSM slice-within-Gibbs sampler (validation/ggsm_gibbs.py), continued the same way."""
-
-    name = "zoo.slice-gibbs"
-
-    def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
-        from . import ggsm_gibbs
-
-        gibbs_config = ggsm_gibbs.SliceGibbsConfig(
-            num_chains=config.num_chains, num_warmup=config.num_warmup,
-            num_samples=config.num_samples, seed=config.seed)
-        self.chains = ggsm_gibbs.SliceGibbsChains(spec, Phi, y, gibbs_config, progress=progress)
-        self.num_samples = config.num_samples
-
-    def first(self):
-        return self.chains.draw(self.num_samples)
-
-    def more(self, n_more: int):
-        return self.chains.draw(n_more)
-
-    @staticmethod
-    def sample_stats(extra):
-        return {k: np.asarray(v) for k, v in extra.items()}
-
-    @staticmethod
-    def sampler_failures(extra) -> list[str]:
-        # a slice update that ran out of shrinkage steps kept its old value: the chain is
-        # then not exactly the posterior's, so a run with any such event is not certified
-        caps = int(np.sum(extra["shrink_caps"]))
-        return [f"{caps} slice updates hit the shrinkage limit"] if caps else []
-
-    def layout(self) -> dict:
-        return {"chain_method": "parallel" if jax.local_device_count() >= self.chains.config.num_chains
-                else "sequential"}
-
-
-class _PGGibbsRun(_SliceGibbsRun):
-    """The GIG-logistic Polya-Gamma Gibbs sampler (validation/gig_gibbs.py)."""
-
-    name = "zoo.pg-gibbs"
-
-    def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
-        from .gig_gibbs import PGGibbsChains
-
-        self.chains = PGGibbsChains(spec, Phi, y, num_chains=config.num_chains, num_warmup=config.num_warmup,
-                                    seed=config.seed, progress=progress)
-        self.num_samples = config.num_samples
-
-    def layout(self) -> dict:
-        return {"chain_method": "parallel" if jax.local_device_count() >= self.chains.state.beta.shape[0]
-                else "sequential"}
-
-
-_RUNNERS = {"nuts": _NutsRun, "slice-gibbs": _SliceGibbsRun, "pg-gibbs": _PGGibbsRun}
+#: NUTS on the model itself: the reference sampler of every model
+NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun)
+register_sampler(NUTS_SAMPLER)
 
 
 class ReferenceTimeout(RuntimeError):
@@ -664,7 +645,7 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     if config.time_limit is not None:
         return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
 
-    runner = _RUNNERS[config.sampler](spec, Phi, y, config, progress)
+    runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
     attempts = []
     with _CompileTimer() as compile_timer:
         # seconds counts the sampler only (not the diagnostics between attempts)

@@ -158,8 +158,11 @@ def _plot_boundary(comp: Comparison, path: str) -> None:
     ax = fig.subplots()
     ax.scatter(X[y == 0, 0], X[y == 0, 1], s=10, marker="o", color="0.6", label="class 0")
     ax.scatter(X[y == 1, 0], X[y == 1, 1], s=10, marker="^", color="0.3", label="class 1")
-    centres = comp.prepared.basis.centres
-    ax.scatter(centres[:, 0], centres[:, 1], s=70, facecolors="none", edgecolors="red", label="basis centres")
+    # a kernel basis has centres to mark; a linear one (or one wrapped with a bias column)
+    # has none here
+    centres = getattr(comp.prepared.basis, "centres", None)
+    if centres is not None:
+        ax.scatter(centres[:, 0], centres[:, 1], s=70, facecolors="none", edgecolors="red", label="basis centres")
     p = comp.reference.posterior.predict_proba(Phi_grid).reshape(g1.shape)
     ax.contour(g1, g2, p, levels=[0.5], colors="k", linewidths=2.5)
     ax.plot([], [], "k", lw=2.5, label=f"reference ({comp.reference.sampler})")

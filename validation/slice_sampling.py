@@ -98,3 +98,34 @@ def record_blocks(run_block: Callable[[], tuple[dict, dict]], n_sweeps: int, blo
     draws, stats = joined(0), joined(1)
     stats["diverging"] = np.zeros(next(iter(stats.values())).shape[:2], dtype=bool)
     return draws, stats
+
+
+class GibbsRun:
+    """The reference-sampler side of a Gibbs sampler built on these blocks: what
+    ``validation/reference.py`` calls (``first``, ``more``, ``sample_stats``,
+    ``sampler_failures``, ``layout``). A subclass sets ``self.chains`` (an object whose
+    ``draw(n)`` returns (draws, stats) of the next n sweeps, warming up first) and
+    ``self.num_samples``/``self.num_chains``."""
+
+    name = "zoo.gibbs"  # the InferenceData's "sampler" attribute; subclasses name theirs
+
+    def first(self):
+        return self.chains.draw(self.num_samples)
+
+    def more(self, n_more: int):
+        return self.chains.draw(n_more)
+
+    @staticmethod
+    def sample_stats(extra):
+        return {k: np.asarray(v) for k, v in extra.items()}
+
+    @staticmethod
+    def sampler_failures(extra) -> list[str]:
+        # a slice update that ran out of shrinkage steps kept its old value: the chain is
+        # then not exactly the posterior's, so a run with any such event is not certified
+        caps = int(np.sum(extra["shrink_caps"]))
+        return [f"{caps} slice updates hit the shrinkage limit"] if caps else []
+
+    def layout(self) -> dict:
+        # each chain has its own key, so the draws are the same either way
+        return {"chain_method": "parallel" if jax.local_device_count() >= self.num_chains else "sequential"}

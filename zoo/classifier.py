@@ -22,10 +22,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 import zoo  # noqa: F401  (float64 on)
-from zoo.inference.registry import get_engine
-from zoo.models.basis import LinearBasis, RBFBasis, WithBias, pcvm_basis
-from zoo.models.ggsm_probit import GGSMProbit
 from zoo.models.checks import check_binary_labels, check_features
+from zoo.validation import registry
 
 
 class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
@@ -33,9 +31,11 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    model : str, default "pcvm"       "pcvm" or "ggsm-probit"
-    engine : str, default "laplace"   pcvm: "laplace", "ep", "em"; ggsm-probit: "mm", "lap",
-                                      "gj", "stu"
+    model : str, default "pcvm"       a registered model with a classifier design
+                                      (:func:`classifier_models`: "pcvm", "ggsm-probit")
+    engine : str, default "laplace"   an engine of that model with an end-to-end mode
+                                      (pcvm: "laplace", "ep", "em"; ggsm-probit: "mm",
+                                      "mm-laplace", "lap", "gj", "stu")
     width : float, default 1.0        RBF kernel width (k = exp(-r^2 / (2 width^2)))
     seed : int, default 0             for engines with random initialization (em)
     basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit only; PCVM is a kernel
@@ -73,8 +73,11 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"width must be a positive number, got {self.width!r}")
         self.classes_ = classes
         y01 = check_binary_labels((y == classes[1]).astype(float), n_samples=X.shape[0])
-        entry = get_engine(self.model, self.engine)
-        basis, kwargs = self._design(X, y01)
+        record = registry.get_model(self.model)
+        if record.classifier is None:
+            raise ValueError(f"model {self.model!r} has no classifier; available: {', '.join(classifier_models())}")
+        entry = record.engine(self.engine)
+        basis, kwargs = self._design(record, X, y01)
         fit = entry.fit_end_to_end()(basis.transform(X), y01, seed=self.seed, **kwargs)
         self.posterior_ = fit.posterior
         self.spec_ = fit.spec
@@ -84,23 +87,13 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _design(self, X, y01):
-        """(basis, extra keyword arguments of the engine's end-to-end fit) for this model."""
+    def _design(self, record, X, y01):
+        """(basis, extra keyword arguments of the engine's end-to-end fit): the model's
+        record says how (its ``classifier`` design)."""
         if self.basis not in ("rbf", "linear"):
             raise ValueError(f"basis must be 'rbf' or 'linear', got {self.basis!r}")
-        if self.model == "pcvm":
-            if self.basis != "rbf" or self.q is not None or self.gamma is not None:
-                raise ValueError("pcvm is a kernel model: basis='rbf', and q and gamma do not apply")
-            return pcvm_basis(X, y01, self.width), {}
-        if self.model == "ggsm-probit":
-            inner = RBFBasis.fit(X, self.width) if self.basis == "rbf" else LinearBasis.fit(X)
-            kwargs = {"spec": GGSMProbit(q=1.0 if self.q is None else self.q)}
-            if self.gamma is not None:
-                if self.engine != "lap":
-                    raise ValueError(f"gamma is the lap engine's rate; engine {self.engine!r} does not use it")
-                kwargs["gamma"] = float(self.gamma)
-            return WithBias(inner), kwargs
-        raise ValueError(f"model {self.model!r} has no classifier; available: pcvm, ggsm-probit")
+        options = {"width": self.width, "basis": self.basis, "q": self.q, "gamma": self.gamma}
+        return record.classifier(X, y01, self.engine, options)
 
     def predict_proba(self, X):
         check_is_fitted(self, "posterior_")
@@ -114,3 +107,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X):
         return self.predict_proba(X)[:, 1] - 0.5
+
+
+def classifier_models() -> tuple[str, ...]:
+    """The registered models the classifier can fit (those whose record has a design)."""
+    return tuple(name for name in registry.model_names() if registry.get_model(name).classifier is not None)

@@ -186,41 +186,61 @@ def _add_reproduce_parser(sub) -> None:
         p.set_defaults(func=_cmd_reproduce)
 
 
+def _reference_defaults_text(records, setting: str) -> str:
+    """"(default N; model: sampler M, ...)" for one ReferenceConfig setting, read from the
+    records' reference chains, so the help never disagrees with what runs."""
+    from zoo.validation.reference import ReferenceConfig
+
+    base = getattr(ReferenceConfig(), setting)
+    special = [f"{r.name}: " + ", ".join(f"{d.get('sampler', 'nuts')} {d[setting]:g}" for d in r.references
+                                         if setting in d)
+               for r in records if any(setting in d for d in r.references)]
+    return f"(default {base:g}" + ("; " + "; ".join(special) if special else "") + ")"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description="Sparse Bayesian classifier zoo")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from zoo.validation import registry
+
+    records = [registry.get_model(name) for name in registry.model_names()]
     c = sub.add_parser(
         "compare",
         help="fit engines and a reference sampler on one frozen spec and data; write a report",
-        description="Hyper-parameters are frozen once (pcvm: kernel width by CV, alpha and the active "
-        "basis by the laplace engine; ggsm-probit: q, a, b as given; gig-logistic: k, theta, rho as given); "
-        "the reference sampler and every engine then "
-        "approximate the same posterior.",
+        description="Hyper-parameters are frozen once ("
+        + "; ".join(f"{r.name}: {r.selection}" for r in records)
+        + "); the reference sampler and every engine then approximate the same posterior.",
     )
-    c.add_argument("--model", default="pcvm", help="model name: pcvm (default), ggsm-probit or gig-logistic")
+    c.add_argument("--model", default="pcvm",
+                   help="model name: " + ", ".join(r.name + (" (default)" if r.name == "pcvm" else "") for r in records))
     c.add_argument("--data", default=None,
-                   help="data set name, see `zoo datasets` (default: ripley for pcvm, ggig_linear for ggsm-probit, "
-                        "horii_synthetic for gig-logistic)")
+                   help="data set name, see `zoo datasets` (default: "
+                        + ", ".join(f"{r.default_data} for {r.name}" for r in records) + ")")
     c.add_argument("--split", type=int, default=0, help="k-th seeded train/test split (ripley has one)")
     c.add_argument("--engines", default=None,
-                   help="comma-separated engines (default: em,laplace,ep for pcvm; mm,lap,gj,stu for ggsm-probit, "
-                        "which also has mm-laplace; vb,laplace for gig-logistic). pcvm and ggsm-probit also "
-                        "have auto-laplace, the generic Laplace from the model alone")
+                   help="comma-separated engines (default: "
+                        + "; ".join(f"{','.join(r.default_engines)} for {r.name}" for r in records)
+                        + "). All engines: "
+                        + "; ".join(f"{r.name} {', '.join(r.engine_names)}" for r in records))
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a scalar hyper-parameter (repeatable): pcvm width, alpha, alpha_bias; "
-                   "ggsm-probit q, a, b, width; gig-logistic k, theta, rho, bias")
+                   help="override a scalar hyper-parameter (repeatable): "
+                        + "; ".join(f"{r.name} {', '.join(r.params)}" for r in records if r.params))
     c.add_argument("--reference", default=None, metavar="SAMPLERS",
-                   help="reference samplers to try in order, the first certified one is used: nuts, "
-                        "slice-gibbs (ggsm-probit only), pg-gibbs (gig-logistic only) (default: nuts; ggsm-probit "
-                        "nuts,slice-gibbs; gig-logistic nuts,pg-gibbs)")
+                   help="reference samplers to try in order, the first certified one is used (default: "
+                        + "; ".join(f"{r.name} {','.join(d.get('sampler', 'nuts') for d in r.references)}"
+                                    for r in records)
+                        + "). Besides nuts: "
+                        + "; ".join(f"{', '.join(s.name for s in r.samplers)} ({r.name} only)"
+                                    for r in records if r.samplers))
     c.add_argument("--chains", type=int, default=4, help="reference chains (default 4)")
     c.add_argument("--warmup", type=int, default=None,
-                   help="reference warm-up iterations per chain (default 1000; ggsm-probit: NUTS 2000, "
-                        "slice-gibbs 1000 sweeps; gig-logistic pg-gibbs 1000 sweeps)")
+                   help="reference warm-up iterations (Gibbs: sweeps) per chain "
+                        + _reference_defaults_text(records, "num_warmup"))
     c.add_argument("--samples", type=int, default=None,
-                   help="reference draws per chain (default 1000; ggsm-probit 2500; gig-logistic pg-gibbs 10000 sweeps)")
-    c.add_argument("--target-accept", type=float, default=None, help="NUTS target acceptance (default 0.9; gig-logistic 0.95)")
+                   help="reference draws (Gibbs: sweeps) per chain " + _reference_defaults_text(records, "num_samples"))
+    c.add_argument("--target-accept", type=float, default=None,
+                   help="NUTS target acceptance " + _reference_defaults_text(records, "target_accept"))
     c.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit for each reference sampler (default: none); a sampler that runs "
                         "out of time is stopped with a warning and the next one in the chain is tried; when "

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.special import ndtr
 
 METHODS = ("ggig", "lap", "gj", "stu")
-#: engine names of ENGINES["ggsm-probit"] for each method
+#: the engine names of the ggsm-probit record (validation/protocols/ggsm_probit.py) for each method
 ENGINE_OF = {"ggig": "mm", "lap": "lap", "gj": "gj", "stu": "stu"}
 PRIORS = ("paper", "default")
 
@@ -53,7 +53,7 @@ def fit_and_score(method: str, Phi, y, evals, *, q: float | None = None, gamma: 
     the Brier score of Phi(Phi w) (a tie-breaker for CV: error rates on small folds tie
     often).
     """
-    from zoo.inference.registry import get_engine
+    from zoo.validation.registry import get_engine
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

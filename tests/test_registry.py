@@ -1,0 +1,318 @@
+"""The house: one record per model, one contract per engine, imports that point one way.
+
+* every engine of every registered model keeps its contract (``inference/contracts.py``),
+  read from its signature; the checker itself is shown to catch bad signatures;
+* no module imports a layer above its own (models <- inference <- validation <- zoo; data
+  beside models, importing neither), read from the import statements of every module;
+  the checker is shown to catch a planted upward import;
+* a toy model defined here - a Gaussian-prior probit with one engine of its own - enters
+  the zoo by one ``register`` call and runs through ``compare`` and the report end to end,
+  and the command line then lists it;
+* a record that contradicts itself is refused when it is made.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import pathlib
+from dataclasses import dataclass, field, replace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from jax.scipy.special import log_ndtr, ndtr
+
+from zoo.inference.contracts import EndToEndFit, EndToEndFitter, EngineEntry, FixedSpecFit, contract_problems
+from zoo.inference.posterior import FitInfo, GaussianPosterior
+from zoo.models.base import Site
+from zoo.models.basis import LinearBasis, WithBias
+from zoo.validation import registry
+from zoo.validation.model_record import ModelRecord
+from zoo.validation.protocols import Prepared
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------------------
+# 1. Engine contracts
+# --------------------------------------------------------------------------------------
+def _every_engine():
+    for model in registry.model_names():
+        for entry in registry.get_model(model).engines:
+            yield model, entry
+
+
+@pytest.mark.parametrize("model,entry", list(_every_engine()), ids=lambda v: getattr(v, "name", v))
+def test_every_registered_engine_keeps_the_contract(model, entry):
+    fit = entry.fit()
+    assert contract_problems(fit, "fixed") == [], f"{model}/{entry.name} fixed-spec fit"
+    assert isinstance(fit, FixedSpecFit)
+    if entry.end_to_end is not None:
+        end_to_end = entry.fit_end_to_end()
+        assert contract_problems(end_to_end, "end_to_end") == [], f"{model}/{entry.name} end-to-end fit"
+        assert isinstance(end_to_end, EndToEndFitter)
+
+
+def test_contract_checker_finds_each_kind_of_departure():
+    def good(spec, Phi, y, *, config=None, rule="a"):
+        pass
+
+    def config_by_position(spec, Phi, y, config=None):
+        pass
+
+    def required_option(spec, Phi, y, *, config=None, rule):
+        pass
+
+    def no_config(spec, Phi, y):
+        pass
+
+    def end_to_end_without_seed(Phi_all, y, *, config=None):
+        pass
+
+    assert contract_problems(good, "fixed") == []
+    assert any("'config' must be keyword-only" in p for p in contract_problems(config_by_position, "fixed"))
+    assert any("'rule' has no default" in p for p in contract_problems(required_option, "fixed"))
+    assert contract_problems(no_config, "fixed") == ["has no keyword 'config'"]
+    assert contract_problems(end_to_end_without_seed, "end_to_end") == ["has no keyword 'seed'"]
+    assert contract_problems(good, "end_to_end")  # (spec, Phi, y): y is a third positional
+    with pytest.raises(ValueError, match="kind"):
+        contract_problems(good, "other")
+
+
+# --------------------------------------------------------------------------------------
+# 2. Imports point one way
+# --------------------------------------------------------------------------------------
+#: top-level folder -> the layers its modules may import. `zoo/` holds the package root
+#: (``zoo/__init__.py``: float64, host devices; importable from anywhere) and the top
+#: layer (command line, classifier).
+ALLOWED = {
+    "data": {"data"},
+    "models": {"models"},
+    "inference": {"models", "inference"},
+    "validation": {"data", "models", "inference", "validation"},
+    "zoo": {"data", "models", "inference", "validation", "zoo"},
+}
+_SUBPACKAGES = {"data", "models", "inference", "validation"}
+
+
+def _layer_of(module: str) -> str | None:
+    """'zoo.inference.em' -> 'inference'; 'zoo.cli' -> 'zoo'; 'zoo' -> None (the root,
+    allowed everywhere); a module outside the project -> None."""
+    parts = module.split(".")
+    if parts[0] != "zoo" or len(parts) == 1:
+        return None
+    return parts[1] if parts[1] in _SUBPACKAGES else "zoo"
+
+
+def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in ``source``, a module of ``package``
+    (e.g. 'zoo.validation.protocols'), function-level imports included."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            # `from . import x` / `from zoo import validation`: a name that is a module of
+            # the project counts as importing it; other names are attributes of `target`
+            out.append((node.lineno, target))
+            out += [(node.lineno, f"{target}.{alias.name}") for alias in node.names
+                    if _is_project_module(f"{target}.{alias.name}")]
+    return out
+
+
+def _is_project_module(module: str) -> bool:
+    """Whether 'zoo.a.b' is a module or package of this repository (zoo.models.x lives in
+    models/x.py, zoo.cli in zoo/cli.py)."""
+    parts = module.split(".")
+    if parts[0] != "zoo" or len(parts) == 1:
+        return False
+    base = REPO / parts[1] if parts[1] in _SUBPACKAGES else REPO / "zoo" / parts[1]
+    path = base.joinpath(*parts[2:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file() or path.is_dir()
+
+
+def upward_imports(folder: pathlib.Path, layer: str, package: str) -> list[str]:
+    """Every import in the .py files under ``folder`` (the layer ``layer``, imported as
+    ``package``) of a layer ``layer`` may not import."""
+    bad = []
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        module_package = ".".join([package, *parts[:-1]] if path.name != "__init__.py" else [package, *parts])
+        for line, target in _imported_modules(path.read_text(), module_package):
+            target_layer = _layer_of(target)
+            if target_layer is not None and target_layer not in ALLOWED[layer]:
+                bad.append(f"{path.relative_to(folder.parent)}:{line} imports {target} ({target_layer})")
+    return bad
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_no_module_imports_a_layer_above_its_own(layer):
+    package = "zoo" if layer == "zoo" else f"zoo.{layer}"
+    assert upward_imports(REPO / layer, layer, package) == []
+
+
+def test_import_checker_catches_an_upward_import(tmp_path):
+    folder = tmp_path / "inference"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "ok.py").write_text("from ..models.checks import check_design\nimport numpy\n")
+    (folder / "sub" / "deep.py").write_text("def f():\n    from ...validation import metrics\n")
+    (folder / "top.py").write_text("import zoo.cli\nfrom zoo import validation\n")
+    bad = upward_imports(folder, "inference", "zoo.inference")
+    assert any("deep.py:2 imports zoo.validation" in b for b in bad)
+    assert any("top.py:1 imports zoo.cli" in b for b in bad)
+    assert any("top.py:2 imports zoo.validation" in b for b in bad)
+    assert not any("ok.py" in b for b in bad)
+
+
+# --------------------------------------------------------------------------------------
+# 3. A toy model enters the zoo with one record
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class GaussianProbit:
+    """y ~ Bernoulli(Phi(Phi w)), w ~ N(0, 1/alpha): the smallest model the zoo can hold."""
+
+    alpha: float = 1.0
+    name: str = field(default="toy-probit", init=False)
+
+    def model(self, Phi, y=None):
+        Phi = jnp.asarray(Phi)
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0 / math.sqrt(self.alpha)).expand([Phi.shape[1]]).to_event(1))
+        numpyro.sample("y", dist.Bernoulli(probs=ndtr(Phi @ w)), obs=y)
+
+    def sites(self, n_basis):
+        return (Site("w", (n_basis,), "real", ("basis",)),)
+
+    def linear_predictor(self, params, Phi):
+        return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["w"]))
+
+    def prob(self, f):
+        return ndtr(f)
+
+    def flat_design(self, Phi):
+        return jnp.asarray(Phi)
+
+    def gaussian_prob(self, mean_f, var_f):
+        return ndtr(mean_f / jnp.sqrt(1.0 + var_f))
+
+    def constant_data(self, n_basis):
+        return {"alpha": np.asarray(self.alpha)}
+
+    def to_dict(self):
+        return {"model": self.name, "alpha": float(self.alpha)}
+
+
+def toy_laplace(spec, Phi, y, *, config=None):
+    """Laplace approximation of the toy posterior: Newton to the mode, Gaussian there."""
+    Phi, y = jnp.asarray(Phi), jnp.asarray(y)
+    s = 2.0 * y - 1.0
+
+    def log_joint(w):
+        return jnp.sum(log_ndtr(s * (Phi @ w))) - 0.5 * spec.alpha * jnp.sum(w**2)
+
+    w = jnp.zeros(Phi.shape[1])
+    for n_iter in range(1, 51):
+        step = jnp.linalg.solve(-jax.hessian(log_joint)(w), jax.grad(log_joint)(w))
+        w = w + step
+        if float(jnp.max(jnp.abs(step))) < 1e-10:
+            break
+    chol = np.linalg.cholesky(np.linalg.inv(-np.asarray(jax.hessian(log_joint)(w))))
+    info = FitInfo("toy-laplace", converged=True, n_iter=n_iter, objective="log joint")
+    return GaussianPosterior(spec, spec.sites(Phi.shape[1]), np.asarray(w), chol, info)
+
+
+def toy_prepare(split, params, *, progress=None):
+    basis = WithBias(LinearBasis.fit(split.X_train))
+    spec = GaussianProbit(alpha=float(params.get("alpha", 1.0)))
+    return Prepared(spec=spec, Phi_train=basis.transform(split.X_train), Phi_test=basis.transform(split.X_test),
+                    y_train=split.y_train, y_test=split.y_test, hyper={"alpha": spec.alpha, "n_basis": basis.n_basis},
+                    selection={"alpha": "given" if "alpha" in params else "default 1"}, basis=basis)
+
+
+TOY = ModelRecord(
+    name="toy-probit", title="toy probit", summary="Gaussian-prior probit (a test's toy)",
+    spec_class=GaussianProbit, prepare=toy_prepare, params=("alpha",), selection="alpha as given",
+    default_data="ripley",
+    engines=(EngineEntry("laplace", "gaussian", "Newton mode and Hessian of the toy's log joint", toy_laplace),),
+    default_engines=("laplace",),
+)
+
+
+@pytest.fixture
+def toy_registered():
+    registry.register(TOY)
+    try:
+        yield TOY
+    finally:
+        registry.unregister(TOY.name)
+
+
+def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_nuts, nuts_cache_dir, tmp_path,
+                                                          capsys):
+    from zoo.cli import build_parser
+    from zoo.validation.compare import CompareConfig, compare
+    from zoo.validation.report import write_report
+
+    comp = compare(CompareConfig(model="toy-probit", reference=fast_nuts, cache_dir=str(nuts_cache_dir)))
+    res = comp.results
+    assert res["model"] == "toy-probit" and res["data"] == "ripley"
+    assert res["reference"]["certified"], res["reference"]["failures"]
+    row = res["engines"]["laplace"]
+    assert row["failure"] is None and row["kind"] == "gaussian"
+    # The toy posterior (250 points, 3 weights) is close to Gaussian, so its Laplace
+    # approximation must sit near the reference: NUTS's mean is known to about 1/sqrt(ESS)
+    # of a posterior sd (ESS >= 400 by certification: 0.05), and a Laplace mean on a
+    # posterior this close to Gaussian is off by a small fraction of an sd. A broken
+    # engine (wrong sign, wrong prior) would be off by whole sds.
+    assert row["std_mean_err_max"] < 0.25
+    assert 0.8 < row["sd_ratio_median"] < 1.2
+    files = write_report(comp, str(tmp_path / "report"))
+    text = pathlib.Path(files["report"]).read_text()
+    assert text.startswith("# TOY-PROBIT on `ripley`") and "| laplace | gaussian | 3 |" in text
+
+    # the command line reads the same registry: the toy is listed and its defaults shown
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["compare", "--help"])
+    help_text = capsys.readouterr().out
+    assert "toy-probit" in help_text and "ripley for toy-probit" in help_text
+
+
+def test_unknown_names_are_answered_with_the_registered_ones():
+    from zoo.classifier import SparseBayesClassifier, classifier_models
+    from zoo.validation.compare import CompareConfig
+
+    with pytest.raises(ValueError) as err:
+        CompareConfig(model="no-such-model")
+    assert all(name in str(err.value) for name in registry.model_names())
+    with pytest.raises(ValueError, match="gig-logistic.*has no classifier; available: pcvm, ggsm-probit"):
+        SparseBayesClassifier(model="gig-logistic", engine="vb").fit(np.eye(4)[:, :2], [0, 1, 0, 1])
+    assert classifier_models() == ("pcvm", "ggsm-probit")
+    with pytest.raises(ValueError, match="has no engine 'nope'; available: em, laplace, ep, auto-laplace"):
+        registry.get_engine("pcvm", "nope")
+
+
+def test_a_record_that_contradicts_itself_is_refused():
+    with pytest.raises(ValueError, match="default engines"):
+        replace(TOY, default_engines=("ep",))
+    with pytest.raises(ValueError, match="reference chain"):
+        replace(TOY, references=({"sampler": "slice-gibbs"},))  # not a sampler of this record
+    with pytest.raises(ValueError, match="engine names repeat"):
+        replace(TOY, engines=TOY.engines * 2)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(replace(registry.get_model("pcvm"), summary="another"))
+    with pytest.raises(ValueError, match=r"unknown toy probit parameter\(s\) \['beta'\]; use alpha"):
+        TOY.check_params({"beta": 1.0})
+
+
+def test_the_end_to_end_fit_type_lives_with_the_contracts():
+    # engines return it; nothing above inference defines it again
+    assert EndToEndFit._fields == ("posterior", "spec", "active")

@@ -87,6 +87,7 @@ factors of all K candidates, O(N K M + K M^2).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -98,6 +99,8 @@ import numpy as np
 
 from ..models.pcvm import PCVM
 from ..models.checks import check_design, check_positive
+from .compile_cache import CompiledPrograms
+from .posterior import FitInfo, GaussianPosterior
 
 
 class Gaussianized(NamedTuple):
@@ -273,14 +276,13 @@ def _candidate_factors(Phi_all, design, B, targets, mean, cov):
     return S, Phi_all.T @ resid
 
 
-_FACTOR_EXECUTABLES: dict[tuple, Any] = {}
-_FACTOR_COMPILES: list[float] = []
+_FACTOR_PROGRAMS = CompiledPrograms("basis_selection factors")
 
 
 def compile_stats() -> tuple[int, float]:
     """(number, total seconds) of factor executables compiled so far in this process
     (one per (N, K, bucket))."""
-    return len(_FACTOR_COMPILES), float(sum(_FACTOR_COMPILES))
+    return _FACTOR_PROGRAMS.stats()
 
 
 def _bucket(n: int, minimum: int = 16) -> int:
@@ -318,12 +320,7 @@ def sparsity_quality_factors(g: Gaussianized, Phi_all: np.ndarray, active: np.nd
     args = (Phi_all, design, np.asarray(g.noise_precision, dtype=float),
             np.asarray(g.targets, dtype=float), mean_p, cov_p)
     key = (N, K, P)
-    executable = _FACTOR_EXECUTABLES.get(key)
-    if executable is None:
-        t0 = time.perf_counter()
-        executable = jax.jit(_candidate_factors).lower(*args).compile()
-        _FACTOR_EXECUTABLES[key] = executable
-        _FACTOR_COMPILES.append(time.perf_counter() - t0)
+    executable, _ = _FACTOR_PROGRAMS.get(key, lambda: jax.jit(_candidate_factors).lower(*args).compile())
     S, Q = executable(*args)
     s, q = np.array(S), np.array(Q)
     # in the model: posterior precision = alpha + site precision + s, and
@@ -533,6 +530,69 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
         n_inner_unconverged=n_inner_bad,
         best_iteration=best_iteration,
     )
+
+
+def fit_with_selection(
+    Phi_all, y, gaussianize: GaussianizeFn, *, engine: str, objective: str,
+    engine_compile_stats: Callable[[], tuple[int, float]],
+    cholesky_of: Callable[[Gaussianized], np.ndarray],
+    extra: Callable[[SelectionResult, Gaussianized], dict[str, Any]],
+    config: SelectionConfig | None = None, score: Callable[[Gaussianized], float] | None = None,
+    refit: Callable[[SelectionResult], Gaussianized | None] | None = None,
+) -> tuple[GaussianPosterior, SelectionResult]:
+    """The selection driver both PCVM engines share (EPCVM_Lap and EPCVM_EP): run
+    :func:`select_basis`, optionally refit the selected model, and assemble the
+    Gaussian posterior over [b, w_active] with its FitInfo.
+
+    engine / objective: the FitInfo labels; engine_compile_stats: the engine's
+        (count, seconds) compile counter, read before and after so that
+        ``info.compile_seconds`` holds this call's compilation (engine programs and the
+        selection's factor programs) and ``info.seconds`` the warm rest;
+    cholesky_of(g): the lower Cholesky factor of g.cov from the engine's state;
+    extra(selection, selected): engine-specific ``info.extra`` entries, given the final
+        selection and the Gaussianization the selection itself ended with (before any
+        refit);
+    score: as in :func:`select_basis`;
+    refit(selection): an optional final fit of the selected model (EP refits with its
+        paper settings); None keeps the selection's own Gaussianization.
+
+    Returns (posterior, selection) with ``posterior.spec = selection.spec``; predict with
+    ``posterior.predict_proba(Phi_new[:, selection.active])``.
+    """
+    config = SelectionConfig() if config is None else config
+    (n_engine, s_engine), (n_factors, s_factors) = engine_compile_stats(), compile_stats()
+    t0 = time.perf_counter()
+    selection = select_basis(Phi_all, y, gaussianize, config=config, score=score)
+    selected = selection.posterior
+    g = refit(selection) if refit is not None else None
+    if g is not None:
+        selection = dataclasses.replace(selection, posterior=g)
+    g = selection.posterior
+    elapsed = time.perf_counter() - t0
+    (n_engine2, s_engine2), (n_factors2, s_factors2) = engine_compile_stats(), compile_stats()
+    compile_s = (s_engine2 - s_engine) + (s_factors2 - s_factors)
+    converged = bool(selection.converged and g.converged)
+    reason = selection.reason if not selection.converged else ("" if g.converged else g.state.reason)
+    info = FitInfo(
+        engine=engine,
+        converged=converged,
+        n_iter=selection.n_iter,
+        reason=reason,
+        seconds=elapsed - compile_s,
+        compile_seconds=compile_s,
+        objective=objective,
+        trace=np.asarray(selection.trace),
+        extra={
+            "active": np.asarray(selection.active),
+            "log_evidence": float(g.log_evidence),
+            "n_compiles": (n_engine2 - n_engine) + (n_factors2 - n_factors),
+            "n_inner_unconverged": selection.n_inner_unconverged,
+            **extra(selection, selected),
+        },
+    )
+    spec, M = selection.spec, len(selection.active)
+    posterior = GaussianPosterior(spec, spec.sites(M), np.asarray(g.mean), np.asarray(cholesky_of(g)), info)
+    return posterior, selection
 
 
 def _state_key(active: np.ndarray, alpha: np.ndarray, alpha_bias: float) -> tuple:

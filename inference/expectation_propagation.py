@@ -59,23 +59,26 @@ often, reuses one or two compiled programs.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import erfcx, log_ndtr
+from jax.scipy.special import log_ndtr
 
 from ..models.pcvm import PCVM
-from ..models.checks import check_design
+from ..models.checks import check_design, check_spec
+from ..models.special import inverse_mills_ratio
 from . import basis_selection
-from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart, select_basis
+from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart
 from .posterior import FitInfo, GaussianPosterior
+from .compile_cache import CompiledPrograms
+from .linalg import lower_triangular_inverse
+from .contracts import EndToEndFit
 
 __all__ = [
     "EPConfig",
@@ -111,7 +114,6 @@ _SCHEDULES = ("sequential", "parallel")
 #: below z = -_SERIES_SWITCH the tilted moments use asymptotic series in 1/z^2; there
 #: the direct formula (relative error ~ eps z^4) and the 9-term series agree to ~5e-11
 _SERIES_SWITCH = 18.0
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _LOG_2 = math.log(2.0)
 
 # Asymptotic series in u = 1/z^2 (z -> -inf) of 1 - kappa(z) and |z| h(z), see
@@ -272,11 +274,6 @@ def _series(coefs, u):
     return acc
 
 
-def _inverse_mills(z):
-    """lambda(z) = N(z) / Phi(z), accurate for all z (erfcx form; 0 for large z)."""
-    return _SQRT_2_OVER_PI / erfcx(-z / math.sqrt(2.0))
-
-
 def _tilt_factors(z):
     """kappa(z), 1 - kappa(z) and h(z) for the tilt Phi(.) at standardized cavity mean z.
 
@@ -292,7 +289,7 @@ def _tilt_factors(z):
     tilted moments sit in the innermost loop, and each special function adds compile time.
     """
     z_direct = jnp.maximum(z, -_SERIES_SWITCH)
-    lam = _inverse_mills(z_direct)
+    lam = inverse_mills_ratio(z_direct)
     z_plus_lam = z_direct + lam
     kappa_direct = lam * z_plus_lam
     z_series = jnp.minimum(z, -_SERIES_SWITCH)
@@ -353,15 +350,6 @@ def _cholesky(P):
     return jax.lax.fori_loop(0, n, body, jnp.zeros_like(P))
 
 
-def _lower_triangular_inverse(L):
-    """L^-1 for lower-triangular L (n, n), row by row (no LAPACK, see :func:`_cholesky`):
-    row i of X = L^-1 is (e_i - L[i] X) / L[i, i], where rows >= i of X are still zero."""
-    eye = jnp.eye(L.shape[0], dtype=L.dtype)
-
-    def body(i, X):
-        return X.at[i].set((eye[i] - L[i] @ X) / L[i, i])
-
-    return jax.lax.fori_loop(0, L.shape[0], body, jnp.zeros_like(L))
 
 
 def _posterior_from_sites(problem: EPProblem, sites: EPSites):
@@ -377,7 +365,7 @@ def _posterior_from_sites(problem: EPProblem, sites: EPSites):
     precision = jnp.diag(problem.prior_precision) + (G * sites.precision[:, None]).T @ G
     shift = G.T @ sites.shift
     R = _cholesky(precision[::-1, ::-1])
-    C = _lower_triangular_inverse(R).T[::-1, ::-1]
+    C = lower_triangular_inverse(R).T[::-1, ::-1]
     cov = C @ C.T
     cov = 0.5 * (cov + cov.T)
     mean = C @ (C.T @ shift)
@@ -636,13 +624,12 @@ def _run_loop(problem: EPProblem, sites: EPSites, tolerance, damping, max_sweeps
 
 # compiled programs, keyed by the padded shapes, the trace length and whether the
 # parallel schedule is compiled in
-_COMPILED: dict[tuple, Any] = {}
-_COMPILE_LOG: list[dict[str, Any]] = []
+_PROGRAMS = CompiledPrograms("expectation_propagation")
 
 
 def compile_stats() -> tuple[int, float]:
     """(number, total seconds) of EP programs compiled so far in this process."""
-    return len(_COMPILE_LOG), float(sum(e["seconds"] for e in _COMPILE_LOG))
+    return _PROGRAMS.stats()
 
 
 def _trace_length(max_sweeps: int) -> int:
@@ -697,27 +684,25 @@ def _compiled(directions, columns, head, max_sweeps: int, parallel: bool):
     """
     trace_length = _trace_length(int(max_sweeps))
     both = (directions.shape, trace_length, True)
-    key = both if parallel or both in _COMPILED else (directions.shape, trace_length, False)
-    if key in _COMPILED:
-        return (*_COMPILED[key], 0.0)
+    key = both if parallel or both in _PROGRAMS else (directions.shape, trace_length, False)
     with_parallel = key[2]
-    start = time.perf_counter()
-    program = partial(_run_packed, trace_length=trace_length, with_parallel=with_parallel)
-    shapes = jax.eval_shape(program, directions, columns, head)
-    leaves, treedef = jax.tree_util.tree_flatten(shapes)
-    sizes = [int(np.prod(leaf.shape)) for leaf in leaves]
-    offsets = np.cumsum([0] + sizes)
 
-    def unpack(flat: np.ndarray):
-        parts = [flat[a:b].reshape(leaf.shape).astype(leaf.dtype)
-                 for a, b, leaf in zip(offsets[:-1], offsets[1:], leaves)]
-        return jax.tree_util.tree_unflatten(treedef, parts)
+    def build():
+        program = partial(_run_packed, trace_length=trace_length, with_parallel=with_parallel)
+        shapes = jax.eval_shape(program, directions, columns, head)
+        leaves, treedef = jax.tree_util.tree_flatten(shapes)
+        sizes = [int(np.prod(leaf.shape)) for leaf in leaves]
+        offsets = np.cumsum([0] + sizes)
 
-    fn = jax.jit(partial(_flat_output, trace_length=trace_length, with_parallel=with_parallel))
-    compiled = fn.lower(directions, columns, head).compile()
-    seconds = time.perf_counter() - start
-    _COMPILED[key] = (compiled, unpack)
-    _COMPILE_LOG.append({"shape": key[0], "with_parallel": with_parallel, "seconds": seconds})
+        def unpack(flat: np.ndarray):
+            parts = [flat[a:b].reshape(leaf.shape).astype(leaf.dtype)
+                     for a, b, leaf in zip(offsets[:-1], offsets[1:], leaves)]
+            return jax.tree_util.tree_unflatten(treedef, parts)
+
+        fn = jax.jit(partial(_flat_output, trace_length=trace_length, with_parallel=with_parallel))
+        return fn.lower(directions, columns, head).compile(), unpack
+
+    (compiled, unpack), seconds = _PROGRAMS.get(key, build)
     return compiled, unpack, seconds
 
 
@@ -784,8 +769,7 @@ def run_problem(problem: EPProblem, sites: EPSites, config: EPConfig):
 
 
 def _check_spec(spec) -> None:
-    if not isinstance(spec, PCVM):
-        raise TypeError(f"the EP engine fits PCVM specs, got {type(spec).__name__}")
+    check_spec(spec, PCVM, "EP")
     if spec.surrogate:
         raise ValueError(
             "the EP engine approximates the true PCVM (probit link, hard truncation); "
@@ -1118,7 +1102,6 @@ def fit_with_selection(
     (inner parallel runs that finished sequentially), the schedules used, and the
     guarded-update counts of all runs.
     """
-    config = SelectionConfig() if config is None else config
     ep_config = EPConfig() if ep_config is None else ep_config
     selection_ep_config = SELECTION_EP_CONFIG if selection_ep_config is None else selection_ep_config
     runs: list[EPGaussianizationState] = []
@@ -1128,64 +1111,42 @@ def fit_with_selection(
         runs.append(g.state)
         return g
 
-    _, factor_compile_before = basis_selection.compile_stats()
-    t0 = time.perf_counter()
-    selection = select_basis(Phi_all, y, gaussianize_and_log, config=config, score=loo_score)
-    g_selected = selection.posterior
-    Phi_all, y01 = check_design(Phi_all, y, name="Phi_all")
-    if ep_config != selection_ep_config:
-        g = gaussianize(selection.spec, Phi_all[:, selection.active], y01, g_selected, config=ep_config)
-        selection = dataclasses.replace(selection, posterior=g)
-    else:
-        g = g_selected
-    elapsed = time.perf_counter() - t0
-    _, factor_compile_after = basis_selection.compile_stats()
-    state: EPGaussianizationState = g.state
-    compile_s = float(sum(r.compile_seconds for r in runs)) + (
-        state.compile_seconds if g is not g_selected else 0.0
-    ) + (factor_compile_after - factor_compile_before)
-    spec = selection.spec
-    converged = bool(selection.converged and g.converged)
-    reason = selection.reason if not selection.converged else ("" if g.converged else state.reason)
-    info = FitInfo(
-        engine="ep",
-        converged=converged,
-        n_iter=selection.n_iter,
-        reason=reason,
-        seconds=elapsed - compile_s,
-        compile_seconds=compile_s,
-        objective="log Z_EP per selection iteration",
-        trace=np.asarray(selection.trace),
-        extra={
-            "active": np.asarray(selection.active),
+    def refit_with_paper_settings(selection):
+        if ep_config == selection_ep_config:
+            return None
+        Phi_checked, y01 = check_design(Phi_all, y, name="Phi_all")
+        return gaussianize(selection.spec, Phi_checked[:, selection.active], y01, selection.posterior,
+                           config=ep_config)
+
+    def ep_details(selection, selected):
+        state: EPGaussianizationState = selection.posterior.state
+        refitted = selection.posterior is not selected
+        return {
             "best_iteration": selection.best_iteration,
             "loo_error": state.loo_error,
-            "loo_error_selection": loo_score(g_selected),
-            "log_evidence": float(g.log_evidence),
+            "loo_error_selection": loo_score(selected),
             "ep_sweeps": state.n_sweeps,
             "ep_sweeps_total": int(sum(r.n_sweeps for r in runs)),
             "guarded_updates": {  # all runs, the final refit included
-                kind: int(sum(r.guarded[kind] for r in runs))
-                + (state.guarded[kind] if g is not g_selected else 0)
+                kind: int(sum(r.guarded[kind] for r in runs)) + (state.guarded[kind] if refitted else 0)
                 for kind in ("likelihood", "truncation")
             },
             "n_ep_runs": len(runs),
-            "n_inner_unconverged": selection.n_inner_unconverged,
             "selection_schedule": selection_ep_config.schedule,
             "n_handovers": int(sum(r.schedule == "parallel+sequential" for r in runs)),
             "final_schedule": state.schedule,
-        },
+        }
+
+    return basis_selection.fit_with_selection(
+        Phi_all, y, gaussianize_and_log, engine="ep", objective="log Z_EP per selection iteration",
+        engine_compile_stats=compile_stats, cholesky_of=lambda g: g.state.chol, extra=ep_details,
+        config=config, score=loo_score, refit=refit_with_paper_settings,
     )
-    M = len(selection.active)
-    posterior = GaussianPosterior(spec, spec.sites(M), np.asarray(g.mean), np.asarray(state.chol), info)
-    return posterior, selection
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SelectionConfig | None = None,
                    ep_config: EPConfig | None = None, selection_ep_config: EPConfig | None = None):
     """Registry form of :func:`fit_with_selection` (deterministic: ``seed`` is unused)."""
-    from .contracts import EndToEndFit
-
     posterior, selection = fit_with_selection(Phi_all, y, config=config, ep_config=ep_config,
                                               selection_ep_config=selection_ep_config)
     return EndToEndFit(posterior=posterior, spec=selection.spec, active=np.asarray(selection.active))

@@ -77,6 +77,7 @@ from scipy.linalg import solve_triangular
 
 from ..models.checks import check_design
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
+from .compile_cache import CompiledPrograms
 
 __all__ = ["ENGINE_NAME", "GenericLaplaceConfig", "INIT_STRATEGIES", "OBJECTIVE_NAME", "fit"]
 
@@ -306,23 +307,18 @@ class _Programs(NamedTuple):
     draws: dict[int, Any]  # n_draws -> compiled constrain(x (n, d), Phi, y)
 
 
-_CACHE: dict[tuple, _Programs] = {}
-_CACHE_SIZE = 32
+_PROGRAMS = CompiledPrograms("generic_laplace", max_entries=32)
 
 
 def _programs(spec, layout: _Layout, objective, x0, Phi, y, config) -> tuple[_Programs, float]:
-    key = (id(spec), layout, Phi.shape, config.max_iter)
-    progs = _CACHE.get(key)
-    if progs is not None and progs.spec is spec:
-        return progs, 0.0
-    t0 = time.perf_counter()
-    run = _newton_program(objective, config.max_iter)
-    compiled = jax.jit(run).lower(x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
-    progs = _Programs(spec, layout, compiled, {})
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = progs
-    return progs, time.perf_counter() - t0
+    def build():
+        run = _newton_program(objective, config.max_iter)
+        compiled = jax.jit(run).lower(x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
+        return _Programs(spec, layout, compiled, {})
+
+    # id(spec) can be reused by a later object once spec is gone: the stored spec decides
+    return _PROGRAMS.get((id(spec), layout, Phi.shape, config.max_iter), build,
+                         is_current=lambda progs: progs.spec is spec)
 
 
 def _draw_program(progs: _Programs, constrain, n_draws: int, Phi, y) -> tuple[Any, float]:

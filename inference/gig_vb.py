@@ -63,8 +63,10 @@ from jax.scipy.special import digamma, gammaln
 
 from ..models.gig_logistic import GIGLogistic
 from ..models.special import log_bessel_kv
-from ..models.checks import check_design
+from ..models.checks import check_design, check_spec
 from .posterior import FitInfo, GaussianPosterior
+from .compile_cache import CompiledPrograms
+from .contracts import EndToEndFit
 
 __all__ = ["VBConfig", "VBResult", "BRANCHES", "run", "fit", "fit_end_to_end", "elbo"]
 
@@ -329,19 +331,18 @@ def _run_loop(X, y, hyper, *, fam: _Family, max_iter: int):
     return out, elbo0
 
 
-_COMPILED: dict = {}
+_PROGRAMS = CompiledPrograms("gig_vb")
 
 
 def _compiled(shape, fam: _Family, max_iter: int):
-    key = (shape, fam, max_iter)
-    if key not in _COMPILED:
-        t0 = time.perf_counter()
+    """(executable, compile seconds spent in this call) of the VB loop for these shapes."""
+    def build():
         fn = jax.jit(lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter))
         args = (jax.ShapeDtypeStruct(shape, jnp.float64), jax.ShapeDtypeStruct(shape[:1], jnp.float64),
                 jax.ShapeDtypeStruct((5,), jnp.float64))
-        _COMPILED[key] = (fn.lower(*args).compile(), time.perf_counter() - t0)
-        return _COMPILED[key]
-    return _COMPILED[key][0], 0.0
+        return fn.lower(*args).compile()
+
+    return _PROGRAMS.get((shape, fam, max_iter), build)
 
 
 def _full_covariance(X, s, lam, woodbury: bool) -> np.ndarray:
@@ -365,8 +366,7 @@ def uses_woodbury(n: int, p: int, branch: str = "auto") -> bool:
 
 
 def _check_spec(spec):
-    if not isinstance(spec, GIGLogistic):
-        raise TypeError(f"the vb engine fits GIGLogistic specs, got {type(spec).__name__}")
+    check_spec(spec, GIGLogistic, "vb")
 
 
 def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResult:
@@ -453,8 +453,6 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GIGLogistic | None = None
                    config: VBConfig | None = None):
     """Registry form: VB selects nothing (the hyper-prior is fixed), so every column is
     kept; sparsity shows as coefficients shrunk towards 0."""
-    from .contracts import EndToEndFit
-
     spec = spec or GIGLogistic()
     post = fit(spec, Phi_all, y, config=config)
     return EndToEndFit(post, spec, np.arange(np.asarray(Phi_all).shape[1]))

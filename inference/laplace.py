@@ -51,10 +51,13 @@ from jax.scipy.linalg import cho_solve
 from scipy.special import expit
 
 from ..models.pcvm import PCVM
-from ..models.checks import check_design
+from ..models.checks import check_design, check_spec
 from . import basis_selection
-from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart, select_basis
+from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart
 from .posterior import FitInfo, GaussianPosterior
+from .compile_cache import CompiledPrograms
+from .linalg import lower_triangular_inverse
+from .contracts import EndToEndFit
 
 ENGINE_NAME = "laplace"
 OBJECTIVE_NAME = "surrogate log joint Q(theta) (NumPyro log density of the surrogate model + const)"
@@ -241,36 +244,21 @@ def _laplace_mode(theta0, design, t, prior_prec, indicator_mask, slope, sharpnes
                    step_sizes=tuple(2.0**-i for i in range(n_steps)), jitter_levels=jitter_levels)
     state = lax.while_loop(lambda s: s.status == RUNNING, step, newton_init(theta0, problem, max_iter))
     L = state.chol_rev
-    L_inv = _lower_triangular_inverse(L)
+    L_inv = lower_triangular_inverse(L)
     return _ModeResult(state, L_inv.T[::-1, ::-1], 2.0 * jnp.sum(jnp.log(jnp.diag(L))), design @ state.theta)
 
 
-def _lower_triangular_inverse(L):
-    """L^{-1} for lower-triangular L (P, P) by forward substitution, one row per step.
-
-    Why not ``solve_triangular(L, I)``: on CPU that is a LAPACK trsm call, which took
-    ~8 ms for P = 33 (multi-threaded BLAS waking its threads) against ~0.1 ms here.
-    Row i of X = L^{-1} is (e_i - L[i, :i] X[:i]) / L[i, i]; rows >= i of X are still 0, so
-    the full product L[i] @ X only sees the rows already computed.
-    """
-    eye = jnp.eye(L.shape[0], dtype=L.dtype)
-
-    def body(i, X):
-        return X.at[i].set((eye[i] - L[i] @ X) / L[i, i])
-
-    return lax.fori_loop(0, L.shape[0], body, jnp.zeros_like(L))
 
 
 # ---------------------------------------------------------------------------------
 # Compilation cache: one executable per (N, padded P, settings)
 # ---------------------------------------------------------------------------------
-_COMPILED: dict[tuple, Any] = {}
-_COMPILE_LOG: list[dict[str, Any]] = []
+_PROGRAMS = CompiledPrograms("laplace")
 
 
 def compile_stats() -> tuple[int, float]:
     """(number, total seconds) of Newton executables compiled so far in this process."""
-    return len(_COMPILE_LOG), float(sum(e["seconds"] for e in _COMPILE_LOG))
+    return _PROGRAMS.stats()
 
 
 def _bucket(n_weights: int, min_bucket: int) -> int:
@@ -303,18 +291,11 @@ def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: flo
     args = (start, design, np.asarray(t, float), prior_prec, mask, np.float64(slope), np.float64(sharpness))
 
     key = (N, P, config.max_iter, config.grad_tol, config.min_step, tuple(config.jitter_levels))
-    compile_seconds = 0.0
-    executable = _COMPILED.get(key)
-    if executable is None:
-        t0 = time.perf_counter()
-        fn = partial(
-            _laplace_mode, max_iter=config.max_iter, grad_tol=config.grad_tol,
-            min_step=config.min_step, jitter_levels=tuple(config.jitter_levels),
-        )
-        executable = jax.jit(fn).lower(*args).compile()
-        compile_seconds = time.perf_counter() - t0
-        _COMPILED[key] = executable
-        _COMPILE_LOG.append({"N": N, "P": P, "seconds": compile_seconds})
+    fn = partial(
+        _laplace_mode, max_iter=config.max_iter, grad_tol=config.grad_tol,
+        min_step=config.min_step, jitter_levels=tuple(config.jitter_levels),
+    )
+    executable, compile_seconds = _PROGRAMS.get(key, lambda: jax.jit(fn).lower(*args).compile())
     res = jax.block_until_ready(executable(*args))
     s = res.state
     n_iter = int(s.n_iter)
@@ -386,8 +367,7 @@ def fit(spec: PCVM, Phi, y, *, config: LaplaceConfig | None = None) -> GaussianP
     Laplace log evidence, the jitter used and the gradient norm at the mode.
     """
     config = LaplaceConfig() if config is None else config
-    if not isinstance(spec, PCVM):
-        raise TypeError(f"laplace.fit needs a PCVM spec, got {type(spec).__name__}")
+    check_spec(spec, PCVM, "Laplace")
     Phi, t = check_design(Phi, y)
     M = Phi.shape[1]
     alpha = np.asarray(spec.alpha_vector(M), dtype=float)
@@ -501,49 +481,28 @@ def fit_with_selection(
     ``posterior.spec = selection.spec`` (probit PCVM with the selected alpha); predict
     with ``posterior.predict_proba(Phi_new[:, selection.active])``.
     """
-    config = SelectionConfig() if config is None else config
     laplace_config = LaplaceConfig() if laplace_config is None else laplace_config
-    (n_newton, s_newton), (n_factors, s_factors) = compile_stats(), basis_selection.compile_stats()
-    t0 = time.perf_counter()
-    selection = select_basis(Phi_all, y, make_gaussianizer(laplace_config), config=config)
-    elapsed = time.perf_counter() - t0
-    (n_newton2, s_newton2), (n_factors2, s_factors2) = compile_stats(), basis_selection.compile_stats()
-    compile_s = (s_newton2 - s_newton) + (s_factors2 - s_factors)
-    g = selection.posterior
-    state: LaplaceState = g.state
-    M = len(selection.active)
-    spec = selection.spec
-    converged = bool(selection.converged and g.converged)
-    reason = selection.reason if not selection.converged else ("" if g.converged else state.reason)
-    info = FitInfo(
-        engine=ENGINE_NAME,
-        converged=converged,
-        n_iter=selection.n_iter,
-        reason=reason,
-        seconds=elapsed - compile_s,
-        compile_seconds=compile_s,
-        objective="Laplace log evidence (normalized surrogate prior) after each selection step",
-        trace=np.asarray(selection.trace),
-        extra={
-            "active": np.asarray(selection.active),
-            "surrogate_spec": spec.with_params(surrogate=True),
+
+    def newton_details(selection, selected):
+        state: LaplaceState = selection.posterior.state
+        return {
+            "surrogate_spec": selection.spec.with_params(surrogate=True),
             "newton_trace": state.trace,
             "newton_iter": state.n_iter,
             "grad_max": state.grad_max,
             "jitter": state.jitter,
-            "n_compiles": (n_newton2 - n_newton) + (n_factors2 - n_factors),
-            "n_inner_unconverged": selection.n_inner_unconverged,
-            "log_evidence": float(g.log_evidence),
-        },
+        }
+
+    return basis_selection.fit_with_selection(
+        Phi_all, y, make_gaussianizer(laplace_config), engine=ENGINE_NAME,
+        objective="Laplace log evidence (normalized surrogate prior) after each selection step",
+        engine_compile_stats=compile_stats, cholesky_of=lambda g: g.state.cov_chol,
+        extra=newton_details, config=config,
     )
-    posterior = GaussianPosterior(spec, spec.sites(M), np.asarray(g.mean), np.asarray(state.cov_chol), info)
-    return posterior, selection
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SelectionConfig | None = None,
                    laplace_config: LaplaceConfig | None = None):
     """Registry form of :func:`fit_with_selection` (deterministic: ``seed`` is unused)."""
-    from .contracts import EndToEndFit
-
     posterior, selection = fit_with_selection(Phi_all, y, config=config, laplace_config=laplace_config)
     return EndToEndFit(posterior=posterior, spec=selection.spec, active=np.asarray(selection.active))

@@ -59,23 +59,25 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.scipy.linalg import cho_solve
-from jax.scipy.special import erfcx, log_ndtr
+from jax.scipy.special import log_ndtr
 
 from ..models.ggsm_probit import GGSMProbit
-from ..models.checks import check_design, check_positive
+from ..models.checks import check_design, check_positive, check_spec
+from ..models.special import inverse_mills_ratio
 from .posterior import FitInfo, PointPosterior
+from .compile_cache import CompiledPrograms
+from .contracts import EndToEndFit
 
 __all__ = ["MMConfig", "MMResult", "RULES", "run", "fit", "fit_end_to_end", "objective"]
 
 RULES = ("ggig", "lap", "gj", "stu")
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # loop status codes
 _RUNNING, _CONVERGED, _ITERATION_CAP, _COLLAPSED, _NON_FINITE = 0, 1, 2, 3, 4
 _STATUS = {_CONVERGED: "converged", _ITERATION_CAP: "iteration cap", _COLLAPSED: "collapsed",
@@ -146,7 +148,7 @@ class MMResult(NamedTuple):
 # ----------------------------------------------------------------------------------
 def _latent_mean(f, s):
     """E[z | f, y] = f + s N(f)/Phi(s f), the inverse Mills ratio in its erfcx form."""
-    return f + s * _SQRT_2_OVER_PI / erfcx(-s * f / math.sqrt(2.0))
+    return f + s * inverse_mills_ratio(s * f)
 
 
 def _inv_lambda(w, active, q, a, b):
@@ -244,20 +246,19 @@ def _loop(Phi, s, w0, hyper, *, rule: str, max_iter: int):
     return lax.while_loop(cond, body, init)
 
 
-_COMPILED: dict[tuple, Any] = {}
+_PROGRAMS = CompiledPrograms("mm")
 
 
 def _compiled_loop(shape, rule: str, max_iter: int):
-    key = (shape, rule, max_iter)
-    if key not in _COMPILED:
+    """(executable, compile seconds spent in this call) of the MM loop for these shapes."""
+    def build():
         N, n = shape
-        t0 = time.perf_counter()
         fn = jax.jit(lambda Phi, s, w0, hyper: _loop(Phi, s, w0, hyper, rule=rule, max_iter=max_iter))
         args = (jax.ShapeDtypeStruct((N, n), jnp.float64), jax.ShapeDtypeStruct((N,), jnp.float64),
                 jax.ShapeDtypeStruct((n,), jnp.float64), jax.ShapeDtypeStruct((8,), jnp.float64))
-        _COMPILED[key] = (fn.lower(*args).compile(), time.perf_counter() - t0)
-        return _COMPILED[key][0], _COMPILED[key][1]
-    return _COMPILED[key][0], 0.0
+        return fn.lower(*args).compile()
+
+    return _PROGRAMS.get((shape, rule, max_iter), build)
 
 
 def _initial_weights(Phi, s, init: str) -> np.ndarray:
@@ -269,8 +270,7 @@ def _initial_weights(Phi, s, init: str) -> np.ndarray:
 
 
 def _check_spec(spec) -> None:
-    if not isinstance(spec, GGSMProbit):
-        raise TypeError(f"the MM engine fits GGSMProbit specs, got {type(spec).__name__}")
+    check_spec(spec, GGSMProbit, "MM")
 
 
 def run(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None) -> MMResult:
@@ -382,8 +382,6 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GGSMProbit | None = None,
     (the start is deterministic). Returns an EndToEndFit whose posterior lives on
     ``spec.sites(len(active))``; predict with ``posterior.predict_proba(Phi[:, active])``.
     """
-    from .contracts import EndToEndFit
-
     spec = spec or GGSMProbit()
     full = fit(spec, Phi_all, y, config=config, **overrides)
     w = full.mean_flat()[1:]

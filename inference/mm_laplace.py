@@ -59,17 +59,18 @@ import time
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.special import erfcx, log_ndtr
+from scipy.special import log_ndtr
 
 from ..models.ggsm_probit import GGSMProbit
 from ..models.checks import check_design
+from ..models.special import inverse_mills_ratio
 from . import mm
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
+from .contracts import EndToEndFit
 
 __all__ = ["EXPONENTS", "fit", "fit_end_to_end", "log_target", "gradient_and_neg_hessian"]
 
 EXPONENTS = ("mm", "model")
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 #: Newton stops when the Newton decrement g^T (-H)^-1 g (the predicted gain, in nats)
 #: falls below this: far below any Monte Carlo error of the draws
 NEWTON_DECREMENT_TOL = 1e-14
@@ -106,7 +107,7 @@ def gradient_and_neg_hessian(w_A, Phi_A, s, spec: GGSMProbit, shape: float):
     w_A = np.asarray(w_A, float)
     q, c = spec.q, shape
     f = Phi_A @ w_A
-    r = _SQRT_2_OVER_PI / erfcx(-s * f / math.sqrt(2.0))
+    r = inverse_mills_ratio(s * f)
     aw = np.abs(w_A)
     denom = spec.b + np.sum(aw**q)
     t = q * aw ** (q - 1.0) * np.sign(w_A)
@@ -284,8 +285,6 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GGSMProbit | None = None,
                    config: mm.MMConfig | None = None, **kwargs):
     """Registry form: the fit on all columns, reported over the columns MM kept (as
     :func:`zoo.inference.mm.fit_end_to_end`); ``seed`` seeds the draws."""
-    from .contracts import EndToEndFit
-
     spec = spec or GGSMProbit()
     full = fit(spec, Phi_all, y, config=config, seed=seed, **kwargs)
     active = np.setdiff1d(np.arange(full.draws["w"].shape[-1]), full.info.extra["pruned"])

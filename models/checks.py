@@ -99,3 +99,13 @@ def check_positive(value, name: str, *, allow_inf: bool = False) -> np.ndarray:
     if not np.all(ok):
         raise ValueError(f"hyper-parameter {name} must be positive and finite; got {value!r}")
     return arr
+
+
+def check_spec(spec, expected: type, engine: str) -> None:
+    """Raise TypeError unless ``spec`` is an instance of ``expected``: an engine derived
+    for one model must not run silently on another model's spec (every engine raises the
+    same error type for this, so callers can catch one thing)."""
+    if not isinstance(spec, expected):
+        raise TypeError(
+            f"the {engine} engine fits {expected.__name__} specs, got {type(spec).__name__}"
+        )

@@ -1,8 +1,8 @@
-"""Tests of the PCVM EM engines (zoo.inference.em).
+"""Tests of the frozen-alpha PCVM EM engine (zoo.inference.em).
 
-The frozen-alpha EM is checked against quantities computed from the NumPyro model
-alone (log density, its gradient by jax.grad, an L-BFGS-B optimum of it), never against
-the EM derivation itself. The top-down PCVM_EM is checked on a Ripley subset.
+It is checked against quantities computed from the NumPyro model alone (log density,
+its gradient by jax.grad, an L-BFGS-B optimum of it), never against the EM derivation
+itself. The top-down PCVM_EM (pcvm_em.py) has its own file, test_pcvm_em.py.
 """
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
-from jax.scipy.special import ndtr
 from numpyro.infer.util import log_density
 from scipy import stats
 
 import zoo  # noqa: F401  (float64)
-from zoo.data import open_text
 from zoo.inference import em
 from zoo.models.basis import pcvm_basis
 from zoo.models.pcvm import PCVM
@@ -49,16 +47,6 @@ def small_problem():
 def small_fit(small_problem):
     spec, Phi, y = small_problem
     return em.fit(spec, Phi, y, config=TIGHT)
-
-
-@pytest.fixture(scope="module")
-def ripley60():
-    """60 Ripley training points (seeded subset), inputs standardized, width 0.5."""
-    data = np.loadtxt(open_text("ripley/synth.tr"), skiprows=1)
-    idx = np.random.default_rng(0).choice(data.shape[0], 60, replace=False)
-    X, y = data[idx, :2], data[idx, 2]
-    X = (X - X.mean(0)) / X.std(0)
-    return pcvm_basis(X, y, 0.5).transform(X), y
 
 
 def numpyro_log_density(spec, Phi, y, theta):
@@ -158,79 +146,6 @@ def test_map_agrees_with_lbfgsb_on_numpyro_density(small_problem, small_fit):
 
 
 # --------------------------------------------------------------------------- top-down
-@pytest.fixture(scope="module")
-def top_down(ripley60):
-    Phi, y = ripley60
-    return em.fit_top_down(Phi, y, key=jax.random.PRNGKey(0))
-
-
-def test_top_down_is_sparse_and_fits_ripley(ripley60, top_down):
-    Phi, y = ripley60
-    post, spec, active = top_down
-    assert 0 < active.size < 0.3 * Phi.shape[1]
-    assert post.value.shape == (active.size + 1,)
-    assert np.all(post.value[1:] > 1e-3)  # pruned weights are gone, kept ones exceed w_min
-    p = post.predict_proba(Phi[:, active])
-    assert np.mean((p > 0.5) != y) < 0.2
-    # the posterior's prediction is the probit of the selected columns
-    np.testing.assert_allclose(p, ndtr(Phi[:, active] @ post.value[1:] + post.value[0]), rtol=1e-12)
-    info = post.info
-    assert info.converged or "iteration cap" in info.reason
-    assert info.n_iter <= 500 and np.isfinite(info.seconds)
-
-
-def test_top_down_selected_spec_uses_the_code_alpha_rule(top_down):
-    post, spec, active = top_down
-    w, b = post.value[1:], post.value[0]
-    np.testing.assert_allclose(spec.alpha, 1.0 / (2.0 * w**2), rtol=1e-12)
-    expected_bias = 1e12 if b == 0.0 else 1.0 / (2.0 * b**2)
-    assert spec.alpha_bias == pytest.approx(expected_bias, rel=1e-12)
-    assert spec.sites(active.size)[1].shape == (active.size,)
-
-
-def test_top_down_monitor_is_monotone_between_prunings(top_down):
-    """The monitor is the objective the alpha re-estimation minorizes; it may jump only
-    when a term leaves it (a weight or the bias pruned). Round-off tolerance 1e-9 rel."""
-    info = top_down[0].info
-    trace = info.trace
-    n_active = info.extra["n_active_trace"]
-    bias_in = info.extra["bias_active_trace"]
-    unchanged = (n_active[1:] == n_active[:-1]) & (bias_in[1:] == bias_in[:-1])
-    assert unchanged.sum() > 100
-    steps = np.diff(trace)[unchanged]
-    assert np.all(steps >= -1e-9 * np.abs(trace[1:][unchanged]))
-
-
-def test_top_down_compaction_does_not_change_the_result(ripley60, top_down):
-    """Host-side compaction to power-of-two widths must give the same run as masking
-    all 60 columns (min_bucket=64 never compacts)."""
-    Phi, y = ripley60
-    post_ref, _, active_ref = em.fit_top_down(
-        Phi, y, key=jax.random.PRNGKey(0), config=em.TopDownEMConfig(min_bucket=64)
-    )
-    post, _, active = top_down
-    assert post.info.extra["restarts"][0]["chunks"] > 1
-    assert post_ref.info.extra["restarts"][0]["chunks"] == 1
-    np.testing.assert_array_equal(active, active_ref)
-    assert post.info.n_iter == post_ref.info.n_iter
-    # identical arithmetic up to summation order over zero padding
-    np.testing.assert_allclose(post.value, post_ref.value, rtol=1e-8, atol=1e-10)
-
-
-def test_top_down_restarts_keep_the_best_monitor_value(ripley60):
-    Phi, y = ripley60
-    config = em.TopDownEMConfig(n_restarts=3, alpha_update="derived")
-    post, spec, active = em.fit_top_down(Phi, y, key=jax.random.PRNGKey(1), config=config)
-    runs = post.info.extra["restarts"]
-    assert len(runs) == 3
-    values = [r["final_objective"] for r in runs]
-    assert post.info.extra["best_restart"] == int(np.argmax(values))
-    assert post.info.trace[-1] == pytest.approx(max(values))
-    # the derived rule: alpha_i = 1 / w_i^2
-    np.testing.assert_allclose(spec.alpha, 1.0 / post.value[1:] ** 2, rtol=1e-12)
-
-
-# --------------------------------------------------------------------------- bad input
 def _bad_inputs(Phi, y):
     nan_Phi = Phi.copy()
     nan_Phi[2, 1] = np.nan
@@ -259,29 +174,9 @@ def test_fit_rejects_bad_input(small_problem):
         em.EMConfig(tol=0.0)
 
 
-def test_fit_top_down_rejects_bad_input(ripley60):
-    Phi, y = ripley60
-    for bad_Phi, bad_y, message in _bad_inputs(Phi, y):
-        with pytest.raises(ValueError, match=message):
-            em.fit_top_down(bad_Phi, bad_y, key=jax.random.PRNGKey(0))
-    with pytest.raises(ValueError, match="alpha_update"):
-        em.TopDownEMConfig(alpha_update="paper")
-
-
 def test_iteration_cap_is_reported(small_problem):
     spec, Phi, y = small_problem
     post = em.fit(spec, Phi, y, config=em.EMConfig(max_iter=3))
     assert not post.info.converged
     assert "iteration cap 3" in post.info.reason
     assert post.info.n_iter == 3 and post.info.trace.shape == (4,)
-
-
-def test_registry_end_to_end_form(ripley60, top_down):
-    from zoo.validation.registry import get_engine
-
-    Phi, y = ripley60
-    fit = get_engine("pcvm", "em").fit_end_to_end()(Phi, y, seed=0)
-    post, spec, active = top_down  # same seed -> same key -> same run
-    np.testing.assert_array_equal(fit.active, active)
-    np.testing.assert_allclose(fit.posterior.value, post.value, rtol=1e-12)
-    assert get_engine("pcvm", "em").fit() is em.fit

@@ -208,7 +208,7 @@ def test_same_seed_same_draws_and_warm_call_does_not_compile(logistic):
     again = gl.fit(spec, X, y)
     np.testing.assert_array_equal(again.draws["w"], post.draws["w"])
     assert again.info.compile_seconds == 0.0 and again.info.seconds > 0
-    other = gl.fit(spec, X, y, gl.GenericLaplaceConfig(seed=1, n_draws=10))
+    other = gl.fit(spec, X, y, config=gl.GenericLaplaceConfig(seed=1, n_draws=10))
     assert other.draws["w"].shape == (1, 10, 3)
     assert not np.allclose(other.draws["w"][0], post.draws["w"][0, :10])
     # the mode does not depend on the start (strictly concave) up to the tolerance
@@ -347,7 +347,7 @@ def test_ggsm_q_half_has_no_laplace_approximation(ripley_design):
 def test_iteration_cap_is_a_failure_with_its_numbers(toy):
     spec, Phi, y, _ = toy
     with pytest.raises(ApproximationFailed, match=r"did not converge within max_iter = 1 steps.*iterations = 1"):
-        gl.fit(spec, Phi, y, gl.GenericLaplaceConfig(max_iter=1))
+        gl.fit(spec, Phi, y, config=gl.GenericLaplaceConfig(max_iter=1))
 
 
 # ---------------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def test_bad_inputs_fail_at_the_door(logistic):
     with pytest.raises(ValueError, match="labels"):
         gl.fit(spec, X, y[:-1])
     with pytest.raises(TypeError, match="GenericLaplaceConfig"):
-        gl.fit(spec, X, y, {"max_iter": 5})
+        gl.fit(spec, X, y, config={"max_iter": 5})
 
 
 def test_registered_as_auto_laplace_for_pcvm_and_ggsm():

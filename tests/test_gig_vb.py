@@ -15,6 +15,7 @@ from scipy import integrate, special
 
 import zoo  # noqa: F401
 from zoo.inference import gig_vb
+from zoo.inference.compile_cache import CompiledPrograms
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.validation import datasets
 
@@ -61,7 +62,7 @@ def test_the_printed_product_form_of_the_a_update_breaks_monotonicity(monkeypatc
         return q._replace(h_shape=q.h_shape * 0 + k + 1.0, h_rate=(k + 1.0) / mean)
 
     monkeypatch.setattr(gig_vb, "_update_h", product_form)
-    monkeypatch.setattr(gig_vb, "_COMPILED", {})
+    monkeypatch.setattr(gig_vb, "_PROGRAMS", CompiledPrograms("gig_vb, patched update"))
     X, y = _problem(40, 12, seed=1)
     res = gig_vb.run(GIGLogistic(), X, y, config=gig_vb.VBConfig(max_iter=50))
     assert _largest_relative_fall(res) > 1e-6

@@ -56,6 +56,28 @@ def test_every_registered_engine_keeps_the_contract(model, entry):
         assert isinstance(end_to_end, EndToEndFitter)
 
 
+def _model_specific_engines():
+    """(model, engine, a spec of another model) for every engine derived for one model
+    (the generic Laplace engine fits any spec and is left out)."""
+    names = registry.model_names()
+    for model, entry in _every_engine():
+        if isinstance(entry.fixed, str) and entry.fixed.startswith("generic_laplace:"):
+            continue
+        other = next(n for n in names if registry.get_model(n).spec_class is not registry.get_model(model).spec_class)
+        yield model, entry, registry.get_model(other).spec_class()
+
+
+@pytest.mark.parametrize("model,entry,wrong_spec", list(_model_specific_engines()),
+                         ids=lambda v: getattr(v, "name", v))
+def test_an_engine_refuses_another_models_spec_with_a_type_error(model, entry, wrong_spec):
+    """One behaviour for the wrong-spec guard (models.checks.check_spec): TypeError,
+    raised before any work, naming both types."""
+    rng = np.random.default_rng(0)
+    Phi, y = rng.normal(size=(20, 3)), np.tile([0.0, 1.0], 10)
+    with pytest.raises(TypeError, match=f"got {type(wrong_spec).__name__}"):
+        entry.fit()(wrong_spec, Phi, y)
+
+
 def test_contract_checker_finds_each_kind_of_departure():
     def good(spec, Phi, y, *, config=None, rule="a"):
         pass

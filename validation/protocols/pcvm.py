@@ -103,7 +103,7 @@ RECORD = ModelRecord(
         EngineEntry(
             "em", "point",
             "PCVM EM (Chen, Tino & Yao 2009): MAP of the truncated-prior probit model",
-            "em:fit", "em:fit_end_to_end",
+            "em:fit", "pcvm_em:fit_end_to_end",
         ),
         EngineEntry(
             "laplace", "gaussian",

@@ -99,7 +99,7 @@ def cross_check(design: str, prior: str, q: float, cache_dir: str | None) -> dic
     import arviz as az
     import numpy as np
 
-    from zoo.validation import datasets
+    from zoo import data as datasets
     from zoo.validation import registry
     from zoo.validation.reference import run_reference
 

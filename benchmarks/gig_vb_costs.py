@@ -29,7 +29,7 @@ import numpy as np
 import zoo
 from zoo.inference import gig_vb
 from zoo.models.gig_logistic import GIGLogistic
-from zoo.validation import datasets
+from zoo import data as datasets
 from zoo.validation.atomic import write_json_atomic
 from zoo.validation.reproduce.horii import regularized_lr
 

@@ -67,7 +67,7 @@ def select_hyper(name: str, method: str, n_select: int, seed: int, factors, max_
     from sklearn.svm import SVC
 
     from zoo.classifier import SparseBayesClassifier
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     splits = [datasets.load(name, k) for k in range(n_select)]
     root_d = math.sqrt(splits[0].X_train.shape[1])
@@ -122,7 +122,7 @@ def run_cell(name: str, method: str, k: int, hyper: dict, seed: int) -> dict:
     from sklearn.svm import SVC
 
     from zoo.classifier import SparseBayesClassifier
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     s = datasets.load(name, k)
     t0 = time.perf_counter()

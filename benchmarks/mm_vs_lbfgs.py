@@ -36,7 +36,7 @@ from zoo.inference import mm
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import Q_GRID, GGSMProbit
 from zoo.validation.atomic import write_json_atomic
-from zoo.validation.datasets import ggig_linear
+from zoo.data import ggig_linear
 
 
 def log_posterior(spec: GGSMProbit, Phi, s):

@@ -1,55 +1,34 @@
-"""Benchmark data files shipped with the package.
+"""The data layer: the shipped data files, their parsers, seeded splits and the catalog of
+named data sets - the first stage of the pipeline (data set -> basis -> model -> engine).
 
-The files are plain package data of ``zoo.data``; origins, citations, licences and
-checksums are in ``PROVENANCE.md`` and ``SHA256SUMS`` next to this file. The data keep
-their own licences, which are separate from the project's MIT licence.
+Modules, by job:
 
-Use :func:`open_text` / :func:`read_bytes` (``importlib.resources``) rather than file
-paths, so that the files are found both in a source checkout and in an installed copy.
-Parsing into arrays lives in :mod:`zoo.validation.datasets`.
+* ``files.py`` - the shipped files as package resources (:func:`open_text`,
+  :func:`read_bytes`) and their checksums (:func:`verify`);
+* ``parsers.py`` - each file read into arrays, with the encodings chosen for it;
+* ``splits.py`` - version-stable seeded streams, stratified train/test splits,
+  standardization, and the :class:`Split` every loader returns;
+* ``generators.py`` - synthetic pools and the papers' simulation designs;
+* ``catalog.py`` - the named data sets: :func:`load`, :func:`names`, :func:`describe`
+  (``zoo datasets``).
+
+The files keep their own licences, separate from the project's MIT licence; origins,
+citations and licences are in ``PROVENANCE.md``, checksums in ``SHA256SUMS``. This layer
+imports nothing from ``zoo.models``, ``zoo.inference`` or ``zoo.validation``.
 """
 from __future__ import annotations
 
-import hashlib
-import io
-from importlib import resources
+from .catalog import describe, load, load_libsvm, names
+from .files import checksums, open_text, read_bytes, verify
+from .generators import (CROSS_SD, GGIG_WEAK_WEIGHT, OVERLAP_MEANS, cross_sample, ggig_linear, horii_beta_star,
+                         horii_synthetic, overlap_sample, spiral_points, waveform_pool)
+from .parsers import EslMixture, load_esl_mixture
+from .splits import PROJECT_SEED, Split, Standardization
 
-
-def _resource(relative: str):
-    node = resources.files(__name__)
-    for part in relative.split("/"):
-        node = node.joinpath(part)
-    if not node.is_file():
-        raise FileNotFoundError(
-            f"data file {relative!r} is not in the zoo.data package; see data/PROVENANCE.md "
-            "for the files that are shipped"
-        )
-    return node
-
-
-def read_bytes(relative: str) -> bytes:
-    """Bytes of the shipped file ``relative`` (a '/'-separated path inside data/)."""
-    return _resource(relative).read_bytes()
-
-
-def open_text(relative: str) -> io.StringIO:
-    """The shipped file ``relative`` as a text stream (UTF-8)."""
-    return io.StringIO(read_bytes(relative).decode("utf-8"))
-
-
-def checksums() -> dict[str, str]:
-    """The expected sha256 of every shipped data file, read from ``SHA256SUMS``."""
-    expected: dict[str, str] = {}
-    for line in read_bytes("SHA256SUMS").decode("ascii").splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            expected[name.strip()] = digest
-    return expected
-
-
-def verify() -> dict[str, bool]:
-    """Recompute the sha256 of every file listed in ``SHA256SUMS``; map path -> match."""
-    return {
-        name: hashlib.sha256(read_bytes(name)).hexdigest() == digest
-        for name, digest in checksums().items()
-    }
+__all__ = [
+    "PROJECT_SEED", "Split", "Standardization", "EslMixture",
+    "names", "load", "describe", "load_libsvm", "load_esl_mixture",
+    "waveform_pool", "spiral_points", "cross_sample", "overlap_sample", "CROSS_SD", "OVERLAP_MEANS",
+    "ggig_linear", "GGIG_WEAK_WEIGHT", "horii_synthetic", "horii_beta_star",
+    "open_text", "read_bytes", "checksums", "verify",
+]

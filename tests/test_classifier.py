@@ -18,7 +18,7 @@ from sklearn.model_selection import GridSearchCV
 
 import zoo  # noqa: F401
 from zoo.classifier import SparseBayesClassifier
-from zoo.validation import datasets
+from zoo import data as datasets
 
 MAX_TEST_ERROR = 0.20
 

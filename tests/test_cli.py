@@ -12,7 +12,7 @@ import pytest
 
 import zoo  # noqa: F401
 from zoo.cli import main
-from zoo.validation import datasets
+from zoo import data as datasets
 
 
 def run_cli(argv, capsys):

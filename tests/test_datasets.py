@@ -1,4 +1,4 @@
-"""Tests of the data layer (validation/datasets.py, data/). Fast tier: ~10 s."""
+"""Tests of the data layer (zoo.data: files, parsers, splits, generators, catalog). Fast tier: ~10 s."""
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import zoo.data
-from zoo.validation import datasets as ds
+from zoo import data as ds
+from zoo.data import catalog, generators, splits
 
 DESCRIBE = ds.describe()
 ROWS = {r["name"]: r for r in DESCRIBE}
@@ -46,7 +47,8 @@ def test_sha256sums_lists_every_data_file():
         for p in root.rglob("*")
         if p.is_file()
         and "__pycache__" not in p.parts
-        and p.name not in ("__init__.py", "PROVENANCE.md", "SHA256SUMS")
+        and p.suffix != ".py"  # the layer's own modules
+        and p.name not in ("PROVENANCE.md", "SHA256SUMS")
     }
     assert on_disk == set(zoo.data.checksums())
 
@@ -119,7 +121,7 @@ def test_every_split_has_both_classes_and_holds_stratification(name):
 @pytest.mark.parametrize("name", ["banana", "image", "splice", "thyroid", "titanic", "spiral"])
 def test_train_and_test_partition_the_pool(name):
     # as multisets of rows (titanic and splice contain repeated rows)
-    pool = ds._cached(name)
+    pool = catalog._cached(name)
     s = ds.load(name, 7, standardize=False)
     rows = np.concatenate([s.X_train, s.X_test])
     assert rows.shape == pool.X.shape
@@ -130,12 +132,12 @@ def test_train_and_test_partition_the_pool(name):
 
 def test_stratified_indices_disjoint_and_capped():
     y = np.array([1.0] * 30 + [0.0] * 70)
-    bg = ds._bitgen(999, 0)
-    train, test = ds._stratified_indices(y, 20, 50, bg)
+    bg = splits.bitgen(999, 0)
+    train, test = splits.stratified_indices(y, 20, 50, bg)
     assert len(set(train) | set(test)) == 70 and not set(train) & set(test)
     assert y[train].sum() == 6  # floor(20 * 0.3 + 1/2)
     assert test.size == 50 and y[test].sum() == 15  # capped test set is stratified too
-    train2, test2 = ds._stratified_indices(y, 20, 50, ds._bitgen(999, 0))
+    train2, test2 = splits.stratified_indices(y, 20, 50, splits.bitgen(999, 0))
     assert np.array_equal(train, train2) and np.array_equal(test, test2)
 
 
@@ -151,10 +153,10 @@ def test_repeat_calls_identical_and_splits_differ(name):
 def test_splits_pinned_across_machines_and_numpy_versions():
     # Raw PCG64 output for a SeedSequence is stable by NumPy's policy; everything else
     # (permutation, stratification) is computed here, so these digests must never move.
-    assert ds._bitgen(1, 2, 3).random_raw(2).tolist() == [
+    assert splits.bitgen(1, 2, 3).random_raw(2).tolist() == [
         14547588002505881146, 10353746385066530903,
     ]
-    assert ds._permutation(ds._bitgen(1, 2, 3), 10).tolist() == [3, 6, 2, 8, 1, 7, 0, 9, 5, 4]
+    assert splits.permutation(splits.bitgen(1, 2, 3), 10).tolist() == [3, 6, 2, 8, 1, 7, 0, 9, 5, 4]
     pinned = {
         ("banana", 0): ("bff6cdce7693ff01", "40b309a017264666", "758996b31c8c838b"),
         ("banana", 57): ("fa5930c654653d45", "a0b1cbfe036789e7", "72d55297b61d36f6"),
@@ -190,7 +192,7 @@ def test_standardization_fitted_on_training_split(name):
 
 
 def test_constant_training_column_gets_unit_sd():
-    st = ds._fit_standardization(np.array([[1.0, 5.0], [3.0, 5.0]]))
+    st = splits.fit_standardization(np.array([[1.0, 5.0], [3.0, 5.0]]))
     assert st.sds.tolist() == [1.0, 1.0] and st.means.tolist() == [2.0, 5.0]
 
 
@@ -219,17 +221,17 @@ def test_bad_split_raises(name, split, pattern):
 
 # ---------------------------------------------------------------------------- contents
 def test_ida_pools_have_the_stated_labels_and_encodings():
-    counts = {n: int(ds._cached(n).y.sum()) for n in IDA}
+    counts = {n: int(catalog._cached(n).y.sum()) for n in IDA}
     assert counts["breast_cancer"] == 81 and counts["diabetis"] == 268
     assert counts["flare_solar"] == 201 and counts["german"] == 300
     assert counts["heart"] == 120 and counts["thyroid"] == 65 and counts["titanic"] == 711
     assert counts["image"] == 899 and counts["splice"] == 1527
-    splice = ds._cached("splice").X.reshape(-1, 60, 4)
+    splice = catalog._cached("splice").X.reshape(-1, 60, 4)
     assert np.all(splice.sum(axis=2) == 1.0)  # one base per position
-    image = ds._cached("image")
+    image = catalog._cached("image")
     assert "region_pixel_count" not in image.feature_names
     assert np.unique(image.X, axis=0).shape[0] == image.X.shape[0] == 2086
-    bc = ds._cached("breast_cancer")
+    bc = catalog._cached("breast_cancer")
     assert set(np.unique(bc.X[:, bc.feature_names.index("age")])) <= {
         24.5, 34.5, 44.5, 54.5, 64.5, 74.5
     }
@@ -237,7 +239,7 @@ def test_ida_pools_have_the_stated_labels_and_encodings():
 
 def test_waveform_pool_follows_breiman():
     X, cls = ds.waveform_pool(5000)
-    h = ds._waveform_base()
+    h = generators._waveform_base()
     assert h[0].argmax() == 6 and h[2].argmax() == 10 and h[1].argmax() == 14
     pairs = [(0, 1), (0, 2), (1, 2)]
     for c, (i, j) in enumerate(pairs):
@@ -270,7 +272,7 @@ def test_spiral_is_lang_witbrock():
 )
 def test_gaussian_toys_have_the_stated_bayes_error(sampler, rule, bayes):
     n = 20000
-    X, y = sampler(ds._bitgen(4242, 0), n // 2, n // 2)
+    X, y = sampler(splits.bitgen(4242, 0), n // 2, n // 2)
     err = np.mean(rule(X) != (y == 1))
     # binomial sd sqrt(p(1-p)/n) ~ 0.0021-0.0026; 4 sd tolerance
     assert abs(err - bayes) < 4 * math.sqrt(bayes * (1 - bayes) / n)

@@ -516,7 +516,7 @@ def test_selection_stops_on_nearly_separable_data():
     SelectionConfig.min_delta_log_evidence (1e-5 nats) it converges (measured: 544 steps,
     7 basis functions). The cap is lowered to 900 so that the old behaviour fails here."""
     from zoo.inference.basis_selection import SelectionConfig
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     s = datasets.load("thyroid", 0)
     X, y = s.X_train[:112], s.y_train[:112]

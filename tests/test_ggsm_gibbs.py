@@ -217,7 +217,7 @@ def test_linear_separation_detects_both_cases():
 
 
 def test_paper_design_is_separable_and_the_weak_variant_is_not():
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     for split in range(3):
         for name, expected in (("ggig_linear", True), ("ggig_linear_weak", False)):

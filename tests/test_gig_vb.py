@@ -17,7 +17,7 @@ import zoo  # noqa: F401
 from zoo.inference import gig_vb
 from zoo.inference.compile_cache import CompiledPrograms
 from zoo.models.gig_logistic import GIGLogistic
-from zoo.validation import datasets
+from zoo import data as datasets
 
 
 def _problem(n, p, seed=0, signal=1.0):

@@ -20,7 +20,7 @@ import zoo  # noqa: F401  (float64)
 from zoo.inference import mm
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import GGSMProbit
-from zoo.validation.datasets import ggig_linear
+from zoo.data import ggig_linear
 
 
 def design(n_relevant=8, n_train=200, repetition=0):
@@ -120,7 +120,7 @@ def test_convergence_into_the_spike_at_zero_is_explained():
     """ggig_linear_weak (relevant weights 0.3), a = b = 1e-3, q = 2: MM stops with every
     weight near 0.001 - not pruned, but in the prior's spike - and says so; with the
     proper prior it does not."""
-    from zoo.validation.datasets import load
+    from zoo.data import load
     from zoo.validation.registry import prepare
 
     split = load("ggig_linear_weak", 0)

@@ -31,7 +31,7 @@ from zoo.validation.registry import get_engine
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation.compare import CompareConfig, compare
-from zoo.validation.datasets import ggig_linear
+from zoo.data import ggig_linear
 from zoo.validation.reference import ReferenceConfig
 from zoo.validation.report import PRUNED_ROWS_SHOWN, _pruned_table, render_markdown, write_report
 

@@ -21,7 +21,8 @@ import jax
 import numpy as np
 
 from ..inference.posterior import ApproximationFailed
-from . import datasets, registry
+from .. import data as datasets
+from . import registry
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import METRIC_KEYS, metrics_without_reference, posterior_metrics, pruned_weights_vs_reference
 from .reference import NoReference, ReferenceConfig, ReferenceTimeout, first_certified_reference

@@ -13,7 +13,7 @@
 
 ``fit`` runs the engine end to end (it selects its own hyper-parameters and basis
 functions, as its paper does). Inputs are used as given: standardize them first (the
-papers do, and `zoo.validation.datasets.load` does).
+papers do, and `zoo.data.load` does).
 """
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def _reference_summary_lines(res) -> list[str]:
 
 
 def _cmd_datasets(args) -> int:
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     rows = datasets.describe()
     print(f"{'name':<15}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  source")

@@ -43,7 +43,7 @@ PAPER_TABLE2 = {  # error %
     "titanic": {"ggig": 21.60, "svm": 22.10, "rvm": 23.00, "lap": 23.12, "gj": 23.36},
 }
 TABLE2_LABEL = {"flare_solar": "Solar", "german": "German", "thyroid": "Thyroid", "titanic": "Titanic"}
-# Our flare_solar target is not IDA's (validation/datasets.py): its errors cannot be compared.
+# Our flare_solar target is not IDA's (data/parsers.py): its errors cannot be compared.
 NOT_COMPARABLE = {
     "flare_solar": "our flare_solar label ('at least one flare', 19 % positive) is not IDA's "
                    "(unknown, ~45 % positive): errors are not comparable",
@@ -85,7 +85,7 @@ def feature_selection_cell(method: str, prior: str, n_train: int, n_relevant: in
     GGIG also gets a fit at every q of the grid on the whole training set (Fig. 3(a, b)
     plots test error against q), from which the cell's CV-selected q is scored.
     """
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     from .fitting import choose, cross_validate, designs, fit_and_score, grid_product
 
@@ -122,7 +122,7 @@ def kernel_cell(data: str, split: int, method: str, prior: str, widths: list, q_
     LAP, x C for the SVM), then a fit with the choice and its test error. fixed=dict:
     no CV; fit with those hyper-parameters (Table 2's frozen median).
     """
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     from .fitting import choose, cross_validate, designs, fit_and_score, folds, grid_product
 
@@ -203,7 +203,7 @@ def run_feature_selection(ctx) -> dict:
     table = {"claims": {}, "cells": []}
     md = [
         "Section 6.1 design: d = 50 N(0, 1) features, w = 3 on the first n_f, labels 1[x^T w + N(0, 1) > 0], "
-        f"{o['n_test']} test points per repetition (validation/datasets.py: ggig_linear). Basis [1 | x]. "
+        f"{o['n_test']} test points per repetition (zoo.data.ggig_linear). Basis [1 | x]. "
         f"GGIG: q by {N_FOLDS}-fold CV over {{{_grid_text(o['q_grid'])}}}; LAP: gamma by {N_FOLDS}-fold CV over "
         f"{{{_grid_text(GAMMA_GRID)}}}; GJ parameter-free; STU with the PCVM code's c = 0, d = 1e-5 "
         "(the engine's defaults; the paper only says 'as in Chen et al. 2009'). CV ties go to the lower "
@@ -308,7 +308,7 @@ def run_table1(ctx) -> dict:
                                       cost={"ggig": 5, "lap": len(o["gamma_grid"]), "gj": 1}[method]))
     cells = list(ctx.store.run(tasks, "table-1 fits").values())
     md = [
-        "Data (validation/datasets.py): spiral = Lang & Witbrock two spirals at density 4 (770 points, no noise), "
+        "Data (zoo.data): spiral = Lang & Witbrock two spirals at density 4 (770 points, no noise), "
         "194 training / 576 test points per split, stratified; cross = two N(0, diag(1, 0.15²)) arms, one rotated "
         "by 90° (Bayes error 9.48 %), fresh 200 training / 1000 test points per split. The paper's sizes are not "
         "stated and its spiral comes from the Spider toolbox, so these are our generators. Inputs standardized. "
@@ -402,7 +402,7 @@ def run_table2(ctx) -> dict:
                   for d in o["data"] for m in T2_METHODS for k in range(ctx.reps)]
     tested = list(ctx.store.run(test_tasks, "table-2 test fits").values())
     md = [
-        "Data: our regenerated IDA splits (validation/datasets.py; the Rätsch et al. split files could not be "
+        "Data: our regenerated IDA splits (zoo.data; the Rätsch et al. split files could not be "
         "obtained), inputs standardized per training split. Protocol as Rätsch et al. 2001: on each of the first "
         f"{n_select} training splits, {N_FOLDS}-fold CV picks the hyper-parameters; the median of the "
         f"{n_select} choices is frozen and every method is trained and tested on {ctx.reps} splits (the paper "

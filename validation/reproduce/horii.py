@@ -91,7 +91,7 @@ def _accuracy_linear(X, y, coef, intercept) -> float:
 # ------------------------------------------------------------------------------------
 def table1_cell(method: str, repetition: int, n_train: int, n_test: int, cv_seed: int) -> dict:
     """One method on one repetition of the synthetic design (raw inputs, no intercept)."""
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     s = datasets.horii_synthetic(repetition, n_train=n_train, n_test=n_test)
     beta_star = datasets.horii_beta_star()
@@ -112,7 +112,7 @@ def table1_cell(method: str, repetition: int, n_train: int, n_test: int, cv_seed
 
 def table2_cell(data: str, method: str, cv_seed: int) -> dict:
     """One method on a1a or w1a: the official training file, the .t file as test set."""
-    from zoo.validation import datasets
+    from zoo import data as datasets
 
     s = datasets.load(data, 0, standardize=False)  # binary features, used as they are
     out = {"data": data, "method": method, "n_train": int(s.X_train.shape[0]), "n_test": int(s.X_test.shape[0]),

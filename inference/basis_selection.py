@@ -1,4 +1,5 @@
-"""Sequential basis selection by marginal likelihood (Tipping & Faul 2003) for PCVM.
+"""Sequential basis selection by marginal likelihood (Tipping & Faul 2003) for PCVM
+(derived in DERIVATIONS.md §1.5).
 
 EPCVM (Chen, Tino & Yao 2014, Section II-E) grows the model from a single basis function
 by the fast marginal-likelihood rules of Tipping & Faul, applied to a *Gaussianization*
@@ -33,7 +34,7 @@ the Gaussianized posterior N(mean, cov) over [b, w_active]:
 For a plain Gaussian likelihood (no sites) these are exactly Tipping & Faul's S, Q with
 the in-model conversion s = alpha S/(alpha - S), q = alpha Q/(alpha - S) (tested). For
 EPCVM_Lap the Laplace covariance contains the indicator curvature D and the mode its
-push k ("Sigma includes D", NOTES.md 2.5); the site (d, h) = (D_i, k_i + D_i w_i) is the
+push k ("Sigma includes D", DERIVATIONS.md §1.5); the site (d, h) = (D_i, k_i + D_i w_i) is the
 quadratic expansion of log sigma(beta w_i) at the mode, so dividing it out leaves the
 likelihood's message - the same quantity the out-of-model factors measure, whose Sigma
 includes D for the *other* weights. (SparseBayes' literal recipe - S_i from phi_i with a
@@ -43,11 +44,11 @@ the textbook phi^T B t_hat - phi^T B Phi~ cov Phi~^T B t_hat when the mean is
 cov Phi~^T B t_hat (no sites) and stays right when sites shift the mean.
 
 The rule is the paper's: l(alpha) above, without the log 2 Phi(.) normalizer that the
-truncated prior would add (NOTES.md 2.5). (Adding that normalizer, each positive weight
+truncated prior would add (DERIVATIONS.md §1.5). (Adding that normalizer, each positive weight
 gains up to log 2 of evidence, and on Ripley the selection then grows to ~80 basis
 functions without converging in 1000 steps - so it is not offered.)
 
-Rules (NOTES.md 2.5, with the truncated prior):
+Rules (DERIVATIONS.md §1.5, with the truncated prior):
 
 * start: the bias plus the candidate with the largest normalized projection
   phi^T (2t - 1) / ||phi|| onto the +-1 targets, both at alpha = 0.5 (EPCVM Section V:
@@ -157,8 +158,8 @@ class SelectionConfig:
     """Settings of the sequential selection.
 
     initial_alpha, initial_alpha_bias: EPCVM Section V uses alpha_0,i = 0.5.
-    min_delta_log_alpha: 1e-3 as in Tipping's SparseBayes (MinDeltaLogAlpha); NOTES.md
-        mentions 1e-6 "or similar". On Ripley (widths 0.5 and 1.0) 1e-6 returns the same
+    min_delta_log_alpha: 1e-3 as in Tipping's SparseBayes (MinDeltaLogAlpha); 1e-6 is
+        also in use. On Ripley (widths 0.5 and 1.0) 1e-6 returns the same
         active set with log evidence within 5e-4, in 35-55% more steps.
     min_delta_log_evidence: a re-estimate of a kept alpha (or of the bias) whose predicted
         evidence gain is below this many nats is not taken. Without it, nearly separable

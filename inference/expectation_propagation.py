@@ -1,4 +1,5 @@
-"""EPCVM expectation propagation (Chen, Tino & Yao 2014, Sec. II-D) at frozen alpha.
+"""EPCVM expectation propagation (Chen, Tino & Yao 2014, Sec. II-D) at frozen alpha
+(derived in DERIVATIONS.md §1.4).
 
 Target: the true PCVM posterior over the flat parameter theta = [b, w_1..w_M] (D = M+1),
 
@@ -13,12 +14,12 @@ likelihood site, g = e_i for the truncation site of weight i. Both are the same 
 family, Phi(u / eps) with eps^2 = 1 (probit) or eps -> 0 (the step function 1[u >= 0]),
 so one routine computes the moments of both. A site is approximated by
 exp(-tau u^2 / 2 + nu u) (natural parameters tau >= 0, nu); the paper's (m, v) are
-m = nu / tau, v = 1 / tau (NOTES 2.4).
+m = nu / tau, v = 1 / tau (DERIVATIONS.md §1.4).
 
 Updates are sequential, as in the paper: one sweep visits the N likelihood sites and then
 the M truncation sites, each time forming the cavity, matching the moments of the tilted
 distribution and applying the change as a rank-one (Sherman-Morrison) update of the
-covariance (V_new = V - c (V g)(V g)^T: the minus sign of NOTES 2.4, which corrects the
+covariance (V_new = V - c (V g)(V g)^T: the minus sign of DERIVATIONS.md §1.4, which corrects the
 "+" of the seed's step (f)). After every sweep the posterior is recomputed from the
 site parameters by a Cholesky factorization of the precision (written as XLA loops, not
 LAPACK calls: see :func:`_cholesky`), which stops the round-off drift of the rank-one
@@ -36,8 +37,8 @@ The tilted moments are computed with asymptotic series where the direct formulas
 
 Parallel schedule (``EPConfig(schedule="parallel")``): every site is updated at once from
 the cavities of the same posterior, then the posterior is recomputed - one O(K D^2) pass
-of a few matrix products instead of K dependent rank-one updates (on Ripley, ~0.1 ms
-against ~1-2 ms per sweep). The fixed points are the same equations as the sequential
+of a few matrix products instead of K dependent rank-one updates (about ten times
+cheaper per sweep on Ripley). The fixed points are the same equations as the sequential
 schedule's (each site equals the moment match against its own cavity), so both stop at
 the same point up to the tolerance (tested). All site precisions stay >= 0, so q's
 precision matrix stays positive definite under any step. Parallel EP is a Jacobi
@@ -313,8 +314,8 @@ def site_moments(cavity_mean, cavity_var, noise_var):
     tilted mean and variance. With s^2 = eps^2 + sigma^2, z = mu / s, lambda = N(z)/Phi(z),
     kappa = lambda (z + lambda):
 
-        tau  = kappa / (eps^2 + sigma^2 (1 - kappa))     (= 1/v_n of NOTES 2.4)
-        m    = s (z + 1/(z + lambda))                     (= m_n of NOTES 2.4)
+        tau  = kappa / (eps^2 + sigma^2 (1 - kappa))     (= 1/v_n of DERIVATIONS.md §1.4)
+        m    = s (z + 1/(z + lambda))                     (= m_n of DERIVATIONS.md §1.4)
         nu   = tau m
 
     The tilted normaliser is Z = Phi(z). The tilted variance is sigma^2 - sigma^4 kappa / s^2.
@@ -333,9 +334,9 @@ def _cholesky(P):
     """Lower Cholesky factor of a positive definite P (n, n), column by column.
 
     Why not ``jnp.linalg.cholesky``: on CPU that is a LAPACK call into the OpenBLAS that
-    scipy loads, whose threads are not limited by ``import zoo`` (it loads later); on a
-    busy 2-core machine a call at n = 32 then waited ~18 ms for its threads, against
-    ~0.1 ms for a whole parallel sweep at n = 16. Column j is s / sqrt(s_j) below the
+    scipy loads, whose threads are not limited by ``import zoo`` (it loads later); at these
+    sizes a call can wait longer for its threads than a whole parallel sweep takes
+    (benchmarks/README.md, "Measurements behind design choices"). Column j is s / sqrt(s_j) below the
     diagonal with s = P[:, j] - L L[j]^T, where only the columns < j of L are filled yet.
     Not positive definite: NaN (caught by the ``finite`` flag).
     """

@@ -1,5 +1,5 @@
 """Mean-field variational Bayes for GIG-hierarchical logistic regression: the paper's
-Algorithm 1 (Horii; restated in NOTES.md 4.2), for both mixing families of
+Algorithm 1 (Horii; derived in DERIVATIONS.md §3.2), for both mixing families of
 ``models/gig_logistic.py``.
 
 The logistic likelihood is bounded by Jaakkola & Jordan with one xi_j per data point,
@@ -23,8 +23,8 @@ E[1/tau] = sqrt(a / B), and step 3 is the paper's a-update - **as a quotient**,
 E[a_i] = (k + 1) / (theta + E[tau_i] / 2). The paper prints the product
 (k + 1)(theta + E[tau_i]/2); our derivation gives the quotient: q(a_i) is proportional
 to p(a_i) exp(E[log p(tau_i | a_i)]) = a^(k-1) e^(-theta a) * a e^(-a E[tau_i]/2), a
-Gamma(k + 1, theta + E[tau_i]/2) whose mean is the quotient. NOTES 4.2 found the same and
-that the product breaks the monotone ELBO at the first sweep; the monotone-ELBO test
+Gamma(k + 1, theta + E[tau_i]/2) whose mean is the quotient (DERIVATIONS.md §3.2), and
+the product breaks the monotone ELBO at the first sweep; the monotone-ELBO test
 here would catch it.
 
 Step 1 has the paper's two exact branches: for p <= n, Sigma = U (I + 2 U X^T Lambda X U)^-1
@@ -33,7 +33,7 @@ Sigma = S - S X^T (Lambda^-1 / 2 + X S X^T)^-1 X S, which needs only an n x n Ch
 and the iteration never forms the p x p Sigma in that branch: it needs bbar, diag Sigma and
 diag(X Sigma X^T), all O(n^2 p). The full Sigma is built once, for the returned posterior.
 
-The evidence lower bound (NOTES 4.2, generalized to any rho and both families) is computed
+The evidence lower bound (DERIVATIONS.md §3.2, generalized to any rho and both families) is computed
 after every one of the four updates; each is the exact maximizer of the ELBO in its own
 factor, so none may lower it (``info.extra["elbo_by_update"]``, tested). The E[log tau]
 terms cancel between p(beta | tau), p(tau | h) and the entropy of q(tau) for every rho (the

@@ -1,4 +1,5 @@
-"""EPCVM_Lap: the Laplace approximation of Chen, Tino & Yao (2014), Section II-C.
+"""EPCVM_Lap: the Laplace approximation of Chen, Tino & Yao (2014), Section II-C
+(derived in DERIVATIONS.md §1.3).
 
 The approximation is always built on the paper's *surrogate* model (what
 ``spec.with_params(surrogate=True).model`` samples): the probit link replaced by the

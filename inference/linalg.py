@@ -2,7 +2,8 @@
 
 Why: the engines factor small matrices (tens of rows) inside compiled loops. On CPU,
 ``jax.scipy.linalg.solve_triangular(L, I)`` is a LAPACK trsm call whose multi-threaded
-BLAS start-up cost dominates at these sizes (see benchmarks/), while a ``fori_loop`` of
+BLAS start-up cost dominates at these sizes (benchmarks/README.md, "Measurements behind
+design choices"), while a ``fori_loop`` of
 row updates compiles into the surrounding program and costs a few microseconds.
 """
 from __future__ import annotations

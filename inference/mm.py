@@ -1,4 +1,4 @@
-"""GGIG: the MM/EM engine of the GGSM probit paper (Liu, Wu & Zhou; NOTES.md 3.2-3.5),
+"""GGIG: the MM/EM engine of the GGSM probit paper (Liu, Wu & Zhou; DERIVATIONS.md §2),
 and the special cases it is compared with (LAP, GJ; STU from Chen et al. 2009).
 
 Every rule shares one iteration on the probit model y_n = sign(z_n), z = Phi w + N(0, I):
@@ -6,7 +6,7 @@ Every rule shares one iteration on the probit model y_n = sign(z_n), z = Phi w +
     E-step  zbar = f + s N(f) / Phi(s f)      (s = +-1 labels, f = Phi w; eq. 10)
     M-step  w = argmax  -1/2 ||zbar - Phi w||^2 - 1/2 sum_i p_i w_i^2
 
-with a per-weight penalty p_i from the current w. In the U-form of NOTES 3.2, with
+with a per-weight penalty p_i from the current w. In the U-form of DERIVATIONS.md §2.2, with
 U = diag(u), u_i = 1 / p_i (u_i = 0 pins w_i at exactly 0),
 
     w = U^{1/2} (I + U^{1/2} Phi^T Phi U^{1/2})^{-1} U^{1/2} Phi^T zbar      (n <= N)
@@ -18,7 +18,7 @@ weight can shrink to 0 without overflow. The rules (``MMConfig.rule``):
     ggig  u_i = wt_i^(2-q) / c,  c = q <1/lambda>,
           <1/lambda> = (n_act/q + a) / (sum_act |w_i|^q + b)    (eqs. 9, 11, 12; wt = |w|)
     lap   u_i = |w_i| / gamma        (q = 1 with <1/lambda> frozen at gamma: the a >> n,
-                                      b = a / gamma limit of ggig; NOTES 3.3)
+                                      b = a / gamma limit of ggig; §2.3)
     gj    u_i = w_i^2                (Gaussian-Jeffreys; the q -> 0, b << n limit)
     stu   u_i = (w_i^2 + 2d) / (2c+1)  (Student-t: one Gamma(c, d) precision per weight,
                                       <alpha_i> = (2c+1)/(w_i^2 + 2d); Chen et al. 2009.
@@ -27,9 +27,9 @@ weight can shrink to 0 without overflow. The rules (``MMConfig.rule``):
 
 Active set and pruning: a weight with |w_i| < ``prune_threshold`` (1e-4, the paper's
 "updated only based on w_i >= 1e-4") is set to exactly 0 and stays there (u_i = 0);
-n_act in eq. 9 counts the weights still active (NOTES 3.4's reading of n).
+n_act in eq. 9 counts the weights still active (our reading of n, DERIVATIONS.md §2.4).
 
-Objective (``info.trace``), the function each step cannot decrease (NOTES 3.4):
+Objective (``info.trace``), the function each step cannot decrease (DERIVATIONS.md §2.4):
 
     ggig  F(w) = sum_n log Phi(s_n f_n) - (a + n_act/q) log(b + sum_act |w_i|^q)
     lap   F(w) = sum_n log Phi(s_n f_n) - gamma sum |w_i|
@@ -38,13 +38,13 @@ Objective (``info.trace``), the function each step cannot decrease (NOTES 3.4):
 
 (lambda, resp. the per-weight precisions, integrated out). It is monotone as long as the
 active set keeps its size; a pruning step removes a term and may lower it (the exception
-NOTES 3.4 names). ggig's F is the log marginal posterior of the NumPyro model with
+DERIVATIONS.md §2.4 names). ggig's F is the log marginal posterior of the NumPyro model with
 lambda integrated out (``GGSMProbit.log_marginal_prior`` plus the probit likelihood).
 
 Stopping: max_i | |w_i| - wt_i | < ``tol`` (the paper: "the distance between |w| and wt
 below a threshold"; 1e-3 as in the PCVM code) or ``max_iter``.
 
-Collapse (NOTES 3.5). With the paper's a = b = 1e-3 the marginal prior rewards shrinking
+Collapse (DERIVATIONS.md §2.5). With the paper's a = b = 1e-3 the marginal prior rewards shrinking
 all of w: F can grow by up to (n/q) log(1/b) nats as w -> 0 while the likelihood only
 falls to N log 1/2, and the iteration may prune every weight. That is detected
 (``status == "collapsed"``, ``converged = False``) and the engine returns the last
@@ -94,7 +94,7 @@ class MMConfig:
     stu_c, stu_d: STU's Gamma(c, d) hyper-prior on each precision. c = d = 0 is GJ's
         rule; the small default d keeps the rule finite at w = 0 as the PCVM code's
         p_min = 1e-5 does.
-    init: "ones" (w = 1, the large-scale start NOTES 3.5 recommends against collapse) or
+    init: "ones" (w = 1, the large-scale start that collapses less, DERIVATIONS.md §2.5) or
         "ridge" ((Phi^T Phi + I)^{-1} Phi^T s, scaled to unit max |w|).
     tol: stop when max | |w| - wt | < tol. max_iter: cap.
     prune_threshold: |w_i| below this is set to 0 for good.
@@ -295,7 +295,7 @@ def run(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None) -> MMResult
     reason = ""
     if status == "collapsed":
         reason = (f"every weight was pruned at iteration {n_iter} (the marginal prior rewards "
-                  f"w -> 0; NOTES 3.5): returned the last iterate with an active weight "
+                  f"w -> 0; DERIVATIONS.md §2.5): returned the last iterate with an active weight "
                   f"({int(np.sum(w != 0))} of {w.size} active)")
         if config.rule == "ggig" and spec.b < 1e-2:
             reason += f"; b = {spec.b:g} is near the paper's 1e-3 - a proper prior such as a = b = 1 avoids it"
@@ -306,7 +306,7 @@ def run(spec: GGSMProbit, Phi, y, *, config: MMConfig | None = None) -> MMResult
         # predictive is close to 1/2 everywhere (measured on ggig_linear_weak, a = b =
         # 1e-3, q = 2: max |w| 0.001, pred_mae 0.21 against the certified NUTS posterior)
         reason = (f"converged into the prior's spike at w = 0 (sum |w|^q = {np.sum(np.abs(w) ** spec.q):.3g} "
-                  f"< b = {spec.b:g}; NOTES 3.5): the MAP of a near-improper prior, not a summary of the "
+                  f"< b = {spec.b:g}; DERIVATIONS.md §2.5): the MAP of a near-improper prior, not a summary of the "
                   "posterior - a proper prior such as a = b = 1 avoids it")
     elif status == "iteration cap":
         reason = f"max_iter ({config.max_iter}) reached before max | |w| - wt | < {config.tol:g}"

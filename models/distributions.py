@@ -103,7 +103,7 @@ class GIG(dist.Distribution):
         p(x) = (a/b)^(p/2) / (2 K_p(sqrt(a b))) x^(p-1) exp(-(a x + b / x) / 2),
 
     with K_p the modified Bessel function of the second kind (``models/special.py``).
-    This is the parametrization of the GIG-hierarchical logistic paper (Horii; NOTES 4.2).
+    This is the parametrization of the GIG-hierarchical logistic paper (Horii; DERIVATIONS.md §3.3).
     It includes its two boundary cases, where the Bessel normalizer degenerates:
 
     * b = 0, a > 0, p > 0: Gamma(p, rate a / 2) (p = 1 is the exponential mixing density

@@ -1,5 +1,5 @@
 """GGSM probit: probit regression with a generalized Gaussian scale mixture prior
-(Liu, Wu & Zhou, the GGIG paper; NOTES.md section 3).
+(Liu, Wu & Zhou, the GGIG paper; DERIVATIONS.md §2).
 
     p(y_n = 1 | w) = Phi( phi(x_n)^T w )
     w_i | lambda  ~  GeneralizedNormal(lambda, q)   i.i.d.,  q in (0, 2]
@@ -16,7 +16,7 @@ weight has the same prior as every other weight.
 Prior on lambda. The paper uses a = b = 1e-3 (near Jeffreys). Two facts make that a bad
 *default*: (i) the marginal prior of w is then proportional to (b + sum |w_i|^q)^-(a + n/q),
 which with b -> 0 rewards shrinking all of w towards 0 by up to (n/q) log(1/b) nats, so
-the MAP iteration of the paper can collapse to w = 0 (NOTES.md 3.5), and (ii) NUTS does not
+the MAP iteration of the paper can collapse to w = 0 (DERIVATIONS.md §2.5), and (ii) NUTS does not
 certify on that posterior even at q = 2 (R-hat 1.17 in the probe of the issue). The default
 here is a = b = 1 (a proper, weakly informative prior: lambda has mode 1/2 and no mean),
 with which NUTS certifies at q = 2; ``GGSMProbit.paper_prior()`` gives a = b = 1e-3.
@@ -98,7 +98,7 @@ class GGSMProbit:
 
     def log_marginal_prior(self, w):
         """log p(w) with lambda integrated out, up to a constant:
-        -(a + n/q) log(b + sum |w_i|^q) (the objective of NOTES.md 3.4)."""
+        -(a + n/q) log(b + sum |w_i|^q) (the objective of DERIVATIONS.md §2.4)."""
         w = jnp.asarray(w)
         n = w.shape[-1]
         return -(self.a + n / self.q) * jnp.log(self.b + jnp.sum(jnp.abs(w) ** self.q, axis=-1))

@@ -1,4 +1,4 @@
-"""GIG-hierarchical logistic regression (Horii; NOTES.md section 4.2).
+"""GIG-hierarchical logistic regression (Horii; DERIVATIONS.md §3).
 
     p(y_j = 1 | beta) = sigmoid(x_j^T beta)
     beta_i | tau_i    ~ N(0, tau_i)

@@ -1,4 +1,5 @@
-"""PCVM: the probabilistic classification vector machine (Chen, Tino & Yao 2009, 2014).
+"""PCVM: the probabilistic classification vector machine (Chen, Tino & Yao 2009, 2014;
+DERIVATIONS.md §1.1).
 
     p(y_n = 1 | w, b) = Phi( sum_i w_i phi_i(x_n) + b ),   phi_i(x) = y_i k(x, x_i)
     w_i ~ N(0, 1/alpha_i) truncated to w_i >= 0            (density 2 N(w_i | 0, 1/alpha_i))

@@ -1,7 +1,6 @@
 """Shared fixtures of the integration tests (test_compare, test_cli, test_notebooks).
 
-NUTS compilation, not sampling, is most of the cost of a comparison (about 5-10 s per
-reference on 2 cores). The integration tests therefore share one session-wide NUTS cache
+NUTS compilation, not sampling, is most of the cost of a short comparison. The integration tests therefore share one session-wide NUTS cache
 folder and one set of short NUTS settings: the first test that needs the reference of
 (PCVM, Ripley, width 0.7) computes it and the others read it back. References are cached
 under a content hash of model, data, sampler settings and package versions, so sharing

@@ -116,7 +116,7 @@ def test_em_is_deterministic_for_a_seed(ripley):
 
 
 def test_ep_end_to_end_small(ripley):
-    """One EP case (its end-to-end selection is the slowest engine; ~10 s here)."""
+    """One EP case (its end-to-end selection is the slowest engine)."""
     X, y, X_test, y_test = ripley
     clf = SparseBayesClassifier(engine="ep", width=0.7).fit(X[:60], y[:60])
     proba = clf.predict_proba(X_test)

@@ -1,4 +1,4 @@
-"""Tests of the data layer (zoo.data: files, parsers, splits, generators, catalog). Fast tier: ~10 s."""
+"""Tests of the data layer (zoo.data: files, parsers, splits, generators, catalog), fast tier."""
 from __future__ import annotations
 
 import hashlib

@@ -478,7 +478,7 @@ def test_ep_against_nuts_on_a_tiny_problem():
     standard error of p_NUTS (sd of p over draws / sqrt(min ESS = 518)) is at most
     0.0068: the measured difference is at the level of the MC noise. Weight level (printed): standardized mean errors 0.007-0.050 against MC
     se/sd 0.026-0.044; sd ratios 0.983-1.005. Fixed seed, so the outcome is
-    deterministic. ~60 s on 2 busy cores, hence slow.
+    deterministic. About a minute, hence slow.
     """
     from numpyro.diagnostics import effective_sample_size
     from numpyro.infer import MCMC, NUTS

@@ -12,7 +12,7 @@ Known answers it is held to:
   and the Laplace evidence is the exact evidence with Gamma(A) replaced by Stirling's
   formula - all closed form.
 
-Each fit compiles one Newton program (a few seconds on a loaded 2-core machine), so the
+Each fit compiles one Newton program (seconds, not milliseconds), so the
 fits are module fixtures shared between tests.
 """
 from __future__ import annotations

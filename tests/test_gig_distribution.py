@@ -77,7 +77,7 @@ def test_gig_log_prob_and_moments_match_scipy(p, a, b):
     np.testing.assert_allclose(np.asarray(d.log_prob(x)), law.logpdf(x), rtol=1e-11, atol=1e-11)
     assert float(d.mean) == pytest.approx(law.mean(), rel=1e-10)
     assert float(d.variance) == pytest.approx(law.var(), rel=1e-9)
-    if a > 0 and b > 0:  # E[1/x] in closed form (NOTES 4.2): sqrt(a/b) K_{p+1}/K_p - 2p/b
+    if a > 0 and b > 0:  # E[1/x] in closed form (DERIVATIONS.md §3.3): sqrt(a/b) K_{p+1}/K_p - 2p/b
         ratio = special.kve(p + 1, np.sqrt(a * b)) / special.kve(p, np.sqrt(a * b))
         assert float(d.moment(-1.0)) == pytest.approx(np.sqrt(a / b) * ratio - 2 * p / b, rel=1e-9)
 

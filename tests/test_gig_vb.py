@@ -54,7 +54,7 @@ def test_elbo_never_decreases_in_any_coordinate_update(name, branch):
 
 def test_the_printed_product_form_of_the_a_update_breaks_monotonicity(monkeypatch):
     """The detector above is sensitive: with the paper's printed (k + 1)(theta + E[tau]/2)
-    instead of the quotient, the ELBO falls (NOTES 4.2's finding, reproduced)."""
+    instead of the quotient, the ELBO falls (DERIVATIONS.md §3.2)."""
     def product_form(q, hyper, fam):
         rho, k, theta = hyper[0], hyper[1], hyper[2]
         mean = (k + 1.0) * (theta + 0.5 * q.e_tau)
@@ -69,7 +69,7 @@ def test_the_printed_product_form_of_the_a_update_breaks_monotonicity(monkeypatc
 
 
 def _algorithm1_numpy(X, y, k, theta, sweeps):
-    """NOTES 4.2's Algorithm 1, transcribed step by step (rho = 1, gamma mixing)."""
+    """Algorithm 1 as restated in DERIVATIONS.md §3.2, transcribed step by step (rho = 1, gamma mixing)."""
     n, p = X.shape
     a_bar = np.full(p, k / theta)
     S = np.ones(p)

@@ -1,12 +1,12 @@
 """The GGIG MM engine and its special cases (inference/mm.py).
 
 * Each rule's objective never decreases while the active set keeps its size (the
-  monotonicity the paper proves, eq. 13; NOTES 3.4 names the pruning exception).
+  monotonicity the paper proves, eq. 13; DERIVATIONS.md §2.4 names the pruning exception).
 * ggig's objective is the NumPyro model's log density with lambda integrated out.
 * lap, gj, stu and ggig reproduce their textbook closed-form updates
   w_new = (Phi^T Phi + diag(p))^{-1} Phi^T zbar, computed here independently in numpy,
   through both the n <= N and the n > N (Woodbury) forms of the engine's M-step.
-* The collapse of NOTES 3.5 under the paper's prior is detected and reported.
+* The collapse of DERIVATIONS.md §2.5 under the paper's prior is detected and reported.
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_each_rule_reproduces_its_closed_form_update(rule, kwargs, n_train):
 
 
 def test_gj_is_the_small_q_limit_and_lap_the_large_a_limit_of_ggig():
-    """NOTES 3.3: q <1/lambda> V -> (n/(n+b)) V_gj as q -> 0; <1/lambda> -> a/b = gamma as
+    """DERIVATIONS.md §2.3: q <1/lambda> V -> (n/(n+b)) V_gj as q -> 0; <1/lambda> -> a/b = gamma as
     a -> inf with b = a/gamma. One step from the same start must agree to the limit."""
     Phi, y, _, _ = design()
     one = dict(max_iter=1, prune_threshold=1e-12)
@@ -106,7 +106,7 @@ def test_gj_is_the_small_q_limit_and_lap_the_large_a_limit_of_ggig():
 
 
 def test_collapse_under_the_paper_prior_is_detected_and_explained():
-    """NOTES 3.5: with a = b = 1e-3, q = 1, n_f = 50, N = 200 every weight is pruned."""
+    """DERIVATIONS.md §2.5: with a = b = 1e-3, q = 1, n_f = 50, N = 200 every weight is pruned."""
     Phi, y, _, _ = design(n_relevant=50)
     res = mm.run(GGSMProbit.paper_prior(q=1.0), Phi, y)
     assert res.status == "collapsed"

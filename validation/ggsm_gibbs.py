@@ -175,8 +175,8 @@ def _block(state: ChainState, widths: Widths, Phi, s, q, a, b, n_sweeps: int):
 
 # Chains are independent. They run one per CPU device (pmap) when the process has a
 # device per chain (`import zoo` asks for 4), else one after another. Not vmap: a vmapped
-# while_loop runs every lane until the slowest finishes, and measured on the 2-core
-# machine 4 vmapped chains took 38 ms a sweep against 6.5 ms for one chain alone.
+# while_loop runs every lane until the slowest finishes, so 4 vmapped chains cost several
+# times one chain alone (benchmarks/README.md, "Measurements behind design choices").
 _block_one = jax.jit(_block, static_argnums=(7,))
 _block_parallel = jax.pmap(_block, in_axes=(0, 0, None, None, None, None, None, None),
                            static_broadcasted_argnums=(7,))

@@ -4,7 +4,7 @@ These functions describe the posterior, not a sampler: the protocols of the mode
 (``validation/protocols/``) use them to say which metrics are meaningful, and the reports
 quote their sentences.
 
-The argument (written out in DERIVATIONS.md, "Heavy tails on separable data"): if the
+The argument (written out in DERIVATIONS.md §4): if the
 likelihood does not decay along some direction of the weights - the training data are
 linearly separable, quasi-completely separable, or the design has a null space - the
 posterior of the overall scale r along that direction keeps the tail of the prior. For

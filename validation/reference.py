@@ -23,8 +23,8 @@ and the package versions, much like posteriordb's reference posteriors carry the
 provenance.
 
 Chain layout. ``chain_method="parallel"`` (the default) puts one chain on each XLA CPU
-device; on the 2-core machine it needs about half the wall time of "vectorized" or
-"sequential" (numbers in :class:`ReferenceConfig`). JAX exposes one CPU device
+device; it needs about half the wall time of "vectorized" or "sequential" (measured:
+benchmarks/README.md, "Measurements behind design choices"). JAX exposes one CPU device
 unless asked for more *before its backend starts* (the first JAX computation of the
 process), so ``import zoo`` asks for :data:`HOST_DEVICES` devices if the backend
 has not started and the user has not chosen a count (:func:`zoo.request_host_devices`;
@@ -160,12 +160,8 @@ class ReferenceConfig:
     target_accept and max_tree_depth do not, and their chains need no layout choice.
 
     chain_method: "parallel" by default (one chain per CPU device; falls back to
-    "sequential" when the process has fewer devices than chains). Measured on the
-    2-core machine, PCVM on 60 Ripley points, M=60, 4 chains x (1000 warmup + 1000
-    draws), one process per layout, 2 runs x 2 rounds, load 2-3 from other jobs,
-    wall seconds (CPU seconds): parallel 11-20 (19-23), vectorized 25-33 (24-35),
-    sequential 26-40 (37-49). (At load 5-8 with 500 + 500 iterations: parallel
-    24-45 (16), vectorized 26-44 (19-24), sequential 53-104 (32-35).)
+    "sequential" when the process has fewer devices than chains); the fastest layout in
+    wall time (benchmarks/README.md, "Measurements behind design choices").
     "parallel" and "sequential" give identical draws (verified bit for bit);
     "vectorized" draws differ (batched arithmetic changes the last bits, and NUTS
     trajectories amplify that), so the layout is part of the cache key.

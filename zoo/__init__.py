@@ -24,9 +24,10 @@ def request_host_devices(n: int = HOST_DEVICES) -> bool:
     """Ask XLA for ``n`` CPU devices so NUTS chains can run in parallel.
 
     JAX exposes one CPU device unless asked before its backend starts (the first JAX
-    computation of the process), so this runs at ``import zoo``. Measured on the 2-core
-    machine: 4 parallel chains take about half the wall time of "sequential" and draws
-    are bit-identical; single-device work is not slowed by the extra devices. Returns
+    computation of the process), so this runs at ``import zoo``. Parallel chains take
+    about half the wall time of "sequential" with bit-identical draws, and single-device
+    work is not slowed by the extra devices (benchmarks/README.md, "Measurements behind
+    design choices"). Returns
     False (and changes nothing) if the backend already started or the user chose a count.
     """
     from jax._src import xla_bridge
@@ -53,9 +54,9 @@ if not _os.path.isdir(_os.path.join(_here, "models")) and _os.path.isdir(
     __path__.append(_repo)  # type: ignore[name-defined]  # noqa: F821
 
 # One BLAS thread. Our factorizations are small (active sets of tens to a few hundred
-# columns), where OpenBLAS threads only contend: a 251x251 Cholesky measured ~100 ms with
-# default threads on a busy 2-core machine against ~1 ms with one (both through JAX's
-# LAPACK and numpy). Set ZOO_BLAS_THREADS to override.
+# columns), where OpenBLAS threads only contend (100x slower factorizations measured with
+# default threads; benchmarks/README.md, "Measurements behind design choices"), both
+# through JAX's LAPACK and numpy. Set ZOO_BLAS_THREADS to override.
 try:
     import scipy.linalg as _scipy_linalg  # noqa: F401  (load scipy's own OpenBLAS so it is limited too)
     from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -69,8 +70,7 @@ except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep d
 def enable_compilation_cache(path: str | None = None) -> str:
     """Keep JAX's compiled programs on disk, so a new process skips recompilation.
 
-    Every engine compiles its loops once per shape bucket (EM's top-down loop takes
-    ~7 s); a benchmark or CLI run that starts many processes, or is run again, pays that
+    Every engine compiles its loops once per shape bucket (seconds each); a benchmark or CLI run that starts many processes, or is run again, pays that
     once. ``path`` defaults to env ZOO_JAX_CACHE, else ``~/.cache/zoo/jax``. Not switched
     on at import (a library should not write to the user's home unasked); the CLI and
     the benchmarks call it. Compiled programs are keyed by JAX on the program, the jax

@@ -21,7 +21,7 @@ PRIORS = ("paper", "default")
 
 def ggsm_spec(q: float, prior: str):
     """GGSM spec: ``prior`` "paper" = the paper's InvGamma(1e-3, 1e-3) on lambda,
-    "default" = the zoo's proper InvGamma(1, 1) (NOTES 3.5: it keeps MM from collapsing)."""
+    "default" = the zoo's proper InvGamma(1, 1) (DERIVATIONS.md §2.5: it keeps MM from collapsing)."""
     from zoo.models.ggsm_probit import GGSMProbit
 
     if prior not in PRIORS:

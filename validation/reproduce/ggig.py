@@ -50,7 +50,7 @@ NOT_COMPARABLE = {
 }
 METHOD_LABEL = {"ggig": "GGIG", "lap": "LAP", "gj": "GJ", "stu": "STU", "svm": "SVM", "rvm": "RVM"}
 
-# Default sizes, chosen so each entry's default run takes a few minutes on 2 cores (the
+# Default sizes, chosen so each entry's default run takes minutes, not hours (the
 # measured times are in README.md). The paper's full grids are one option away.
 DEFAULT_WIDTH_GRID_T1 = (0.1, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 DEFAULT_WIDTH_GRID_T2 = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -212,7 +212,7 @@ def run_feature_selection(ctx) -> dict:
         "",
         f"GGIG is run with two priors on lambda: the paper's InvGamma(a = b = 1e-3) (**headline**: it is the "
         "setting being reproduced) and the zoo's default a = b = 1, which keeps MM from collapsing to w = 0 "
-        "(inference/mm.py, NOTES 3.5). A collapsed fit returns the last iterate with an active weight; "
+        "(inference/mm.py, DERIVATIONS.md §2.5). A collapsed fit returns the last iterate with an active weight; "
         "collapses are counted in the tables ('collapsed': selected-q fits, 'CV folds': folds of the CV).",
         "",
     ]

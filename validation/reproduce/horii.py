@@ -16,7 +16,7 @@ an unpenalized intercept (liblinear's, which is penalized weakly through its int
 scaling), VB a bias column under the same GIG prior as the other coefficients.
 
 MSE. The paper does not say whether its MSE is (1/p) ||b - beta*||^2 or the squared norm;
-with p = 100 and values near 0.16 it is the per-coordinate mean (NOTES), which we report.
+with p = 100 and values near 0.16 it is the per-coordinate mean, which we report.
 """
 from __future__ import annotations
 

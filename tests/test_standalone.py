@@ -71,6 +71,8 @@ def test_every_citation_of_the_derivations_exists():
     assert {"1.1", "1.5", "2.5", "3.3", "4"} <= sections  # the document has its structure
     bad = {}
     for path in _tracked_files():
+        if path.name == "test_standalone.py":
+            continue  # its planted defects cite sections that do not exist, on purpose
         text = _text(path)
         if text is not None and (missing := unknown_citations(text, sections)):
             bad[str(path.relative_to(REPO))] = missing

@@ -103,7 +103,7 @@ def test_reference_contents(problem, reference):
     assert p["package_versions"] == package_versions()
     assert set(p["package_versions"]) == {"jax", "numpyro", "arviz", "numpy"}
     assert p["seed"] == 0 and p["sampler"]["num_chains"] == 4 and p["sampler"]["target_accept"] == 0.9
-    assert all(c["passed"] for c in p["checks"]) and len(p["checks"]) == 4
+    assert all(c["passed"] for c in p["checks"]) and len(p["checks"]) == 6  # 4 + E-BFMI, tree depth
     assert len(p["data"]["Phi_sha256"]) == 64 and p["date"]
     assert reference.seconds > 0 and 0 <= reference.compile_seconds <= reference.seconds
     assert reference.from_cache is False
@@ -142,7 +142,7 @@ def test_partial_or_mismatched_cache_entries_are_ignored(problem, reference, cac
     tampered.mkdir()
     shutil.copy(nc, tampered)
     record = json.load(open(js))
-    record["draws_sha256"] = "0" * 64
+    record["content_sha256"] = "0" * 64
     (tampered / os.path.basename(js)).write_text(json.dumps(record))
     with pytest.warns(UserWarning, match="ignoring unreadable reference cache entry"):
         assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(tampered)) is None
@@ -277,8 +277,143 @@ def test_a_model_with_latents_beyond_its_sites_reads_back_from_the_cache(tmp_pat
     cfg = ReferenceConfig(num_chains=2, num_warmup=100, num_samples=100, max_doublings=0)
     first = run_reference(spec, X, y, config=cfg, cache_dir=str(tmp_path))
     assert set(first.posterior.draws) == {"beta"}
+    # the latent sites NUTS moves are stored and diagnosed; beta is computed from them
+    assert first.diagnostics["diagnosed_sites"] == ["beta", "u", "z"]
+    assert {"u", "z"} <= set(first.idata.posterior.data_vars)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an unreadable entry warns
         again = run_reference(spec, X, y, config=cfg, cache_dir=str(tmp_path))
     assert again.from_cache
     np.testing.assert_array_equal(again.posterior.draws["beta"], first.posterior.draws["beta"])
+
+
+# --- a cache entry is evidence, not a verdict: tamper with each part of it ----------
+def _copy_entry(cache_dir, dest):
+    nc, js = _entry(cache_dir)
+    dest.mkdir()
+    shutil.copy(nc, dest)
+    shutil.copy(js, dest)
+    return dest / os.path.basename(nc), dest / os.path.basename(js)
+
+
+@pytest.fixture(scope="module")
+def uncertified(problem, tmp_path_factory):
+    """An honest but uncertified run: 4 x 60 draws and no doublings (tail ESS < 400)."""
+    spec, Phi, y = problem
+    folder = tmp_path_factory.mktemp("uncertified")
+    cfg = replace(CONFIG, num_samples=60, max_doublings=0)
+    ref = run_reference(spec, Phi, y, config=cfg, cache_dir=str(folder))
+    assert not ref.certified and any("ESS" in f for f in ref.failures)
+    return cfg, folder, ref
+
+
+def test_an_edited_certificate_is_not_believed(problem, uncertified, tmp_path):
+    """The regression of issue 14: a record edited to say "certified" came back certified."""
+    spec, Phi, y = problem
+    cfg, folder, ref = uncertified
+    _, js = _copy_entry(str(folder), tmp_path / "edited")
+    record = json.loads(js.read_text())
+    record["certified"] = True
+    record["failures"] = []
+    record["provenance"]["certified"] = True
+    record["provenance"]["checks"] = [dict(c, passed=True) for c in record["provenance"]["checks"]]
+    record["provenance"]["diagnostics"]["ess_tail_min"] = 10_000.0
+    js.write_text(json.dumps(record))
+    again = cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "edited"))
+    assert again is not None and again.from_cache
+    assert not again.certified and again.failures == ref.failures
+    assert again.provenance["certified"] is False
+    with pytest.raises(RuntimeError, match="not certified"):
+        again.require_certified()
+
+
+def test_edited_draws_or_sampler_statistics_are_detected(problem, reference, cache_dir, tmp_path):
+    spec, Phi, y = problem
+    for part, edit in (("draws", lambda idata: idata.posterior["mu"].values.__setitem__((0, 0, 0), 99.0)),
+                       ("diverging", lambda idata: idata.sample_stats["diverging"].values.__setitem__((0, 0), True)),
+                       ("energy", lambda idata: idata.sample_stats["energy"].values.__setitem__((1, 5), 0.0))):
+        nc, _ = _copy_entry(cache_dir, tmp_path / part)
+        idata = arviz_adapter.from_netcdf(str(nc))
+        idata.load() if hasattr(idata, "load") else None
+        edit(idata)
+        os.remove(nc)
+        arviz_adapter.to_netcdf(idata, str(nc))
+        with pytest.warns(UserWarning, match="do not match the digest"):
+            assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(tmp_path / part)) is None, part
+
+
+def test_a_record_of_another_key_is_refused(problem, reference, cache_dir, tmp_path):
+    spec, Phi, y = problem
+    _, js = _copy_entry(cache_dir, tmp_path / "rekeyed")
+    record = json.loads(js.read_text())
+    record["cache_key"] = "f" * 64
+    js.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="another key"):
+        assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(tmp_path / "rekeyed")) is None
+
+
+def test_the_key_covers_the_rule_and_the_code(problem, monkeypatch):
+    from zoo.validation import reference as R
+
+    spec, Phi, y = problem
+    key = R.cache_key(spec, Phi, y, CONFIG)
+    monkeypatch.setattr(R, "CERTIFICATION", replace(R.CERTIFICATION, ess_tail_min=500.0))
+    stricter = R.cache_key(spec, Phi, y, CONFIG)
+    monkeypatch.undo()
+    monkeypatch.setattr(R, "model_code_digest", lambda s: "another model source")
+    changed_model = R.cache_key(spec, Phi, y, CONFIG)
+    monkeypatch.undo()
+    assert len({key, stricter, changed_model}) == 3
+    assert R.cache_key(spec, Phi, y, CONFIG) == key  # and nothing else moves it
+
+
+def test_code_digest_follows_the_source_and_its_imports(tmp_path, monkeypatch):
+    from zoo.validation.code_digest import code_digest, module_closure
+
+    assert {"zoo.models.distributions", "zoo.models.special", "zoo.models.gig_logistic"} <= set(
+        module_closure("zoo.models.gig_logistic"))
+    assert "zoo.validation.reference" not in module_closure(
+        "zoo.validation.gig_gibbs", exclude=("zoo.validation.reference",))
+    module = tmp_path / "user_model_for_digest.py"
+    module.write_text("from zoo.models import special\nSCALE = 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = code_digest(["user_model_for_digest"])
+    assert "zoo.models.special" in module_closure("user_model_for_digest")
+    module.write_text("from zoo.models import special\nSCALE = 2.0\n")
+    assert code_digest(["user_model_for_digest"]) != first
+
+
+def test_every_sampled_site_is_diagnosed(problem, reference):
+    """NUTS moves exactly the measured site here; the latent case is the GIG test below.
+    A latent block that does not mix must fail certification like a measured one."""
+    from zoo.validation import reference as R
+
+    assert reference.diagnostics["diagnosed_sites"] == ["mu"]
+    draws = {k: v.copy() for k, v in reference.posterior.draws.items()}
+    stuck = np.random.default_rng(0).standard_normal((4, 300))
+    stuck[0] += 5.0  # one chain elsewhere
+    draws["latent"] = stuck
+    stats = {k: np.asarray(v.values) for k, v in reference.idata.sample_stats.items()}
+    sites = R._diagnosed_sites(reference.sites, draws)
+    certified, failures, diagnostics, _ = R._certify_run(draws, stats, sites, R.NutsRun, CONFIG.sampler_settings())
+    assert not certified and any(f.startswith("latent: R-hat") for f in failures)
+    assert diagnostics["diagnosed_sites"] == ["mu", "latent"]
+
+
+def test_nuts_energy_and_tree_depth_checks():
+    from zoo.validation.reference import nuts_energy_checks
+
+    rng = np.random.default_rng(3)
+    iid = rng.standard_normal((4, 1000))  # E-BFMI near 2
+    walk = np.cumsum(0.1 * rng.standard_normal((4, 1000)), axis=1)  # energy barely moves
+    steps = np.full((4, 1000), 7)
+    ok, numbers = nuts_energy_checks({"energy": iid, "n_steps": steps}, 10, CERTIFICATION)
+    assert ok == [] and numbers["ebfmi_min"] > 1.5 and numbers["treedepth_fraction"] == 0.0
+    bad, numbers = nuts_energy_checks({"energy": walk, "n_steps": steps}, 10, CERTIFICATION)
+    assert len(bad) == 4 and all("E-BFMI" in f for f in bad) and numbers["ebfmi_min"] < 0.3
+    deep = steps.copy()
+    deep[:, :50] = 2**10 - 1  # 5% of transitions at the depth limit
+    bad, numbers = nuts_energy_checks({"energy": iid, "n_steps": deep}, 10, CERTIFICATION)
+    assert bad == ["5.0% of transitions reached the maximum tree depth 10 (allowed: 1%)"]
+    deep[:, 10:50] = 7  # 1%: allowed
+    assert nuts_energy_checks({"energy": iid, "n_steps": deep}, 10, CERTIFICATION)[0] == []

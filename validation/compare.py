@@ -156,6 +156,11 @@ def _reference_summary(ref) -> dict[str, Any]:
         "ess_bulk_min": d["ess_bulk_min"],
         "ess_tail_min": d["ess_tail_min"],
         "divergences": int(d["divergences"]),
+        # NUTS only (None for the Gibbs samplers): energy and tree-depth checks
+        "ebfmi_min": d.get("ebfmi_min"),
+        "treedepth_fraction": d.get("treedepth_fraction"),
+        # every sampled site the certificate covers, latent ones included
+        "diagnosed_sites": list(d.get("diagnosed_sites", [])),
         "seconds": float(ref.seconds),
         # sampling alone: JAX's tracing/compilation time taken out (as for the engines)
         "warm_seconds": float(ref.posterior.info.seconds),
@@ -176,6 +181,9 @@ def _no_draws_summary(sampler_name: str | None, failures: list[str]) -> dict[str
         "ess_bulk_min": None,
         "ess_tail_min": None,
         "divergences": None,
+        "ebfmi_min": None,
+        "treedepth_fraction": None,
+        "diagnosed_sites": [],
         "seconds": None,
         "warm_seconds": None,
         "compile_seconds": None,

@@ -281,4 +281,4 @@ class SliceGibbsRun(GibbsRun):
 
 #: the reference-sampler entry GGSM probit's registry record brings; version 2: the scale
 #: move never steps to an overflowing w
-SLICE_GIBBS = ReferenceSampler("slice-gibbs", SliceGibbsRun, version=2)
+SLICE_GIBBS = ReferenceSampler("slice-gibbs", SliceGibbsRun, code_modules=(__name__,))

@@ -181,7 +181,10 @@ class PGGibbsChains:
         self.warmed_up = True
 
     def draw(self, n: int):
-        """(draws, stats) of the next n sweeps: draws {"beta": (chains, n, d)}; stats
+        """(draws, stats) of the next n sweeps: draws {"beta": (chains, n, d), "u": (chains,
+        n, d)} - the two blocks the sampler moves, both diagnosed. (omega is redrawn from
+        its exact conditional given beta in every sweep and kept nowhere: its chain mixes
+        as x_j^T beta does, which the diagnostics of beta cover.) stats
         (chains, n) arrays "diverging" (all False: a Gibbs sampler has none),
         "evaluations" (log-density evaluations of the slice updates) and "shrink_caps"
         (slice updates that kept their old value because shrinkage hit its limit)."""
@@ -189,8 +192,8 @@ class PGGibbsChains:
             self.warmup()
 
         def run_block():
-            beta_blk, _, st = self._run(BLOCK)
-            return {"beta": beta_blk}, st
+            beta_blk, u_blk, st = self._run(BLOCK)
+            return {"beta": beta_blk, "u": u_blk}, st
 
         bar = progress_bar(self.progress, -(-int(n) // BLOCK), "PG-Gibbs")
         return record_blocks(run_block, n, BLOCK, bar)
@@ -208,4 +211,4 @@ class PGGibbsRun(GibbsRun):
 
 
 #: the reference-sampler entry GIG logistic's registry record brings
-PG_GIBBS = ReferenceSampler("pg-gibbs", PGGibbsRun, version=1)
+PG_GIBBS = ReferenceSampler("pg-gibbs", PGGibbsRun, code_modules=(__name__,))

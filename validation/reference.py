@@ -3,7 +3,9 @@
 ``run_reference(spec, Phi, y)`` runs NUTS on ``spec.model`` (4 chains, float64), checks
 convergence with rank-normalized split R-hat and bulk/tail ESS (Vehtari et al. 2021) and
 the divergence count, and returns a :class:`Reference`. The reference is *certified* only
-if every coordinate of every latent site passes :data:`CERTIFICATION`. An uncertified
+if every coordinate of every *sampled* site passes :data:`CERTIFICATION` - the measured
+sites and the latent ones the sampler moves (GIG logistic's u and z, the Gibbs samplers'
+auxiliary blocks) - and, for NUTS, the energy (E-BFMI) and tree-depth checks pass. An uncertified
 reference says why in ``failures`` (one sentence per problem) and must not be used as
 truth silently. When the only problem is too few effective draws (no divergences), the
 chains are continued until the number of draws has doubled, up to
@@ -18,9 +20,12 @@ divergences; a slice update that exhausts its shrinkage steps counts as a failur
 first certified one; the Reference names its sampler in ``provenance["sampler"]``.
 
 Results are cached on disk (netCDF draws + provenance JSON, each written atomically)
-under a content hash of the model, its hyper-parameters, the data, the sampler settings
-and the package versions, much like posteriordb's reference posteriors carry their
-provenance.
+under a content hash of the model, its hyper-parameters, the data, the sampler settings,
+the certification rule, a digest of the source code that defines the model and the
+sampler (``code_digest.py``) and the package versions, much like posteriordb's reference
+posteriors carry their provenance. A stored certificate is never trusted: every read
+recomputes it from the stored draws and sampler statistics (whose digest the record
+holds), with the current rule.
 
 Chain layout. ``chain_method="parallel"`` (the default) puts one chain on each XLA CPU
 device; it needs about half the wall time of "vectorized" or "sequential" (measured:
@@ -55,6 +60,7 @@ from ..inference.posterior import DrawsPosterior, FitInfo
 from ..models.base import Site
 from . import arviz_adapter as adapter
 from .atomic import _jsonable, write_text_atomic
+from .code_digest import code_digest
 from ..models.checks import check_design
 
 # The host-device request lives in zoo/__init__.py so that it happens at `import zoo`,
@@ -76,12 +82,23 @@ class Certification:
     reference mean is known to within sd/20, and its 5%/95% quantiles are usable;
     max_divergences: divergent transitions after warmup allowed (any divergence means
     NUTS missed part of the posterior, which biases it without showing in R-hat).
+    ebfmi_min (NUTS): the energy Bayesian fraction of missing information of every chain,
+    mean((E_t - E_{t-1})^2) / var(E), at least this. Below 0.3 (Betancourt 2016) the
+    momentum resampling cannot move the chain through the energy levels of the
+    posterior: heavy tails go unexplored while R-hat can still look fine.
+    max_treedepth_fraction (NUTS): at most this fraction of transitions may stop at the
+    maximum tree depth. A saturated tree ended before the U-turn criterion: a few are
+    harmless, but many mean the chain moves by truncated trajectories and its ESS is not
+    what the trajectories' length suggests.
+    Neither NUTS check can be fixed by more draws, so both stop the doubling loop.
     """
 
     rhat_max: float = 1.01
     ess_bulk_min: float = 400.0
     ess_tail_min: float = 400.0
     max_divergences: int = 0
+    ebfmi_min: float = 0.3
+    max_treedepth_fraction: float = 0.01
 
 
 CERTIFICATION = Certification()
@@ -93,7 +110,9 @@ MAX_DIVERGENCES = CERTIFICATION.max_divergences
 #: at most this many per-coordinate sentences per criterion; the rest are counted
 _MAX_SENTENCES_PER_CHECK = 10
 #: bump when the cache layout changes, so old entries are recomputed rather than misread
-CACHE_FORMAT = 1
+#: (2: every sampled site stored, content digest over draws and statistics, no stored
+#: certificate)
+CACHE_FORMAT = 2
 #: NumPyro per-draw fields kept as ArviZ sample_stats (numpyro name -> arviz name)
 _EXTRA_FIELDS = {
     "diverging": "diverging",
@@ -111,9 +130,11 @@ class ReferenceSampler:
 
     name: what ``ReferenceConfig.sampler`` and ``--reference`` call it. runner: the class
     that runs it - ``runner(spec, Phi, y, config, progress)`` with ``first()`` and
-    ``more(n)`` returning (draws, extra) and ``sample_stats``, ``sampler_failures`` and
-    ``layout`` as :class:`NutsRun` has them. version: part of the cache key of its
-    draws; bump it when the sampler's draws change for the same settings.
+    ``more(n)`` returning (draws, extra) - draws of every site it samples, the measured
+    ones included - and ``sample_stats``, ``sampler_checks`` and ``layout`` as
+    :class:`NutsRun` has them. code_modules: the modules whose source defines the
+    sampler; their digest (with what they import from the zoo, and the runner class's
+    own source) is part of the cache key, so changed sampler code never reads stale draws.
 
     NUTS (:data:`NUTS_SAMPLER`) works on any model written in NumPyro. A model whose posterior
     NUTS cannot certify may bring its own sampler in its registry record (GGSM probit's
@@ -123,7 +144,12 @@ class ReferenceSampler:
 
     name: str
     runner: Any
-    version: int = 1
+    code_modules: tuple[str, ...] = ()
+
+    def code_digest(self) -> str:
+        """Digest of the code that defines this sampler (the reference harness itself,
+        this module, is left out: it does not change the draws)."""
+        return code_digest(self.code_modules, exclude=(__name__,), objects=(self.runner,))
 
 
 #: name -> sampler; NUTS is built in, the models' own samplers come with their records
@@ -206,7 +232,6 @@ class ReferenceConfig:
         """The settings that determine the draws (the cache key's share of the config).
 
         parallel and sequential produce the same draws, so they share a layout name.
-        NUTS entries keep the key they had before a second sampler existed.
         """
         settings = asdict(self)
         settings.pop("chain_method")
@@ -216,7 +241,7 @@ class ReferenceConfig:
             # after another give the same draws (each chain has its own key)
             for name in ("target_accept", "max_tree_depth"):
                 settings.pop(name)
-            settings["sampler"] = f"zoo.{self.sampler}/{get_sampler(self.sampler).version}"
+            settings["sampler"] = f"zoo.{self.sampler}"
             return settings
         settings["chain_layout"] = "vectorized" if self.chain_method == "vectorized" else "per-chain"
         settings["sampler"] = "numpyro.NUTS"
@@ -341,6 +366,50 @@ def _diagnostics_dict(diag: dict, n_div: int, idata) -> dict:
     }
 
 
+def _diagnosed_sites(measured: tuple[Site, ...], draws: dict[str, np.ndarray]) -> tuple[Site, ...]:
+    """The measured sites, then every other block the sampler moved (its latent sites),
+    each named and shaped as its draws are: all of them are diagnosed."""
+    names = {s.name for s in measured}
+    others = tuple(Site(k, tuple(np.shape(v)[2:])) for k, v in sorted(draws.items()) if k not in names)
+    return tuple(measured) + others
+
+
+def _certify_run(draws, stats, diagnosed, runner, settings):
+    """(certified, failures, diagnostics, kinds) of a run: R-hat, ESS and divergences over
+    every diagnosed site, then the sampler's own checks (NUTS: E-BFMI, tree depth; Gibbs:
+    slice shrinkage). ``stats`` are the sampler statistics as stored (ArviZ names)."""
+    idata = adapter.draws_to_idata(draws, diagnosed)
+    diag = adapter.summary_diagnostics(idata, sites=diagnosed)
+    n_div = _count_divergences(stats["diverging"])
+    failures, kinds = _check_failures(diag, diagnosed, n_div, CERTIFICATION)
+    sampler_failures, sampler_numbers = runner.sampler_checks(stats, settings, CERTIFICATION)
+    if sampler_failures:
+        failures = failures + sampler_failures
+        kinds = kinds | {"sampler"}
+    diagnostics = _diagnostics_dict(diag, n_div, idata)
+    diagnostics.update(sampler_numbers)
+    diagnostics["diagnosed_sites"] = [s.name for s in diagnosed]
+    return not failures, failures, diagnostics, kinds
+
+
+def nuts_energy_checks(stats: dict, max_tree_depth: int, rule: "Certification"):
+    """(failures, numbers) of the NUTS-only checks on stored statistics (chains, draws):
+    E-BFMI of every chain from ``energy``, and the fraction of transitions whose leapfrog
+    count ``n_steps`` reached 2^max_tree_depth - 1 (a tree at the depth limit; a U-turn
+    found exactly at the last doubling is counted too, which errs on the strict side)."""
+    failures: list[str] = []
+    energy = np.asarray(stats["energy"], dtype=float)
+    ebfmi = np.mean(np.diff(energy, axis=1) ** 2, axis=1) / np.var(energy, axis=1)
+    for c, value in enumerate(ebfmi):
+        if not value >= rule.ebfmi_min:
+            failures.append(f"chain {c}: E-BFMI {value:.3f} < {rule.ebfmi_min}")
+    saturated = float(np.mean(np.asarray(stats["n_steps"]) >= 2 ** int(max_tree_depth) - 1))
+    if saturated > rule.max_treedepth_fraction:
+        failures.append(f"{100 * saturated:.1f}% of transitions reached the maximum tree depth "
+                        f"{int(max_tree_depth)} (allowed: {100 * rule.max_treedepth_fraction:g}%)")
+    return failures, {"ebfmi_min": float(np.min(ebfmi)), "treedepth_fraction": saturated}
+
+
 # --------------------------------------------------------------------------------------
 # Hashing and the disk cache
 # --------------------------------------------------------------------------------------
@@ -361,21 +430,34 @@ def _array_digest(a: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _draws_digest(draws: dict[str, np.ndarray]) -> str:
+def _content_digest(draws: dict[str, np.ndarray], stats: dict[str, np.ndarray]) -> str:
+    """Digest of everything the certificate is computed from: the draws of every
+    sampled site and the sampler statistics."""
     h = hashlib.sha256()
-    for name in sorted(draws):
-        h.update(name.encode())
-        h.update(_array_digest(draws[name]).encode())
+    for group, arrays in (("draws", draws), ("stats", stats)):
+        for name in sorted(arrays):
+            h.update(f"{group}/{name}".encode())
+            h.update(_array_digest(np.asarray(arrays[name], dtype=np.float64)).encode())
     return h.hexdigest()
 
 
+def model_code_digest(spec) -> str:
+    """Digest of the source that defines the spec's model (its module and the zoo modules
+    it imports: distributions, special functions, checks)."""
+    return code_digest((type(spec).__module__,), objects=(type(spec),))
+
+
 def cache_key(spec, Phi: np.ndarray, y: np.ndarray, config: ReferenceConfig) -> str:
-    """Content hash of (model + hyper-parameters, data, sampler settings, package versions)."""
+    """Content hash of (model + hyper-parameters, the model's code, data, sampler settings
+    and code, the certification rule, package versions)."""
     payload = {
         "spec": spec.to_dict(),
+        "model_code": model_code_digest(spec),
         "Phi": _array_digest(Phi),
         "y": _array_digest(y),
         "sampler": config.sampler_settings(),
+        "sampler_code": get_sampler(config.sampler).code_digest(),
+        "certification_rule": asdict(CERTIFICATION),
         "versions": package_versions(),
         "cache_format": CACHE_FORMAT,
     }
@@ -392,19 +474,31 @@ def _cache_paths(cache_dir, key: str, sampler: str = "nuts") -> tuple[str, str]:
     return base + ".nc", base + ".json"
 
 
+def _stored_draws_and_stats(idata) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Every posterior variable as (chains, draws, ...) and every sampler statistic as
+    (chains, draws), as stored."""
+    post = idata.posterior
+    draws = {name: np.asarray(post[name].transpose("chain", "draw", ...).values, dtype=float)
+             for name in post.data_vars}
+    stats = {}
+    if "sample_stats" in idata.groups():
+        ss = idata.sample_stats
+        stats = {name: np.asarray(ss[name].transpose("chain", "draw", ...).values) for name in ss.data_vars}
+    return draws, stats
+
+
 def _write_cache(cache_dir, key: str, reference: Reference) -> str:
     """netCDF first, provenance JSON last: the JSON is the commit mark of an entry, and it
-    names the digest of the draws it belongs to, so a half-written or swapped netCDF
-    file is detected on reading."""
+    names the digest of the draws and statistics it belongs to, so a half-written or
+    swapped netCDF file is detected on reading. No certificate is stored as a fact: the
+    provenance keeps the one computed when the run ended, for the record, and every read
+    recomputes it from the draws."""
     nc_path, json_path = _cache_paths(cache_dir, key, _sampler_name(reference.provenance["sampler"]))
     adapter.to_netcdf(reference.idata, nc_path)
     record = {
         "cache_format": CACHE_FORMAT,
         "cache_key": key,
-        "draws_sha256": _draws_digest(reference.posterior.draws),
-        "certified": reference.certified,
-        "failures": reference.failures,
-        "diagnostics": reference.diagnostics,
+        "content_sha256": _content_digest(*_stored_draws_and_stats(reference.idata)),
         "seconds": reference.seconds,
         "compile_seconds": reference.compile_seconds,
         "provenance": reference.provenance,
@@ -413,9 +507,13 @@ def _write_cache(cache_dir, key: str, reference: Reference) -> str:
     return nc_path
 
 
-def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], sampler: str = "nuts") -> Reference | None:
-    """The cached Reference, or None when there is no complete, intact entry."""
-    nc_path, json_path = _cache_paths(cache_dir, key, sampler)
+def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], config: ReferenceConfig) -> Reference | None:
+    """The cached Reference, or None when there is no complete, intact entry.
+
+    The certificate is recomputed from the stored draws and statistics with the current
+    rule; the record contributes only what cannot be recomputed (timings, provenance).
+    """
+    nc_path, json_path = _cache_paths(cache_dir, key, config.sampler)
     if not (os.path.exists(nc_path) and os.path.exists(json_path)):
         return None
     try:
@@ -424,22 +522,26 @@ def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], sampler: str
         if record.get("cache_format") != CACHE_FORMAT or record.get("cache_key") != key:
             raise ValueError("cache record belongs to another key or format")
         idata = adapter.from_netcdf(nc_path)
-        draws = adapter.idata_to_draws(idata, sites)
-        if _draws_digest(draws) != record["draws_sha256"]:
+        stored, stats = _stored_draws_and_stats(idata)
+        if _content_digest(stored, stats) != record["content_sha256"]:
             raise ValueError("draws do not match the digest recorded with them")
-        diagnostics = record["diagnostics"]
-        info = _fit_info(
-            record["certified"], record["failures"], record["seconds"], record["compile_seconds"],
-            record["provenance"]["sampler"], diagnostics,
-        )
+        draws = adapter.idata_to_draws(idata, sites)
+        stored.update(draws)  # the measured sites in their own axis order
+        diagnosed = _diagnosed_sites(sites, stored)
+        certified, failures, diagnostics, _ = _certify_run(
+            stored, stats, diagnosed, get_sampler(config.sampler).runner, config.sampler_settings())
+        diagnostics = _jsonable(diagnostics)
+        provenance = dict(record["provenance"], certified=certified, checks=_checks(diagnostics),
+                          diagnostics={k: v for k, v in diagnostics.items() if k != "per_site"})
+        info = _fit_info(certified, failures, record["seconds"], record["compile_seconds"],
+                         provenance["sampler"], diagnostics)
         posterior = DrawsPosterior(spec, sites, draws, info)
     except Exception as err:  # any damage: recompute, never crash or trust it
         warnings.warn(f"ignoring unreadable reference cache entry {nc_path}: {type(err).__name__}: {err}")
         return None
     return Reference(
-        posterior=posterior, idata=idata, certified=bool(record["certified"]),
-        failures=list(record["failures"]), diagnostics=diagnostics,
-        seconds=float(record["seconds"]), provenance=record["provenance"],
+        posterior=posterior, idata=idata, certified=certified, failures=failures, diagnostics=diagnostics,
+        seconds=float(record["seconds"]), provenance=provenance,
         compile_seconds=float(record["compile_seconds"]), from_cache=True, cache_path=nc_path,
     )
 
@@ -530,6 +632,10 @@ class NutsRun:
 
     def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
         self.Phi, self.y = Phi, y
+        # keep the measured sites and every site NUTS moves (not the deterministic ones):
+        # all of them are diagnosed
+        measured = [s.name for s in spec.sites(Phi.shape[1])]
+        self.keep = tuple(dict.fromkeys(measured + sampled_site_names(spec, Phi, y)))
         self.method = effective_chain_method(config)
         kernel = NUTS(spec.model, target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth)
         self.mcmc = MCMC(
@@ -540,7 +646,10 @@ class NutsRun:
 
     def first(self):
         self.mcmc.run(jax.random.PRNGKey(self.seed), self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
-        return _collect(self.mcmc)
+        return self._kept(*_collect(self.mcmc))
+
+    def _kept(self, draws, extra):
+        return {k: draws[k] for k in self.keep}, extra
 
     def more(self, n_more: int):
         # continue every chain from its last state with the adapted step size and mass
@@ -548,18 +657,27 @@ class NutsRun:
         self.mcmc.post_warmup_state = self.mcmc.last_state
         self.mcmc.num_samples = n_more
         self.mcmc.run(self.mcmc.post_warmup_state.rng_key, self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
-        return _collect(self.mcmc)
+        return self._kept(*_collect(self.mcmc))
 
     @staticmethod
     def sample_stats(extra):
         return _sample_stats(extra)
 
     @staticmethod
-    def sampler_failures(extra) -> list[str]:
-        return []  # divergences are counted by the certification rule itself
+    def sampler_checks(stats, settings, rule) -> tuple[list[str], dict]:
+        """E-BFMI and tree-depth saturation (divergences are counted by the rule itself)."""
+        return nuts_energy_checks(stats, settings["max_tree_depth"], rule)
 
     def layout(self) -> dict:
         return {"chain_method": self.method}
+
+
+def sampled_site_names(spec, Phi, y) -> list[str]:
+    """The latent sites the model samples (not observed, not deterministic), in order."""
+    from numpyro import handlers
+
+    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
 
 
 #: NUTS on the model itself: the reference sampler of every model
@@ -615,7 +733,7 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
         raise ReferenceTimeout(config.sampler, config.time_limit)
     if proc.exitcode != 0:
         raise RuntimeError(f"the {config.sampler} reference process failed (exit code {proc.exitcode})")
-    ref = _read_cache(folder, key, spec, sites, config.sampler)
+    ref = _read_cache(folder, key, spec, sites, config)
     if ref is None:
         raise RuntimeError(f"the {config.sampler} reference process finished but left no readable result")
     return replace(ref, from_cache=False, cache_path=ref.cache_path if cache_dir is not None else None)
@@ -635,20 +753,23 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     sites = tuple(spec.sites(Phi.shape[1]))
     key = cache_key(spec, Phi, y, config)
     if cache_dir is not None:
-        cached = _read_cache(cache_dir, key, spec, sites, config.sampler)
+        cached = _read_cache(cache_dir, key, spec, sites, config)
         if cached is not None:
             return cached
     if config.time_limit is not None:
         return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
 
     runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
+    settings = config.sampler_settings()
     attempts = []
     with _CompileTimer() as compile_timer:
         # seconds counts the sampler only (not the diagnostics between attempts)
         start = time.perf_counter()
         draws, extra = runner.first()
         seconds = time.perf_counter() - start
-        certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites, runner)
+        diagnosed = _diagnosed_sites(sites, draws)
+        certified, failures, diagnostics, kinds = _certify_run(
+            draws, runner.sample_stats(extra), diagnosed, runner, settings)
         attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
         doublings = 0
         # More draws may fix too-small ESS or a slowly mixing chain; they cannot fix
@@ -661,15 +782,12 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
             draws = {k: np.concatenate([draws[k], more_draws[k]], axis=1) for k in draws}
             extra = {k: np.concatenate([extra[k], more_extra[k]], axis=1) for k in extra}
             doublings += 1
-            certified, failures, diagnostics, kinds = _certify_run(draws, extra, sites, runner)
+            certified, failures, diagnostics, kinds = _certify_run(
+                draws, runner.sample_stats(extra), diagnosed, runner, settings)
             attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
     compile_seconds = min(compile_timer.seconds, seconds)
-    # keep the measured sites only: NUTS also returns the model's other latents (GIG
-    # logistic's u, z, tau), which the cache does not store - a digest over them made
-    # every such entry unreadable on the next run
-    draws = {s.name: draws[s.name] for s in sites}
 
-    sampler = dict(config.sampler_settings(), **runner.layout(), num_samples_total=int(
+    sampler = dict(settings, **runner.layout(), num_samples_total=int(
         next(iter(draws.values())).shape[1]), doublings=doublings)
     provenance = {
         "sampler": sampler,
@@ -693,13 +811,16 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     provenance = _jsonable(provenance)
+    # every diagnosed site is stored (the certificate is recomputed from them on reading);
+    # the certificate itself is not an attribute of the stored draws
     idata = adapter.draws_to_idata(
-        draws, sites, constant_data={"Phi": Phi, "y": y}, sample_stats=runner.sample_stats(extra),
-        attrs={"sampler": runner.name, "certified": certified, "cache_key": key},
+        draws, diagnosed, constant_data={"Phi": Phi, "y": y}, sample_stats=runner.sample_stats(extra),
+        attrs={"sampler": runner.name, "cache_key": key},
     )
     info = _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics)
+    measured = {s.name: draws[s.name] for s in sites}
     reference = Reference(
-        posterior=DrawsPosterior(spec, sites, draws, info), idata=idata, certified=certified,
+        posterior=DrawsPosterior(spec, sites, measured, info), idata=idata, certified=certified,
         failures=failures, diagnostics=_jsonable(diagnostics), seconds=seconds, provenance=provenance,
         compile_seconds=compile_seconds, from_cache=False,
     )
@@ -752,19 +873,7 @@ def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(
     """
     Phi, y = check_design(Phi, y)
     sites = tuple(spec.sites(Phi.shape[1]))
-    return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites, config.sampler)
-
-
-def _certify_run(draws, extra, sites, runner):
-    idata = adapter.draws_to_idata(draws, sites)
-    diag = adapter.summary_diagnostics(idata, sites=sites)
-    n_div = _count_divergences(extra["diverging"])
-    failures, kinds = _check_failures(diag, sites, n_div, CERTIFICATION)
-    sampler_failures = runner.sampler_failures(extra)
-    if sampler_failures:
-        failures = failures + sampler_failures
-        kinds = kinds | {"sampler"}
-    return not failures, failures, _diagnostics_dict(diag, n_div, idata), kinds
+    return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites, config)
 
 
 def _attempt(draws, certified, failures, diagnostics, seconds) -> dict:
@@ -785,4 +894,10 @@ def _checks(diagnostics: dict) -> list[dict]:
          "passed": bool(diagnostics["ess_tail_min"] >= rule.ess_tail_min)},
         {"check": f"divergences <= {rule.max_divergences}", "value": diagnostics["divergences"],
          "passed": bool(diagnostics["divergences"] <= rule.max_divergences)},
-    ]
+    ] + ([
+        {"check": f"E-BFMI >= {rule.ebfmi_min} in every chain", "value": diagnostics["ebfmi_min"],
+         "passed": bool(diagnostics["ebfmi_min"] >= rule.ebfmi_min)},
+        {"check": f"at most {100 * rule.max_treedepth_fraction:g}% of transitions at the maximum tree depth",
+         "value": diagnostics["treedepth_fraction"],
+         "passed": bool(diagnostics["treedepth_fraction"] <= rule.max_treedepth_fraction)},
+    ] if "ebfmi_min" in diagnostics else [])

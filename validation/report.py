@@ -276,8 +276,13 @@ def _reference_lines(res: dict[str, Any]) -> list[str]:
         lines.append(
             f"Reference: **{name}** ({SAMPLER_TEXT.get(name, name)}), **certified**: R-hat max "
             f"{_fmt(ref['rhat_max'])} (<= 1.01), bulk ESS min {_fmt(ref['ess_bulk_min'], 1)}, tail ESS min "
-            f"{_fmt(ref['ess_tail_min'], 1)} (>= 400), {ref['divergences']} divergences; "
-            f"{_fmt(ref['seconds'], 1)} s" + (" (from cache)" if ref["from_cache"] else "") + "."
+            f"{_fmt(ref['ess_tail_min'], 1)} (>= 400), {ref['divergences']} divergences"
+            + (f", E-BFMI min {_fmt(ref['ebfmi_min'])} (>= 0.3), "
+               f"{_fmt(100 * ref['treedepth_fraction'], 1)}% of transitions at the maximum tree depth (<= 1%)"
+               if ref.get("ebfmi_min") is not None else "")
+            + f"; {_fmt(ref['seconds'], 1)} s" + (" (from cache)" if ref["from_cache"] else "") + "."
+            + (f" Diagnosed sites: {', '.join(ref['diagnosed_sites'])} (every site the sampler moves)."
+               if ref.get("diagnosed_sites") else "")
         )
     else:
         several = len(res.get("references_tried", [])) > 1

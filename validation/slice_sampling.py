@@ -103,7 +103,7 @@ def record_blocks(run_block: Callable[[], tuple[dict, dict]], n_sweeps: int, blo
 class GibbsRun:
     """The reference-sampler side of a Gibbs sampler built on these blocks: what
     ``validation/reference.py`` calls (``first``, ``more``, ``sample_stats``,
-    ``sampler_failures``, ``layout``). A subclass sets ``self.chains`` (an object whose
+    ``sampler_checks``, ``layout``). A subclass sets ``self.chains`` (an object whose
     ``draw(n)`` returns (draws, stats) of the next n sweeps, warming up first) and
     ``self.num_samples``/``self.num_chains``."""
 
@@ -120,11 +120,11 @@ class GibbsRun:
         return {k: np.asarray(v) for k, v in extra.items()}
 
     @staticmethod
-    def sampler_failures(extra) -> list[str]:
+    def sampler_checks(stats, settings, rule) -> tuple[list[str], dict]:
         # a slice update that ran out of shrinkage steps kept its old value: the chain is
         # then not exactly the posterior's, so a run with any such event is not certified
-        caps = int(np.sum(extra["shrink_caps"]))
-        return [f"{caps} slice updates hit the shrinkage limit"] if caps else []
+        caps = int(np.sum(stats["shrink_caps"]))
+        return ([f"{caps} slice updates hit the shrinkage limit"] if caps else []), {"shrink_caps": caps}
 
     def layout(self) -> dict:
         # each chain has its own key, so the draws are the same either way

@@ -317,6 +317,26 @@ def test_missed_target_is_shown_as_missed_in_report_and_summary(run, tmp_path):
 # --------------------------------------------------------------------------------------
 # GGSM probit through the same pipeline
 # --------------------------------------------------------------------------------------
+def _assert_rows_are_what_the_posteriors_say(comp):
+    """pred_mae and test_error recomputed from the fitted posteriors and the reference
+    (a wrong pairing of engine and reference, or a wrong test set, breaks it)."""
+    prepared, ref = comp.prepared, comp.reference.posterior
+    p_ref = np.asarray(ref.predict_proba(prepared.Phi_test), float)
+    for name, row in comp.results["engines"].items():
+        p = np.asarray(comp.posteriors[name].predict_proba(prepared.Phi_test), float)
+        assert row["pred_mae"] == pytest.approx(float(np.mean(np.abs(p - p_ref))), rel=1e-12, abs=1e-15)
+        assert row["test_error"] == pytest.approx(float(np.mean((p > 0.5) != (prepared.y_test == 1))))
+
+
+def _assert_report_states_the_certificate(text, res):
+    """The report says "certified" only for a certified reference, and "NOT certified"
+    (or that none certified) otherwise - "certified" alone is a substring of both."""
+    if res["reference"]["certified"]:
+        assert "**certified**" in text and "NOT certified" not in text.split("## Figures")[0].split("Tried first")[0]
+    else:
+        assert "Reference NOT certified" in text or "No reference sampler certified" in text
+
+
 def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(tmp_path):
     """The GGSM default (Section 6.1 design, linear basis with bias, q given) through the
     whole pipeline with a deliberately short NUTS run. Whether that reference certifies is
@@ -338,12 +358,12 @@ def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(
         assert row["kind"] == "point" and row["sd_ratio_median"] is None
         assert row["std_mean_err_median"] is None and "sd does not exist" in row["null_reasons"]["std_mean_err_median"]
         assert 1 <= row["n_basis"] <= 51  # the weights the engine kept
-        assert 0 <= row["pred_mae"] < 0.5 and row["test_error"] < 0.3
+    _assert_rows_are_what_the_posteriors_say(comp)
     files = write_report(comp, str(tmp_path / "ggsm"))
     text = open(files["report"]).read()
     assert "another model" in text
     assert "Posterior moments: the training data are separable" in text
-    assert ("certified" in text) and (res["reference"]["certified"] or "NOT certified" in text)
+    _assert_report_states_the_certificate(text, res)
     ref = arviz_adapter.from_netcdf(files["reference"])
     assert np.asarray(ref.constant_data["q"]).ravel().tolist() == [2.0]  # scalars come back as 1-vectors
     assert set(ref.posterior.data_vars) == {"lam", "w"}
@@ -395,9 +415,10 @@ def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     assert vb["kind"] == "gaussian" and lap["kind"] == "draws"
     assert vb["khat"] is not None and lap["khat"] is None
     for row in (vb, lap):
-        assert row["failure"] is None and 0 <= row["pred_mae"] < 0.5 and len(row["sd_ratio"]) == 100
+        assert row["failure"] is None and len(row["sd_ratio"]) == 100
+    _assert_rows_are_what_the_posteriors_say(comp)
     text = open(write_report(comp, str(tmp_path / "gig"))["report"]).read()
-    assert ("certified" in text) and (res["reference"]["certified"] or "NOT certified" in text)
+    _assert_report_states_the_certificate(text, res)
 
 
 def test_gig_logistic_rejects_unknown_parameters():

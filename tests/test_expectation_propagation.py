@@ -155,12 +155,15 @@ def test_two_weights_and_bias_against_3d_quadrature(small_problem):
     Exact moments by a 64^3 Gauss-Legendre product rule over EP mean +- 10 EP sd
     (clipped at w = 0, where the truncated density jumps, so each w-rule starts there).
     Measured: standardized mean error (b, w1, w2) = 0.0022, 0.0007, 0.0010; sd ratio
-    1.002, 0.979, 0.982; log Z_EP - log Z = -0.016 (printed with -s). The assertions
-    are sanity bounds only, since EP's error has no known value to test against:
-    standardized mean error < 0.1, sd ratio in [0.9, 1.1] and |log Z gap| < 0.1, well
-    above the measured gap. Planted defects do fail them: site precisions scaled by 1.3
-    give standardized mean error 0.17 and sd ratio 0.89; dropping the truncation sites
-    gives 0.19 and 1.17. The grid itself is checked by a coarser 48^3 rule (1e-6).
+    1.002, 0.979, 0.982; log Z_EP - log Z = -0.016 (printed with -s). Everything here is
+    deterministic (EP's fixed point, a quadrature), so the bounds are regression bounds
+    set a few times above those measured values - standardized mean error < 0.01
+    (measured <= 0.0022), sd ratio in [0.95, 1.05] (measured 0.979-1.002), |log Z gap|
+    < 0.05 (measured 0.016) - and far below what planted defects give: site precisions
+    scaled by 1.3 give standardized mean error 0.17 and sd ratio 0.89; dropping the
+    truncation sites gives 0.19 and 1.17. The bounds do not claim what EP's error should
+    be (it has no known value); they say how far it may drift from what we measured. The
+    grid itself is checked by a coarser 48^3 rule (1e-6).
     """
     Phi, y, spec = small_problem
     Phi2 = Phi[:, :2]
@@ -214,9 +217,9 @@ def test_two_weights_and_bias_against_3d_quadrature(small_problem):
     gap = post.info.extra["log_evidence"] - log_z
     print(f"\nEP vs quadrature: standardized mean error {np.round(std_err, 4)}, "
           f"sd ratio {np.round(sd_ratio, 4)}, log Z_EP - log Z = {gap:+.4f}")
-    assert np.all(std_err < 0.1)
-    assert np.all((sd_ratio > 0.9) & (sd_ratio < 1.1))
-    assert abs(gap) < 0.1
+    assert np.all(std_err < 0.01)
+    assert np.all((sd_ratio > 0.95) & (sd_ratio < 1.05))
+    assert abs(gap) < 0.05
 
 
 # --------------------------------------------------------------------------------------

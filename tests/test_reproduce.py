@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -40,7 +41,9 @@ def test_tiny_run_writes_table_beside_the_paper_and_resumes(name, tmp_path):
     table = json.loads((folder / "table.json").read_text())
     assert table["entry"] == name and table["settings"]["reps"] == 1
     assert result["cells_computed"] > 0 and result["cells_reused"] == 0
-    assert "reproduced" in md  # every entry marks its numbers (reproduced or NOT reproduced)
+    # every entry marks its numbers; "reproduced" alone would also match "NOT reproduced"
+    verdicts = re.findall(r"NOT reproduced|(?<!NOT )reproduced|not run", md)
+    assert verdicts, "the table states no verdict"
     if name == "ggig-table1":
         assert "9.62" in md and "RVM" in md and "not run" in md       # the paper's cross GGIG error
         assert {r["method"] for r in table["rows"]} == {"ggig", "lap", "gj"}
@@ -114,3 +117,16 @@ def test_horii_table2_runs_on_a1a(tmp_path):
     assert set(rows) == {"vb", "vb-proper", "l1", "l2"} and rows["vb"]["n_test"] == 30956
     md = (tmp_path / "horii-table2" / "table.md").read_text()
     assert "0.8400" in md and "covtype" in md and "not run" in md
+
+
+def test_agreement_is_a_band_of_two_standard_errors_or_the_floor():
+    from zoo.validation.reproduce.fitting import agreement
+
+    stats = {"mean": 0.10, "se": 0.01, "sd": 0.05, "n": 25}
+    assert agreement(stats, 0.115, floor=0.001)[0] == "reproduced"          # within 2 se = 0.02
+    assert agreement(stats, 0.125, floor=0.001)[0] == "NOT reproduced"      # 0.025 > 0.02
+    assert agreement(stats, 0.125, floor=0.03)[0] == "reproduced"           # the floor is wider
+    verdict, text = agreement(stats, 12.5, floor=0.5, scale=100)            # percent scale
+    assert verdict == "NOT reproduced" and text == "abs(10.00 − 12.50) > 2.00"
+    assert agreement({"mean": 0.1, "se": None, "sd": None, "n": 1}, 0.35, floor=0.2)[0] == "NOT reproduced"
+    assert agreement({"mean": None, "se": None, "sd": None, "n": 0}, 0.1, floor=0.1) == ("not run", "")

@@ -7,7 +7,6 @@ compilation (one per reference). One comparison is shared by the whole module.
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -18,10 +17,10 @@ import pytest
 import zoo  # noqa: F401  (float64, host devices for parallel chains)
 from zoo.cli import summary_table
 from zoo.validation import arviz_adapter
-from zoo.validation.compare import TARGETS, CompareConfig, check_targets, compare
+from zoo.validation.compare import CompareConfig, compare
 from zoo.validation.metrics import HELD_OUT_KEYS, METRIC_KEYS
 from zoo.validation.reference import ReferenceConfig
-from zoo.validation.report import render_markdown, write_report
+from zoo.validation.report import write_report
 
 ENGINES = ("em", "laplace", "ep")
 #: forced failure: 30 draws per chain can reach neither ESS 400 nor (on this seed) R-hat 1.01
@@ -275,43 +274,24 @@ def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
     assert "reference: none, NOT CERTIFIED: nuts ran out of time" in summary_table(comp.results)
 
 
-def _targets_by_key(targets):
-    return {(t["engine"], t["metric"]): t for t in targets}
-
-
-def test_check_targets_marks_misses_on_a_constructed_results_dict():
-    res = {
-        "model": "pcvm", "data": "ripley",
-        "engines": {
-            "ep": {"pred_mae": 0.01, "sd_ratio_median": 1.25, "test_error": 0.09},
-            "laplace": {"pred_mae": 0.015, "test_error": 0.094},
-            "em": {"pred_mae": 0.001, "sd_ratio_median": None, "test_error": 0.12},
-        },
-    }
-    t = _targets_by_key(check_targets(res))
-    assert t[("ep", "pred_mae")]["met"] is False  # 0.01 > 0.002
-    assert t[("ep", "sd_ratio_median")]["met"] is False  # 1.25 outside [0.9, 1.1]
-    assert t[("laplace", "pred_mae")]["met"] is True  # 0.015 <= 0.02
-    assert t[("ep", "test_error")]["met"] is True
-    assert t[("em", "test_error")]["met"] is False  # 0.12 > 0.095
-    assert ("em", "sd_ratio_median") not in t  # no such target for em
-    res["engines"]["ep"]["sd_ratio_median"] = None  # a null value is neither met nor missed
-    assert _targets_by_key(check_targets(res))[("ep", "sd_ratio_median")]["met"] is None
-    res["engines"]["ep"]["sd_ratio_median"] = 1.1  # the band is closed
-    assert _targets_by_key(check_targets(res))[("ep", "sd_ratio_median")]["met"] is True
-    # the targets are the issue's, for the default run only
-    assert check_targets({**res, "data": "banana"}) == []
-    assert {(e, m) for e, m, _, _ in TARGETS} >= {("ep", "pred_mae"), ("laplace", "pred_mae")}
-
-
-def test_missed_target_is_shown_as_missed_in_report_and_summary(run, tmp_path):
+def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):
+    """The verdict replaces the issue's targets: each row says whether the engine is
+    distinguishable from the reference, with the size of what the reference could see."""
     _, files, res = run
-    res = copy.deepcopy(res)
-    res["engines"]["ep"]["pred_mae"] = 0.5
-    res["targets"] = check_targets(res)
-    md = render_markdown(res, files, os.path.dirname(files["report"]))
-    assert "| ep | pred_mae | <= 0.002 | 0.5000 | **MISSED** |" in md
-    assert "target missed: ep pred_mae = 0.5" in summary_table(res)
+    n_params = res["hyper"]["n_basis"] + 1  # weights and the bias
+    em, lap, ep = (res["engines"][e]["verdict"] for e in ("em", "laplace", "ep"))
+    assert em["status"] == "not applicable" and "point estimate" in em["reason"]
+    for v in (lap, ep):
+        assert v["status"] in ("indistinguishable", "differs") and v["n_tests"] == 2 * n_params
+        assert (v["status"] == "differs") == (v["statistic"] > v["threshold"])
+        assert v["detectable_mean_shift"] > 0 and len(v["worst"]) == 3
+    # Laplace approximates the surrogate model: its verdict against that reference too
+    assert res["engines"]["laplace"]["vs_surrogate"]["verdict"]["status"] in ("indistinguishable", "differs")
+    md = open(files["report"]).read()
+    assert "## Verdicts" in md and "Targets of the issue" not in md
+    summary = summary_table(res)
+    assert "target missed" not in summary
+    assert f"ep         {ep['reason']}" in summary or "ep         no verdict" in summary
 
 
 # --------------------------------------------------------------------------------------

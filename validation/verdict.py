@@ -11,7 +11,8 @@ with m, s the mean and standard deviation of the engine (e) and the reference (r
 the Monte Carlo standard error of a mean and RSE the relative one of an sd, both by batch
 means (:func:`moments_and_mcse`). An engine with closed-form moments (a Gaussian) has no
 Monte Carlo error of its own. For an exact engine each statistic is approximately
-Student's t with b - 1 degrees of freedom (b batches). Across the K = 2d tests (d
+Student's t with b - chains degrees of freedom (b batches; see
+:func:`moments_and_mcse` for why not b - 1). Across the K = 2d tests (d
 coordinates; fewer where a moment does not exist) the rule is Bonferroni's: the engine
 **differs** when
 
@@ -86,11 +87,22 @@ def moments_and_mcse(draws: np.ndarray) -> dict[str, Any]:
     mean is sd(batch means) / sqrt(b) and that of the sd is sd(batch sds) / sqrt(b), b the
     number of batches. When the batches are long against the chain's autocorrelation
     time, their statistics are nearly independent and normal, so (estimate - truth) / error
-    follows Student's t with b - 1 degrees of freedom. Five batches per chain: a certified
+    follows Student's t with about b - 1 degrees of freedom (but see below). Five batches per chain: a certified
     reference has an ESS of at least 100 per chain (400 over 4 chains), so its
     autocorrelation time is at most 1/100 of a chain and each batch spans at least 20 of
     them. Ten batches per chain (10 autocorrelation times each) measured 5.5-9.5% false
     alarms on AR(1) chains at ESS 440; five measured 4-5.7% (300 replicates each).
+
+    The degrees of freedom: b - 1 would be exact for independent normal batch statistics;
+    at the certification boundary they are neither. Batch means of a chain with
+    autocorrelation time tau underestimate the error by about tau / batch length (2-4% at
+    ESS 440), and the batch statistics of squares are skewed, so that a low sample sd comes
+    with a low estimated error. Matching the empirical two-sided tail quantiles of both
+    statistics on AR(1) chains at ESS 440 (200,000 coordinates) gave an effective 15-18
+    degrees of freedom for the nominal 19. We use b - chains (16 for 4 chains; the count
+    one would have if each chain's mean were estimated separately), which the simulation
+    in ``benchmarks/verdict_false_alarm.py`` shows keeps the false-alarm rate at or below
+    5% for d from 2 to 500, where b - 1 gave 5.6-5.8% pooled.
 
     Why not ArviZ's ESS-based MCSE: the ESS estimate is itself noisy, and treating the
     resulting z as normal gave heavy tails (kurtosis 3.2) that raised the false alarms of
@@ -110,7 +122,9 @@ def moments_and_mcse(draws: np.ndarray) -> dict[str, Any]:
     return {"mean": mean, "sd": sd,
             "mcse_mean": batches.mean(1).std(0, ddof=1) / np.sqrt(b),
             # relative: se(s) / s, scale-free (see the module docstring)
-            "rel_mcse_sd": squares.std(0, ddof=1) / squares.mean(0) / np.sqrt(b) / 2.0, "df": b - 1}
+            "rel_mcse_sd": squares.std(0, ddof=1) / squares.mean(0) / np.sqrt(b) / 2.0,
+            # one degree of freedom per chain spent, not one in all (see the docstring)
+            "df": b - chains}
 
 
 def not_applicable(reason: str) -> dict[str, Any]:

@@ -44,6 +44,10 @@ class ModelRecord:
     classifier: ``design(X, y01, engine, options) -> (basis, fit_kwargs)`` for the
       scikit-learn classifier (``options``: its width, basis, q, gamma), or None when the
       model has no classifier.
+    sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
+      from (its prior must be proper: SBC draws the parameters from it) and the specs of
+      the variants engines approximate (``validation/sbc.py``); None: the model has no
+      proper prior to simulate from, and SBC says so.
     """
 
     name: str
@@ -62,6 +66,7 @@ class ModelRecord:
     cv_fits: int = 0
     moments: Callable[..., dict[str, Any] | None] | None = None
     classifier: Callable[..., tuple[Any, dict[str, Any]]] | None = None
+    sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
     # engine name -> entry, filled in __post_init__ (not part of equality)
     _by_name: dict[str, EngineEntry] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -97,6 +97,13 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     return WithBias(inner), kwargs
 
 
+def sbc_spec():
+    """SBC draws from the default proper prior (q = 1, lambda ~ InvGamma(1, 1)); the paper's
+    InvGamma(1e-3, 1e-3) is nearly improper and its prior draws are mostly astronomically
+    large weights, so it has no SBC."""
+    return GGSMProbit(), {}
+
+
 RECORD = ModelRecord(
     name="ggsm-probit",
     title="GGSM probit",
@@ -155,4 +162,5 @@ RECORD = ModelRecord(
     samplers=(SLICE_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    sbc_spec=sbc_spec,
 )

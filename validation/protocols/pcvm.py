@@ -89,6 +89,13 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     return pcvm_basis(X, y01, options["width"]), {}
 
 
+def sbc_spec():
+    """SBC draws from PCVM with unit precisions (weights and bias on the scale of the RBF
+    features), and from its EPCVM surrogate for the laplace engine."""
+    spec = PCVM(alpha=1.0, alpha_bias=1.0)
+    return spec, {"surrogate": spec.with_params(surrogate=True)}
+
+
 RECORD = ModelRecord(
     name="pcvm",
     title="PCVM",
@@ -120,4 +127,5 @@ RECORD = ModelRecord(
     default_engines=("em", "laplace", "ep"),
     references=({"sampler": "nuts"},),
     classifier=classifier_design,
+    sbc_spec=sbc_spec,
 )

@@ -1,0 +1,63 @@
+"""False-alarm rate and power of SBC's uniformity test (validation/sbc.py), by simulation.
+
+Ranks of an exact posterior (a conjugate normal problem, ``sbc.conjugate_normal_ranks``)
+are uniform, so every "miscalibrated" is a false alarm; the test promises at most 5%
+family-wise for any number K of quantities. Power rows plant a defect in every quantity
+(sd halved or doubled, mean moved by 0.25 or 0.5 posterior sds). 95% Wilson intervals.
+
+    python benchmarks/sbc_false_alarm.py                  # 1000 replicates per cell
+    python benchmarks/sbc_false_alarm.py --replicates 200
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+import zoo  # noqa: F401
+from zoo.validation.atomic import write_json_atomic
+from zoo.validation.sbc import MISCALIBRATED, conjugate_normal_ranks, uniformity
+
+from verdict_false_alarm import wilson  # noqa: E402  (same folder)
+
+SIMS = (30, 100, 300)
+QUANTITIES = (1, 5, 20, 50)
+DEFECTS = (("sd x 0.5", {"sd_factor": 0.5}), ("sd x 2", {"sd_factor": 2.0}),
+           ("mean + 0.5 sd", {"shift": 0.5}), ("mean + 0.25 sd", {"shift": 0.25}))
+N_DRAWS = 99
+
+
+def cell(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
+    rng = np.random.default_rng(seed)
+    flagged = sum(uniformity(conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, **defect), N_DRAWS,
+                             seed=seed + r)["status"] == MISCALIBRATED for r in range(reps))
+    lo, hi = wilson(flagged, reps)
+    return {"n_sims": n_sims, "k": k, "replicates": reps, "flagged": flagged, "rate": flagged / reps,
+            "ci95": [lo, hi], **defect}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "sbc_false_alarm.json"))
+    args = parser.parse_args(argv)
+    rows, power = [], []
+    print("| simulations S | K = " + " | K = ".join(map(str, QUANTITIES)) + " |")
+    print("|---" * (len(QUANTITIES) + 1) + "|")
+    for s in SIMS:
+        cells = [cell(s, k, args.replicates, seed=100 * s + k) for k in QUANTITIES]
+        rows += cells
+        print(f"| {s} | " + " | ".join(f"{c['rate']:.3f} ({c['ci95'][0]:.3f}-{c['ci95'][1]:.3f})" for c in cells)
+              + " |", flush=True)
+    print("\n| defect (in every quantity, K = 5) | S = " + " | S = ".join(map(str, SIMS)) + " |")
+    print("|---" * (len(SIMS) + 1) + "|")
+    for name, defect in DEFECTS:
+        cells = [dict(cell(s, 5, max(50, args.replicates // 5), seed=7 * s, **defect), defect=name) for s in SIMS]
+        power += cells
+        print(f"| {name} | " + " | ".join(f"{c['rate']:.2f}" for c in cells) + " |", flush=True)
+    write_json_atomic({"n_draws": N_DRAWS, "false_alarm": rows, "power": power}, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,699 @@
+"""Simulation-based calibration (SBC) of any engine, the reference samplers included.
+
+If parameters are drawn from the prior, data are simulated from the model given them,
+and an exact posterior is computed from those data, then the rank of the true value
+among L independent posterior draws is uniform on {0, ..., L} (Talts et al. 2018),
+for every parameter and every function of the parameters. An engine whose ranks are not
+uniform does not give the posterior of the model it claims to approximate; which way
+they fail says how (a U shape: too narrow; a hump: too wide; a slope: biased).
+
+One simulation here:
+
+1. parameters and labels from the NumPyro model itself (``numpyro.infer.Predictive`` on
+   ``spec.model(Phi)``, the same code every engine and the reference see), on a fixed
+   design ``Phi`` (:class:`SBCProblem`);
+2. the engine's fixed-spec fit ``fit(spec, Phi, y)`` on those labels;
+3. L draws from its posterior (a Gaussian's are independent; a sampler's are thinned
+   evenly over its chains, so they are as close to independent as its ESS allows);
+4. the rank of the truth among them for every coordinate of ``spec.sites``, for the
+   linear predictor at a few held-out design rows (the predictive) and for the
+   log-likelihood of the simulated labels (a test quantity that depends on the data,
+   which catches posteriors that are wrong in ways the marginals hide; Modrak et al. 2023).
+
+Simulations whose labels are all of one class are redrawn, not fitted (every engine
+refuses such data). That keeps the ranks uniform: conditioning the joint draw on an event
+of the data alone leaves each posterior p(theta | y) unchanged. How many were redrawn is
+reported. A fit that fails (``ApproximationFailed`` or any error) is reported as a
+failure with its message; its ranks are missing, which itself biases the ranks, so the
+count matters.
+
+The test of uniformity: each quantity's ranks are turned into PIT values
+u = (rank + V) / (L + 1) with V uniform on (0, 1) (exactly uniform when the ranks are),
+and their empirical CDF is checked against ArviZ's simultaneous confidence band
+(``ecdf_confidence_band``, the "optimized" band of Sailynoja, Burkner & Vehtari 2022):
+the band holds the whole ECDF of S uniform values with probability 1 - a. With K
+quantities, a = false_alarm / K (Bonferroni), so a calibrated engine is called
+miscalibrated with probability at most ``false_alarm`` (5%); the rate reached is measured
+by simulation in ``benchmarks/sbc_false_alarm.py``. Power grows with S: the report says
+how many simulations stand behind the verdict.
+
+Not applicable, with the reason instead of ranks: point estimates (no distribution to
+rank in) and engines that fit a different model (their ranks against this model's prior
+would only restate that they are not this model's posterior).
+
+Long runs: every finished simulation is written atomically to its own file under the
+run's folder, keyed by everything that determines it; a rerun reuses what is there and
+does only the rest. ``executor``: any object with ``map(fn, iterable)`` (a
+``concurrent.futures`` executor; ``distributed.Client.get_executor()`` for a Dask
+cluster); None runs the simulations one after another in this process.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import json
+import os
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..inference.contracts import contract_problems
+from ..models.base import flatten
+from .atomic import write_json_atomic
+
+#: family-wise false-alarm rate of the uniformity test for a calibrated engine
+FALSE_ALARM = 0.05
+CALIBRATED = "calibrated"
+MISCALIBRATED = "miscalibrated"
+NOT_APPLICABLE = "not applicable"
+#: file format of the stored simulations (bump when their content changes)
+SBC_FORMAT = 1
+
+
+# --------------------------------------------------------------------------------------
+# The problem: a spec with a proper prior and a fixed design
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class SBCProblem:
+    """What SBC simulates from: a spec (proper prior), a training design and held-out
+    design rows for the predictive quantities. ``variants``: specs of the model variants
+    some engines approximate instead (as in ``Prepared.variants``)."""
+
+    spec: Any
+    Phi: np.ndarray
+    Phi_new: np.ndarray
+    variants: dict[str, Any] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        h.update(json.dumps(self.spec.to_dict(), sort_keys=True, default=str).encode())
+        for a in (self.Phi, self.Phi_new):
+            h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+        return h.hexdigest()[:16]
+
+
+def rbf_design(n: int = 60, n_basis: int = 6, n_new: int = 3, *, width: float = 1.0, seed: int = 0):
+    """(Phi, Phi_new): Gaussian RBF features exp(-|x - c|^2 / (2 width^2)) of 2-d
+    standard normal inputs, centred on the first ``n_basis`` training inputs - the shape
+    of the kernel designs the models are used with, small enough that a run takes minutes."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n + n_new, 2))
+    centres = X[:n_basis]
+    sq = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+    Phi_all = np.exp(-sq / (2.0 * width * width))
+    return Phi_all[:n], Phi_all[n:]
+
+
+def problem_for(record, *, n: int = 60, n_basis: int = 6, n_new: int = 3, seed: int = 0) -> SBCProblem:
+    """The SBC problem of a registered model: its record's ``sbc_spec`` (a spec with a
+    proper prior, and its variants) on :func:`rbf_design`."""
+    if record.sbc_spec is None:
+        raise ValueError(f"model {record.name!r} names no SBC spec (ModelRecord.sbc_spec)")
+    spec, variants = record.sbc_spec()
+    Phi, Phi_new = rbf_design(n, n_basis, n_new, seed=seed)
+    return SBCProblem(spec, Phi, Phi_new, dict(variants))
+
+
+# --------------------------------------------------------------------------------------
+# Engines: registry names, reference samplers, or any function with the contract
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SBCSettings:
+    """n_sims: simulations (S). n_draws: posterior draws ranked against the truth (L;
+    ranks lie in 0..L). seed: of the prior draws, the engine keys and the PIT jitter.
+    reference_draws: per chain, for a reference sampler run as an engine (4 chains,
+    as many warm-up draws, no doubling: SBC wants its cost, not its certificate)."""
+
+    n_sims: int = 100
+    n_draws: int = 99
+    seed: int = 0
+    false_alarm: float = FALSE_ALARM
+    reference_draws: int = 500
+
+    def __post_init__(self):
+        if int(self.n_sims) < 10:
+            raise ValueError(f"SBC needs at least 10 simulations; got n_sims={self.n_sims}")
+        if int(self.n_draws) < 9:
+            raise ValueError(f"SBC needs at least 9 posterior draws per simulation; got n_draws={self.n_draws}")
+        if not 0.0 < self.false_alarm < 1.0:
+            raise ValueError(f"false_alarm must lie in (0, 1); got {self.false_alarm}")
+        if int(self.reference_draws) < 50:
+            raise ValueError(f"reference_draws must be at least 50; got {self.reference_draws}")
+
+
+@dataclass(frozen=True)
+class ResolvedEngine:
+    """An engine as SBC runs it: its label, fixed-spec fit, the variant whose posterior it
+    approximates (None: the model's own) and, if SBC does not apply, why."""
+
+    label: str
+    fit: Callable | None
+    variant: str | None = None
+    not_applicable: str | None = None
+
+
+def _reference_fit(spec, Phi, y, *, config=None, sampler: str = "nuts", draws: int = 500, seed: int = 0):
+    """A reference sampler under the engine contract (SBC checks our ground truth too)."""
+    from .reference import ReferenceConfig, run_reference
+
+    cfg = ReferenceConfig(sampler=sampler, num_warmup=draws, num_samples=draws, max_doublings=0,
+                          seed=seed, chain_method="sequential")
+    return run_reference(spec, Phi, y, config=cfg).posterior
+
+
+def import_engine(target: str) -> Callable:
+    """``"package.module:function"`` -> the function, checked against the fixed-spec
+    contract ``fit(spec, Phi, y, *, config=None) -> Posterior``."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"an engine given as a path is 'module:function'; got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import {module_name!r} for engine {target!r}: {err}") from err
+    fn = module
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            raise ValueError(f"module {module_name!r} has no {attr!r} (engine {target!r})")
+        fn = getattr(fn, part)
+    problems = contract_problems(fn, "fixed")
+    if problems:
+        raise ValueError(f"{target} does not keep the engine contract fit(spec, Phi, y, *, config=None): "
+                         + "; ".join(problems))
+    return fn
+
+
+def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSettings()) -> ResolvedEngine:
+    """A model's engine by name, one of its reference samplers by name, a
+    ``"module:function"`` path, or a callable with the fixed-spec contract."""
+    if callable(engine):
+        problems = contract_problems(engine, "fixed")
+        if problems:
+            raise ValueError("the engine does not keep the contract fit(spec, Phi, y, *, config=None): "
+                             + "; ".join(problems))
+        return ResolvedEngine(getattr(engine, "__name__", "engine"), engine)
+    if engine in record.engine_names:
+        entry = record.engine(engine)
+        if entry.other_model:
+            return ResolvedEngine(engine, None, not_applicable=(
+                f"it fits another model ({entry.other_model}); its ranks against this model's prior "
+                "would only restate that"))
+        if entry.kind == "point":
+            return ResolvedEngine(engine, None, not_applicable="a point estimate has no distribution to rank the truth in")
+        return ResolvedEngine(engine, entry.fit(), variant=entry.variant)
+    if engine in record.sampler_names:
+        fit = functools.partial(_reference_fit, sampler=engine, draws=settings.reference_draws)
+        return ResolvedEngine(f"reference:{engine}", fit)
+    if ":" in engine:
+        return ResolvedEngine(engine, import_engine(engine))
+    raise ValueError(f"model {record.name!r} has no engine or reference sampler {engine!r}; engines: "
+                     f"{', '.join(record.engine_names)}; samplers: {', '.join(record.sampler_names)}; "
+                     "or give 'module:function'")
+
+
+# --------------------------------------------------------------------------------------
+# One simulation
+# --------------------------------------------------------------------------------------
+def observed_site(spec, Phi) -> str:
+    """The name of the model's observed (label) site."""
+    import jax
+    from numpyro import handlers
+    from numpyro.distributions.distribution import Unit
+
+    y = np.zeros(Phi.shape[0])
+    y[0] = 1.0
+    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    # numpyro.factor adds observed sites of the Unit distribution: not data
+    observed = [name for name, s in trace.items() if s["type"] == "sample" and s["is_observed"]
+                and not isinstance(s["fn"], Unit)]
+    if len(observed) != 1:
+        raise ValueError(f"SBC needs exactly one observed site in {type(spec).__name__}.model; found {observed}")
+    return observed[0]
+
+
+def quantity_names(spec, Phi, Phi_new) -> list[str]:
+    """Names of the ranked quantities, in the order of :func:`_quantities`."""
+    names = []
+    for s in spec.sites(Phi.shape[1]):
+        names += [s.name] if s.shape == () else [f"{s.name}[{','.join(map(str, i))}]" for i in np.ndindex(*s.shape)]
+    return names + [f"f_new[{j}]" for j in range(Phi_new.shape[0])] + ["log_lik"]
+
+
+def _quantities(spec, params: dict[str, np.ndarray], Phi, Phi_new, y) -> np.ndarray:
+    """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta)."""
+    import jax.numpy as jnp
+
+    sites = spec.sites(Phi.shape[1])
+    flat = np.asarray(flatten({s.name: jnp.asarray(params[s.name]) for s in sites}, sites))
+    f_new = np.asarray(spec.linear_predictor(params, jnp.asarray(Phi_new)))
+    p = np.clip(np.asarray(spec.prob(spec.linear_predictor(params, jnp.asarray(Phi)))), 1e-300, 1.0)
+    q = np.clip(1.0 - p, 1e-300, 1.0)
+    log_lik = (y * np.log(p) + (1.0 - y) * np.log(q)).sum(-1)
+    return np.concatenate([flat, f_new, log_lik[:, None]], axis=1)
+
+
+def _posterior_draws(posterior, key, n: int) -> dict[str, np.ndarray]:
+    """n draws: independent for closed forms; evenly thinned for a sampler's chains."""
+    if posterior.kind == "draws":
+        from ..models.base import unflatten
+
+        flat = posterior.flat_draws()
+        chains = posterior.n_chains
+        per = flat.shape[0] // chains
+        idx = np.concatenate([c * per + np.linspace(0, per - 1, n // chains + (c < n % chains)).astype(int)
+                              for c in range(chains)])
+        return {k: np.asarray(v) for k, v in unflatten(flat[idx], posterior.sites).items()}
+    return {k: np.asarray(v) for k, v in posterior.sample(key, n).items()}
+
+
+#: prior draws tried (per batch of ``PRIOR_BATCH``) before a simulation is given up
+MAX_BATCHES = 50
+PRIOR_BATCH = 64
+
+
+def _factor_log_weights(spec, Phi, draws: dict[str, Any], obs: str, *, as_numpy: bool = True):
+    """Sum of the model's ``numpyro.factor`` terms at each prior draw (0 if it has none).
+
+    Ancestral simulation (``Predictive``) ignores factor terms, so it draws from the model
+    without them; where each term is a log-probability (<= 0), accepting a draw with
+    probability exp(sum of terms) is exact rejection sampling from the model's prior."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro import handlers
+    from numpyro.distributions.distribution import Unit
+
+    def one(params):
+        tr = handlers.trace(handlers.substitute(handlers.seed(spec.model, jax.random.PRNGKey(0)), params)
+                            ).get_trace(jnp.asarray(Phi), y=params[obs])
+        terms = [jnp.sum(site["fn"].log_prob(site["value"])) for site in tr.values()
+                 if site["type"] == "sample" and isinstance(site["fn"], Unit)]
+        return sum(terms) if terms else jnp.zeros(())
+
+    out = jax.vmap(one)(draws)
+    return np.asarray(out) if as_numpy else out
+
+
+_PRIOR_SAMPLERS: dict[str, Callable] = {}
+
+
+def _prior_sampler(spec, Phi, obs: str) -> Callable:
+    """key -> (PRIOR_BATCH joint prior draws, their factor log-weights), compiled once per
+    spec and design (tracing the model anew for every simulation cost seconds each)."""
+    import jax
+    from numpyro.infer import Predictive
+
+    h = hashlib.sha256(json.dumps([type(spec).__qualname__, spec.to_dict()], sort_keys=True, default=str).encode())
+    h.update(np.ascontiguousarray(Phi, dtype=float).tobytes())
+    key = h.hexdigest()
+    if key not in _PRIOR_SAMPLERS:
+        Phi_j = jax.numpy.asarray(Phi)
+
+        def sample(k):
+            draws = Predictive(spec.model, num_samples=PRIOR_BATCH)(k, Phi_j)
+            return draws, _factor_log_weights(spec, Phi_j, draws, obs, as_numpy=False)
+
+        _PRIOR_SAMPLERS.clear() if len(_PRIOR_SAMPLERS) > 16 else None
+        _PRIOR_SAMPLERS[key] = jax.jit(sample)
+    return _PRIOR_SAMPLERS[key]
+
+
+def draw_from_prior(spec, Phi, key) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """One joint draw (parameters, labels) from the model, labels of both classes.
+
+    Returns (parameters, y, redraws): redraws counts the draws discarded (one-class
+    labels, or rejected for a factor term). Discarding on the labels alone leaves every
+    posterior p(theta | y) unchanged, so the ranks stay uniform (see the module docstring)."""
+    import jax
+
+    obs = observed_site(spec, Phi)
+    sampler = _prior_sampler(spec, Phi, obs)
+    discarded = 0
+    for _ in range(MAX_BATCHES):
+        key, k_prior, k_accept = jax.random.split(key, 3)
+        draws, log_w = sampler(k_prior)
+        draws, log_w = {k: np.asarray(v) for k, v in draws.items()}, np.asarray(log_w)
+        if np.any(log_w > 1e-12):
+            raise ValueError(f"{type(spec).__name__}.model has a factor term that is not a log-probability "
+                             "(positive somewhere): its prior cannot be drawn by rejection, so SBC cannot simulate it")
+        accept = np.log(np.asarray(jax.random.uniform(k_accept, (PRIOR_BATCH,)))) < log_w
+        y = np.asarray(draws[obs], dtype=float)
+        both = (y.mean(1) > 0.0) & (y.mean(1) < 1.0)
+        good = np.flatnonzero(accept & both)
+        if good.size:
+            i = int(good[0])
+            return {k: np.asarray(v[i]) for k, v in draws.items() if k != obs}, y[i], discarded + i
+        discarded += PRIOR_BATCH
+    raise RuntimeError(f"{MAX_BATCHES * PRIOR_BATCH} prior draws gave no accepted draw with labels of both classes")
+
+
+def simulate_one(spec, Phi, Phi_new, fit: Callable, index: int, settings: SBCSettings) -> dict[str, Any]:
+    """Simulation ``index``: prior draw, labels, fit, ranks. JSON-able."""
+    import jax
+
+    key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), index)
+    key, k_prior = jax.random.split(key)
+    try:
+        truth, y, redraws = draw_from_prior(spec, Phi, k_prior)
+    except RuntimeError as err:
+        return {"index": index, "status": "failed", "redraws": 0, "message": str(err)}
+    t0 = time.perf_counter()
+    try:
+        posterior = fit(spec, Phi, y)
+    except Exception as err:  # noqa: BLE001 - a failed fit is a result of SBC, reported
+        return {"index": index, "status": "failed", "redraws": redraws, "seconds": time.perf_counter() - t0,
+                "message": f"{type(err).__name__}: {err}".strip()[:500],
+                "where": traceback.format_exc(limit=2)[-500:]}
+    seconds = time.perf_counter() - t0
+    if posterior.kind == "point":
+        return {"index": index, "status": "point", "redraws": redraws, "seconds": seconds,
+                "message": "the engine returned a point estimate"}
+    key, k_draws, k_ties = jax.random.split(key, 3)
+    draws = _posterior_draws(posterior, k_draws, settings.n_draws)
+    q_true = _quantities(spec, {k: v[None] for k, v in truth.items()}, Phi, Phi_new, y)[0]
+    q_draws = _quantities(spec, draws, Phi, Phi_new, y)
+    below = (q_draws < q_true).sum(0)
+    ties = (q_draws == q_true).sum(0)
+    # ties (a draw equal to the truth, e.g. both at a bound) are split at random
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(k_ties)).astype(np.uint32))
+    ranks = below + rng.integers(0, ties + 1)
+    info = getattr(posterior, "info", None)
+    return {"index": index, "status": "ok", "redraws": redraws, "seconds": seconds,
+            "ranks": [int(r) for r in ranks], "n_draws": int(q_draws.shape[0]),
+            "converged": bool(getattr(info, "converged", True))}
+
+
+# --------------------------------------------------------------------------------------
+# The uniformity test
+# --------------------------------------------------------------------------------------
+def eval_points(n_sims: int) -> np.ndarray:
+    """Where the PIT ECDF is compared with its band: fixed (not data dependent, as the
+    band's calibration requires), at most 100 points, inside (0, 1)."""
+    k = min(n_sims, 100)
+    return np.arange(1, k) / k
+
+
+@functools.lru_cache(maxsize=64)
+def simultaneous_band(n_sims: int, prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """ArviZ's simultaneous ECDF band for ``n_sims`` uniform values, at :func:`eval_points`."""
+    from arviz.stats.ecdf_utils import ecdf_confidence_band
+
+    x = eval_points(n_sims)
+    lower, upper = ecdf_confidence_band(n_sims, x, x, prob=prob, method="optimized")
+    return np.asarray(lower), np.asarray(upper)
+
+
+def pit_values(ranks: np.ndarray, n_draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Randomized PIT: (rank + V) / (L + 1), V ~ U(0, 1): uniform on (0, 1) exactly when
+    the ranks are uniform on 0..L."""
+    ranks = np.asarray(ranks, dtype=float)
+    return (ranks + rng.uniform(size=ranks.shape)) / (n_draws + 1)
+
+
+def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = None,
+               false_alarm: float = FALSE_ALARM, seed: int = 0) -> dict[str, Any]:
+    """The uniformity test of (S, K) ranks in 0..``n_draws``: per quantity, does the PIT
+    ECDF stay inside the simultaneous band of level 1 - false_alarm / K?"""
+    ranks = np.asarray(ranks)
+    S, K = ranks.shape
+    names = names or [f"q[{k}]" for k in range(K)]
+    rng = np.random.default_rng(seed)
+    u = pit_values(ranks, n_draws, rng)
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, 1.0 - false_alarm / K)
+    ecdf = (u[:, None, :] <= x[None, :, None]).mean(0)  # (points, K)
+    # how far outside the band, in units of the band's half-width at that point
+    half = (upper - lower)[:, None] / 2.0
+    excess = np.maximum(ecdf - upper[:, None], lower[:, None] - ecdf) / half
+    worst = excess.max(0)
+    per = []
+    for k in range(K):
+        # the shape of a failure: mass piled at the ends (too narrow), in the middle (too
+        # wide), or on one side (biased)
+        ends = float(np.mean((u[:, k] < 0.1) | (u[:, k] > 0.9)))
+        below = float(np.mean(u[:, k] < 0.5))
+        per.append({"name": names[k], "inside": bool(worst[k] <= 0.0), "excess": float(worst[k]),
+                    "share_in_outer_tenths": ends, "share_below_half": below})
+    failed = [p for p in per if not p["inside"]]
+    status = MISCALIBRATED if failed else CALIBRATED
+    return {"status": status, "n_sims": S, "n_draws": n_draws, "n_quantities": K, "false_alarm": false_alarm,
+            "band_level": 1.0 - false_alarm / K, "quantities": per,
+            "worst": sorted(failed, key=lambda p: -p["excess"])[:3]}
+
+
+def conjugate_normal_ranks(rng: np.random.Generator, n_sims: int, n_draws: int, n_quantities: int, *,
+                           sd_factor: float = 1.0, shift: float = 0.0) -> np.ndarray:
+    """(n_sims, K) ranks of SBC on a problem with a known answer: theta ~ N(0, 1) and
+    x ~ N(theta, 1) per quantity, so theta | x ~ N(x / 2, 1 / 2). The engine's draws are
+    exact (``sd_factor = 1``, ``shift = 0``: the ranks are uniform) or have a planted
+    defect: sd scaled by ``sd_factor``, mean moved by ``shift`` posterior sds. Used to
+    measure the uniformity test's false-alarm rate and power."""
+    theta = rng.standard_normal((n_sims, n_quantities))
+    x = theta + rng.standard_normal((n_sims, n_quantities))
+    draws = x[:, None, :] / 2.0 + np.sqrt(0.5) * (shift + sd_factor * rng.standard_normal(
+        (n_sims, n_draws, n_quantities)))
+    return (draws < theta[:, None, :]).sum(1)
+
+
+def describe_failure(q: dict[str, Any]) -> str:
+    """A failing quantity in words, from where its PIT values piled up."""
+    ends, below = q["share_in_outer_tenths"], q["share_below_half"]
+    if ends > 0.2 + 0.1:
+        shape = f"{100 * ends:.0f}% of truths in the outer tenths (expected 20%): too narrow"
+    elif ends < 0.2 - 0.1:
+        shape = f"{100 * ends:.0f}% of truths in the outer tenths (expected 20%): too wide"
+    elif below > 0.5:
+        shape = f"{100 * below:.0f}% of truths below the posterior median: posterior biased upwards"
+    else:
+        shape = f"{100 * (1 - below):.0f}% of truths above the posterior median: posterior biased downwards"
+    return f"{q['name']} ({shape})"
+
+
+# --------------------------------------------------------------------------------------
+# A run: many simulations, stored one by one, resumable
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    """Everything one simulation needs, picklable for a process or a Dask worker."""
+
+    model: str
+    engine: str
+    problem_kwargs: tuple[tuple[str, Any], ...]
+    settings: SBCSettings
+    index: int
+    path: str
+
+
+def _problem(model: str, problem_kwargs) -> tuple[Any, SBCProblem]:
+    from . import registry
+
+    record = registry.get_model(model)
+    return record, problem_for(record, **dict(problem_kwargs))
+
+
+def _run_task(task: _Task) -> dict[str, Any]:
+    """One simulation in a worker: rebuild the problem and the engine from names, fit,
+    write the result atomically. Returns the result."""
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+
+    record, problem = _problem(task.model, task.problem_kwargs)
+    resolved = resolve_engine(record, task.engine, task.settings)
+    spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
+    result = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, task.index, task.settings)
+    write_json_atomic(result, task.path)
+    return result
+
+
+def _fit_module(fit: Callable) -> str:
+    while isinstance(fit, functools.partial):
+        fit = fit.func
+    return fit.__module__
+
+
+def run_key(model: str, engine: str, problem: SBCProblem, settings: SBCSettings, fit: Callable) -> str:
+    """What determines a run's simulations (not the number of them: a longer run extends a
+    shorter one): model, engine, problem, settings, and the code of this module, of the
+    model and of the engine (its module and the zoo modules it imports) - a stored
+    simulation of code that has since changed is not reused."""
+    from .code_digest import code_digest
+
+    s = asdict(settings)
+    s.pop("n_sims")
+    s.pop("false_alarm")
+    modules = (__name__, type(problem.spec).__module__, _fit_module(fit))
+    payload = {"format": SBC_FORMAT, "model": model, "engine": engine, "problem": problem.digest(),
+               "settings": s, "code": code_digest(modules)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), out_dir=None,
+            problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None
+            ) -> dict[str, Any]:
+    """SBC of ``engine`` (a registry engine, a reference sampler name, or
+    ``"module:function"``) on the registered ``model``.
+
+    out_dir: where the simulations are kept (one JSON each, under ``sims-<key>/``); a
+    rerun with the same key reuses them. None: a temporary folder, discarded.
+    Returns the summary (JSON-able): status, reason, counts, the uniformity test.
+    """
+    import tempfile
+
+    from . import registry
+
+    record = registry.get_model(model)
+    if record.sbc_spec is None:
+        return {"model": model, "engine": engine if isinstance(engine, str) else getattr(engine, "__name__", "engine"),
+                "settings": asdict(settings), "status": NOT_APPLICABLE,
+                "reason": f"{record.title} names no proper prior to draw parameters from (an improper prior "
+                          "has no prior draws, so SBC cannot start)"}
+    problem_kwargs = dict(problem_kwargs or {})
+    problem = problem_for(record, **problem_kwargs)
+    resolved = resolve_engine(record, engine, settings)
+    base = {"model": model, "engine": resolved.label, "settings": asdict(settings),
+            "design": {"n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
+                       "n_new": int(problem.Phi_new.shape[0]), **problem_kwargs},
+            "spec": (problem.spec if resolved.variant is None else problem.variants[resolved.variant]).to_dict(),
+            "variant": resolved.variant}
+    if resolved.not_applicable:
+        return {**base, "status": NOT_APPLICABLE, "reason": resolved.not_applicable}
+    if callable(engine) and executor is not None:
+        raise ValueError("an engine given as a Python function runs in this process only; "
+                         "give it as 'module:function' to run it on an executor")
+    tmp = None
+    if out_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="zoo-sbc-")
+        out_dir = tmp.name
+    try:
+        key = run_key(model, resolved.label if callable(engine) else engine, problem, settings, resolved.fit)
+        folder = os.path.join(os.fspath(out_dir), f"sims-{key}")
+        os.makedirs(folder, exist_ok=True)
+        paths = [os.path.join(folder, f"{i:05d}.json") for i in range(settings.n_sims)]
+        results: dict[int, dict] = {}
+        for i, p in enumerate(paths):
+            if os.path.exists(p):
+                with open(p) as fh:
+                    results[i] = json.load(fh)
+        reused = len(results)
+        todo = [i for i in range(settings.n_sims) if i not in results]
+        t0 = time.perf_counter()
+        if callable(engine):
+            spec = problem.spec
+            for i in todo:
+                results[i] = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, i, settings)
+                write_json_atomic(results[i], paths[i])
+                if progress:
+                    progress(len(results), settings.n_sims)
+        else:
+            tasks = [_Task(model, engine, tuple(sorted(problem_kwargs.items())), settings, i, paths[i]) for i in todo]
+            mapper = map if executor is None else executor.map
+            for r in mapper(_run_task, tasks):
+                results[r["index"]] = r
+                if progress:
+                    progress(len(results), settings.n_sims)
+        wall = time.perf_counter() - t0
+        return {**base, **summarize([results[i] for i in range(settings.n_sims)], quantity_names(
+            problem.spec if resolved.variant is None else problem.variants[resolved.variant],
+            problem.Phi, problem.Phi_new), settings), "key": key, "folder": folder,
+            "reused": reused, "wall_seconds": wall}
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSettings) -> dict[str, Any]:
+    """The verdict of a run from its simulations."""
+    ok = [r for r in results if r["status"] == "ok"]
+    failed = [r for r in results if r["status"] == "failed"]
+    points = [r for r in results if r["status"] == "point"]
+    counts = {"n_sims": len(results), "ok": len(ok), "failed": len(failed), "point": len(points),
+              "redraws": int(sum(r.get("redraws", 0) for r in results)),
+              "not_converged": int(sum(not r.get("converged", True) for r in ok)),
+              "fit_seconds_median": float(np.median([r["seconds"] for r in results if "seconds" in r]))
+              if any("seconds" in r for r in results) else None}
+    failures = sorted({r["message"] for r in failed})[:5]
+    if points:
+        return {"status": NOT_APPLICABLE, "reason": "the engine returned point estimates", "counts": counts}
+    if len(ok) < 10:
+        return {"status": NOT_APPLICABLE, "counts": counts, "failure_messages": failures,
+                "reason": f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity"}
+    ranks = np.array([r["ranks"] for r in ok])
+    test = uniformity(ranks, ok[0]["n_draws"], names=names, false_alarm=settings.false_alarm, seed=settings.seed)
+    if test["status"] == CALIBRATED:
+        reason = (f"calibrated at this precision: the ranks of all {test['n_quantities']} quantities stay inside "
+                  f"their simultaneous {100 * test['band_level']:.2f}% bands over {len(ok)} simulations "
+                  f"({100 * settings.false_alarm:g}% family-wise false-alarm rate)")
+    else:
+        reason = ("miscalibrated: " + "; ".join(describe_failure(q) for q in test["worst"])
+                  + f" ({sum(not q['inside'] for q in test['quantities'])} of {test['n_quantities']} quantities "
+                  f"outside their bands over {len(ok)} simulations)")
+    if failed:
+        reason += (f"; {len(failed)} of {len(results)} fits failed and are missing from the ranks, "
+                   "which can bias them")
+    return {"status": test["status"], "reason": reason, "counts": counts, "failure_messages": failures,
+            "uniformity": test, "ranks": ranks.tolist()}
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    head = f"{summary['model']} / {summary['engine']}"
+    if summary["status"] == NOT_APPLICABLE:
+        return f"{head}: no SBC: {summary['reason']}"
+    return f"{head}: {summary['reason']}"
+
+
+__all__ = ["SBCProblem", "SBCSettings", "rbf_design", "problem_for", "resolve_engine", "import_engine",
+           "simulate_one", "uniformity", "conjugate_normal_ranks", "run_sbc", "summarize", "summary_line", "FALSE_ALARM",
+           "CALIBRATED", "MISCALIBRATED", "NOT_APPLICABLE"]
+
+
+def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
+    """Rank histograms and PIT-ECDF difference plots, with the simultaneous band the test
+    used, for the failing quantities first and then the others, up to ``max_quantities``;
+    written atomically to ``path`` (PNG). None when there are no ranks to plot."""
+    if "ranks" not in summary:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.stats import binom
+
+    from .atomic import atomic_write
+
+    test = summary["uniformity"]
+    ranks = np.asarray(summary["ranks"])
+    S, K = ranks.shape
+    L = test["n_draws"]
+    order = sorted(range(K), key=lambda k: (test["quantities"][k]["inside"], -test["quantities"][k]["excess"]))
+    shown = order[:max_quantities]
+    u = pit_values(ranks, L, np.random.default_rng(summary["settings"]["seed"]))
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, test["band_level"])
+    bins = min(20, L + 1)
+    edges = np.linspace(-0.5, L + 0.5, bins + 1)
+    p_bin = np.diff(edges) / (L + 1)
+    lo_c, hi_c = binom.ppf(0.005, S, p_bin.mean()), binom.ppf(0.995, S, p_bin.mean())
+    fig, axes = plt.subplots(len(shown), 2, figsize=(9, 2.0 * len(shown)), squeeze=False)
+    for row, k in enumerate(shown):
+        q = test["quantities"][k]
+        colour = "tab:blue" if q["inside"] else "tab:red"
+        ax = axes[row, 0]
+        ax.axhspan(lo_c, hi_c, color="0.85", label="99% per bin")
+        ax.hist(ranks[:, k], bins=edges, color=colour)
+        ax.set_ylabel(q["name"], fontsize=8)
+        ax = axes[row, 1]
+        ax.fill_between(x, lower - x, upper - x, color="0.85", step="mid")
+        ecdf = (u[:, k][:, None] <= x[None, :]).mean(0)
+        ax.step(x, ecdf - x, where="mid", color=colour)
+        ax.axhline(0.0, color="0.4", lw=0.5)
+        if row == 0:
+            axes[row, 0].set_title("rank histogram", fontsize=9)
+            ax.set_title(f"PIT ECDF - uniform, simultaneous {100 * test['band_level']:.2f}% band", fontsize=9)
+    fig.suptitle(f"SBC {summary['model']} / {summary['engine']}: {summary['status']} "
+                 f"({summary['counts']['ok']} simulations, L = {L})", fontsize=10)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90), suffix=".png")
+    plt.close(fig)
+    return os.fspath(path)

@@ -87,12 +87,17 @@ class VBConfig:
         (needed near the paper's k = theta = 1e-6, where the ELBO keeps rising by a constant
         per sweep for every pruned coordinate: its E[a_i] doubles each sweep as tau_i -> 0).
     branch: "auto" (Woodbury when p > n, as the paper), "primal" or "woodbury".
+    a_update: "quotient" (ours, E[a_i] = (k + 1) / (theta + E[tau_i] / 2), DERIVATIONS.md
+        §3.2) or "printed" (Algorithm 1 as printed, the product (k + 1)(theta + E[tau_i] / 2)).
+        "printed" is a misprint kept as a planted defect for ``validation/defects.py``; its
+        ELBO falls, and it is never the engine's answer.
     """
 
     max_iter: int = 5000
     tol: float = 1e-9
     beta_tol: float = 1e-9
     branch: str = "auto"
+    a_update: str = "quotient"
 
     def __post_init__(self):
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
@@ -103,6 +108,8 @@ class VBConfig:
                 raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
         if self.branch not in BRANCHES:
             raise ValueError(f"branch must be one of {BRANCHES}, got {self.branch!r}")
+        if self.a_update not in ("quotient", "printed"):
+            raise ValueError(f"a_update must be 'quotient' or 'printed', got {self.a_update!r}")
 
 
 class _Q(NamedTuple):
@@ -254,11 +261,19 @@ def _update_tau(q: _Q, hyper, fam: _Family):
     return _with_tau_moments(q, hyper[0] - 0.5, fam)
 
 
+#: the hyper vector of the compiled loop: rho, k, theta, tol, beta_tol, printed a-update flag
+N_HYPER = 6
+
+
 def _update_h(q: _Q, hyper, fam: _Family):
     rho, k, theta = hyper[0], hyper[1], hyper[2]
     stat = q.e_tau if fam.gamma_mixing else q.e_inv_tau
     shape = jnp.full_like(q.h_shape, k + jnp.abs(rho))
-    return q._replace(h_shape=shape, h_rate=theta + 0.5 * stat)
+    rate = theta + 0.5 * stat
+    # hyper[5] = 1: the printed product form (a planted defect, VBConfig.a_update): a
+    # Gamma of the same shape whose mean is (k + |rho|)(theta + stat / 2)
+    rate = jnp.where(hyper[5] > 0.5, 1.0 / rate, rate)
+    return q._replace(h_shape=shape, h_rate=rate)
 
 
 def _update_xi(q: _Q):
@@ -339,7 +354,7 @@ def _compiled(shape, fam: _Family, max_iter: int):
     def build():
         fn = jax.jit(lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter))
         args = (jax.ShapeDtypeStruct(shape, jnp.float64), jax.ShapeDtypeStruct(shape[:1], jnp.float64),
-                jax.ShapeDtypeStruct((5,), jnp.float64))
+                jax.ShapeDtypeStruct((N_HYPER,), jnp.float64))
         return fn.lower(*args).compile()
 
     return _PROGRAMS.get((shape, fam, max_iter), build)
@@ -378,7 +393,8 @@ def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResul
     woodbury = uses_woodbury(n, p, config.branch)
     fam = _family(spec, woodbury)
     compiled, compile_seconds = _compiled(X.shape, fam, int(config.max_iter))
-    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, config.tol, config.beta_tol])
+    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, config.tol, config.beta_tol,
+                         1.0 if config.a_update == "printed" else 0.0])
     t0 = time.perf_counter()
     out, elbo0 = jax.block_until_ready(compiled(jnp.asarray(X), jnp.asarray(y01), hyper))
     seconds = time.perf_counter() - t0
@@ -403,7 +419,7 @@ def elbo(spec: GIGLogistic, Phi, y, q: dict) -> float:
     """The ELBO of given variational parameters (the fields of ``VBResult.q``)."""
     _check_spec(spec)
     X, y01 = check_design(Phi, y)
-    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, 0.0, 0.0])
+    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, 0.0, 0.0, 0.0])
     fam = _family(spec, False)
     state = _with_tau_moments(_Q(**{k: jnp.asarray(v) for k, v in q.items()}), spec.rho - 0.5, fam)
     return float(_elbo(state, jnp.asarray(y01), hyper, fam))

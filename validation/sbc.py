@@ -56,7 +56,7 @@ import json
 import os
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -530,8 +530,8 @@ def run_key(model: str, engine: str, problem: SBCProblem, settings: SBCSettings,
 
 
 def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), out_dir=None,
-            problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None
-            ) -> dict[str, Any]:
+            problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None,
+            variant: str | None = None) -> dict[str, Any]:
     """SBC of ``engine`` (a registry engine, a reference sampler name, or
     ``"module:function"``) on the registered ``model``.
 
@@ -552,6 +552,12 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
     problem_kwargs = dict(problem_kwargs or {})
     problem = problem_for(record, **problem_kwargs)
     resolved = resolve_engine(record, engine, settings)
+    if variant is not None:  # a function that approximates one of the model's variants
+        if not callable(engine):
+            raise ValueError("variant= is for engines given as functions; a registry engine names its own")
+        if variant not in problem.variants:
+            raise ValueError(f"{record.title} has no variant {variant!r}; variants: {', '.join(problem.variants)}")
+        resolved = replace(resolved, variant=variant)
     base = {"model": model, "engine": resolved.label, "settings": asdict(settings),
             "design": {"n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
                        "n_new": int(problem.Phi_new.shape[0]), **problem_kwargs},
@@ -567,7 +573,8 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         tmp = tempfile.TemporaryDirectory(prefix="zoo-sbc-")
         out_dir = tmp.name
     try:
-        key = run_key(model, resolved.label if callable(engine) else engine, problem, settings, resolved.fit)
+        key = run_key(model, (resolved.label if callable(engine) else engine) + f"@{resolved.variant}",
+                      problem, settings, resolved.fit)
         folder = os.path.join(os.fspath(out_dir), f"sims-{key}")
         os.makedirs(folder, exist_ok=True)
         paths = [os.path.join(folder, f"{i:05d}.json") for i in range(settings.n_sims)]
@@ -580,7 +587,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         todo = [i for i in range(settings.n_sims) if i not in results]
         t0 = time.perf_counter()
         if callable(engine):
-            spec = problem.spec
+            spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
             for i in todo:
                 results[i] = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, i, settings)
                 write_json_atomic(results[i], paths[i])

@@ -1,0 +1,71 @@
+"""The planted-defect battery (validation/defects.py): detection rate of each defect by each
+detector (the verdict against a reference run on each simulated data set; SBC), with the
+exact engine's and the intact engine's rates beside them.
+
+    python benchmarks/defect_battery.py --model pcvm --engine ep
+    python benchmarks/defect_battery.py --model gig-logistic --engine vb --datasets 100 --sbc-replicates 20
+
+Cells are kept under --out, so an interrupted run resumes. Results are appended to
+benchmarks/results/defect_battery.json (one entry per model and engine).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+
+import zoo  # noqa: F401  (float64)
+from zoo.validation.atomic import write_json_atomic
+from zoo.validation.defects import BatterySettings, run_battery
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="pcvm")
+    parser.add_argument("--engine", default="ep")
+    parser.add_argument("--datasets", type=int, default=100)
+    parser.add_argument("--sbc-replicates", type=int, default=20)
+    parser.add_argument("--sbc-sims", type=int, default=100)
+    parser.add_argument("--out", default="zoo-defect-battery")
+    parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "defect_battery.json"))
+    args = parser.parse_args(argv)
+    settings = BatterySettings(n_datasets=args.datasets, sbc_replicates=args.sbc_replicates, sbc_sims=args.sbc_sims)
+
+    def progress(stage, done, total):
+        print(f"{stage}: {done}/{total}", flush=True)
+
+    result = run_battery(args.model, args.engine, settings=settings, out_dir=args.out, progress=progress)
+    stored = {}
+    if os.path.exists(args.results):
+        with open(args.results) as fh:
+            stored = json.load(fh)
+    stored[f"{args.model}/{args.engine}"] = result
+    write_json_atomic(stored, args.results)
+    print(f"\n{args.model} / {args.engine}: {result['certified_datasets']} of {result['datasets']} data sets "
+          f"with a certified reference\n\n| defect | verdict | SBC |\n|---|---|---|")
+    by = {(r["detector"], r["defect"]): r for r in result["rows"]}
+    for name in dict.fromkeys(r["defect"] for r in result["rows"]):
+        cells = []
+        for det in ("verdict", "sbc"):
+            r = by.get((det, name))
+            if r is None:
+                cells.append("-")
+                continue
+            lo, hi = wilson(r["detected"], r["trials"])
+            cells.append(f"{r['detected']}/{r['trials']} = {r['detected'] / max(r['trials'], 1):.2f} "
+                         f"({lo:.2f}-{hi:.2f})" + (f", {r['failed_fits']} failed" if r["failed_fits"] else ""))
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Planted defects (validation/defects.py): each breaks an engine exactly as it says, the
+engine-specific ones change the engine's answer, a user's wrapper is accepted, and a small
+battery runs both detectors and resumes."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64)
+from zoo.inference import expectation_propagation as ep
+from zoo.inference import gig_vb
+from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior
+from zoo.models.base import Site
+from zoo.models.gig_logistic import GIGLogistic
+from zoo.models.pcvm import PCVM
+from zoo.validation import defects as D
+from zoo.validation.sbc import rbf_design
+
+INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0, objective="", extra={})
+SITES = (Site("b", ()), Site("w", (2,)))
+
+
+def test_generic_defects_move_a_gaussian_exactly():
+    L = np.array([[1.0, 0, 0], [0.5, 2.0, 0], [0.1, 0.2, 0.5]])
+    post = GaussianPosterior(None, SITES, np.array([1.0, -1.0, 0.0]), L, INFO)
+    sd = post.sd_flat()
+    half = D.transform_posterior(post, cov_factor=0.5)
+    np.testing.assert_allclose(half.cov, 0.5 * post.cov)
+    one = D.transform_posterior(post, shift_sd=0.5, coordinate=0)
+    np.testing.assert_allclose(one.mean_flat(), post.mean_flat() + [0.5 * sd[0], 0, 0])
+    every = D.transform_posterior(post, shift_sd=0.5)
+    np.testing.assert_allclose(every.mean_flat(), post.mean_flat() + 0.5 * sd)
+
+
+def test_generic_defects_move_draws_exactly_and_keep_their_layout():
+    rng = np.random.default_rng(0)
+    draws = {"b": rng.normal(size=(2, 50)), "w": rng.normal(size=(2, 50, 2)) * [1.0, 3.0]}
+    post = DrawsPosterior(None, SITES, draws, INFO)
+    doubled = D.transform_posterior(post, cov_factor=2.0)
+    np.testing.assert_allclose(doubled.sd_flat(), np.sqrt(2.0) * post.sd_flat())
+    np.testing.assert_allclose(doubled.mean_flat(), post.mean_flat())
+    assert doubled.draws["w"].shape == (2, 50, 2)
+    moved = D.transform_posterior(post, shift_sd=0.5)
+    np.testing.assert_allclose(moved.mean_flat(), post.mean_flat() + 0.5 * post.sd_flat())
+
+
+def test_engine_specific_defects_change_the_engines_answer():
+    Phi, _ = rbf_design(40, 4, 1, seed=2)
+    y = (Phi @ np.array([1.0, 0.5, 0.0, 2.0]) - 0.9 + np.random.default_rng(1).normal(0, 0.3, 40) > 0).astype(float)
+    spec = PCVM(alpha=1.0, alpha_bias=1.0)
+    intact = ep.fit(spec, Phi, y)
+    broken = D.DEFECTS["truncation ignored"](ep.fit)(spec, Phi, y)
+    # the truncation sites keep the weights near zero non-negative; without them the
+    # Gaussian puts much more of its mass below zero
+    below = lambda p: (p.mean_flat()[1:] / p.sd_flat()[1:]).min()  # noqa: E731
+    assert below(broken) < below(intact) - 0.5
+    X = Phi
+    intact_vb = gig_vb.run(GIGLogistic(), X, y)
+    printed = gig_vb.run(GIGLogistic(), X, y, config=gig_vb.VBConfig(a_update="printed"))
+    assert not np.allclose(intact_vb.bbar, printed.bbar, atol=1e-3)
+    with pytest.raises(ValueError, match="a_update"):
+        gig_vb.VBConfig(a_update="product")
+
+
+def test_a_users_wrapper_is_a_defect():
+    def flip_sign(fit):
+        def broken(spec, Phi, y, *, config=None):
+            return D.transform_posterior(fit(spec, Phi, y, config=config), shift_sd=-1.0)
+        return broken
+
+    d = D.get_defect(flip_sign)
+    assert d.name == "flip_sign" and d.applies_to("any", "engine")
+    with pytest.raises(ValueError, match="unknown defect"):
+        D.get_defect("no such defect")
+    assert D.get_defect("cov x 2") is D.DEFECTS["cov x 2"]
+    assert not D.DEFECTS["truncation ignored"].applies_to("gig-logistic", "vb")
+
+
+def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path):
+    # 2 data sets, 1 SBC replicate of 10 simulations: enough to exercise every path (the
+    # rates of the README come from benchmarks/defect_battery.py at 100 data sets)
+    settings = D.BatterySettings(n_datasets=2, sbc_replicates=1, sbc_sims=10, reference_draws=500,
+                                 problem=(("n", 30), ("n_basis", 3)))
+    out = D.run_battery("pcvm", "ep", ["cov x 0.5", "truncation ignored"], settings=settings, out_dir=tmp_path)
+    rows = {(r["detector"], r["defect"]): r for r in out["rows"]}
+    assert set(rows) == {(det, d) for det in ("verdict",) for d in (D.EXACT, D.INTACT, "cov x 0.5",
+                                                                    "truncation ignored")} | {
+        ("sbc", d) for d in (D.INTACT, "cov x 0.5", "truncation ignored")}
+    for r in out["rows"]:
+        assert 0 <= r["detected"] <= r["trials"]
+    if out["certified_datasets"]:
+        assert rows[("verdict", "cov x 0.5")]["detected"] == rows[("verdict", "cov x 0.5")]["trials"]
+    folder = next(p for p in tmp_path.iterdir() if p.name.startswith("battery-"))
+    stored = sorted(os.listdir(folder / "verdict"))
+    assert len(stored) == 2
+    before = json.loads((folder / "verdict" / stored[0]).read_text())
+    again = D.run_battery("pcvm", "ep", ["cov x 0.5", "truncation ignored"], settings=settings, out_dir=tmp_path)
+    assert again["rows"] == out["rows"] and again["seconds"] < out["seconds"]
+    assert json.loads((folder / "verdict" / stored[0]).read_text()) == before

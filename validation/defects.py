@@ -1,0 +1,306 @@
+"""Planted defects: engines broken on purpose, to measure whether our detectors catch them.
+
+A detector that never fires proves nothing. Each :class:`Defect` wraps an engine's
+fixed-spec fit and returns a fit with the same contract whose answer is wrong in a known,
+controlled way; :func:`run_battery` runs the broken engines (and the intact one) through
+both detectors over simulated data sets and reports how often each detector fires:
+
+* the **verdict** (``validation/verdict.py``) against a reference sampler run on each
+  simulated data set - its false-alarm rate is measured by fitting, as the "engine", a
+  second independent run of the reference sampler (an exact engine with Monte Carlo
+  error), beside the defects;
+* **SBC** (``validation/sbc.py``) - each replicate is one SBC run of ``n_sims``
+  simulations; its false-alarm rate for an exact posterior is measured in
+  ``benchmarks/sbc_false_alarm.py``.
+
+The generic defects act on the returned posterior and so apply to any engine with a
+distribution (Gaussian or draws): the covariance scaled by 0.5 or 2, the mean moved by 0.5
+posterior sd in one coordinate or in all. Engine-specific ones switch on a documented
+defect of the engine itself: PCVM's EP with the truncation sites off (the untruncated
+prior), and GIG's VB with Horii's printed a-update. A user's own defect is any function
+``defect(fit) -> fit``, or a :class:`Defect` built from one.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from ..inference.posterior import DrawsPosterior, GaussianPosterior
+from ..models.base import unflatten
+from .atomic import write_json_atomic
+
+
+@dataclass(frozen=True)
+class Defect:
+    """A named way of breaking a fit: ``wrap(fit) -> fit``. ``engines``: the (model,
+    engine) pairs it applies to (empty: any engine with a distribution)."""
+
+    name: str
+    description: str
+    wrap: Callable[[Callable], Callable]
+    engines: tuple[tuple[str, str], ...] = ()
+
+    def applies_to(self, model: str, engine: str) -> bool:
+        return not self.engines or (model, engine) in self.engines
+
+    def __call__(self, fit: Callable) -> Callable:
+        broken = self.wrap(fit)
+        functools.update_wrapper(broken, fit, assigned=("__doc__",), updated=())
+        broken.__name__ = f"{getattr(fit, '__name__', 'fit')}+{self.name}"
+        return broken
+
+
+def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float = 0.0, coordinate: int | None = None):
+    """The posterior with its covariance scaled by ``cov_factor`` (sds by its square root)
+    and its mean moved by ``shift_sd`` of its own sds, in one ``coordinate`` or in all
+    (None). Gaussian: exactly; draws: each draw moved and spread about the draws' mean."""
+    sd = np.asarray(posterior.sd_flat(), dtype=float)
+    shift = shift_sd * sd
+    if coordinate is not None:
+        mask = np.zeros_like(sd)
+        mask[coordinate] = 1.0
+        shift = shift * mask
+    if isinstance(posterior, GaussianPosterior):
+        return replace(posterior, mean_vec=np.asarray(posterior.mean_vec) + shift,
+                       chol=np.asarray(posterior.chol) * np.sqrt(cov_factor))
+    if isinstance(posterior, DrawsPosterior):
+        flat = posterior.flat_draws()
+        mean = flat.mean(0)
+        moved = mean + np.sqrt(cov_factor) * (flat - mean) + shift
+        chains, draws = posterior.n_chains, posterior.n_draws
+        per_site = unflatten(moved, posterior.sites)
+        return replace(posterior, draws={k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:])
+                                         for k, v in per_site.items()})
+    raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
+
+
+def _posterior_defect(**how) -> Callable[[Callable], Callable]:
+    def wrap(fit):
+        def broken(spec, Phi, y, *, config=None):
+            return transform_posterior(fit(spec, Phi, y, config=config), **how)
+        return broken
+    return wrap
+
+
+def _config_defect(config_class_path: str, **fields) -> Callable[[Callable], Callable]:
+    """Call the engine with a config whose ``fields`` switch on its documented defect."""
+    def wrap(fit):
+        def broken(spec, Phi, y, *, config=None):
+            import importlib
+
+            module, _, name = config_class_path.partition(":")
+            cls = getattr(importlib.import_module(module), name)
+            return fit(spec, Phi, y, config=replace(config if config is not None else cls(), **fields))
+        return broken
+    return wrap
+
+
+#: the generic defects: any engine with a distribution
+GENERIC = (
+    Defect("cov x 0.5", "covariance scaled by 0.5 (every sd x 0.71)", _posterior_defect(cov_factor=0.5)),
+    Defect("cov x 2", "covariance scaled by 2 (every sd x 1.41)", _posterior_defect(cov_factor=2.0)),
+    Defect("mean + 0.5 sd (one)", "the first coordinate's mean moved by 0.5 of its sd",
+           _posterior_defect(shift_sd=0.5, coordinate=0)),
+    Defect("mean + 0.5 sd (all)", "every coordinate's mean moved by 0.5 of its sd", _posterior_defect(shift_sd=0.5)),
+)
+#: defects of one engine, switched on in its own code
+SPECIFIC = (
+    Defect("truncation ignored", "PCVM's EP without its truncation sites: the untruncated Gaussian prior",
+           _config_defect("zoo.inference.expectation_propagation:EPConfig", truncation_sites=False),
+           engines=(("pcvm", "ep"),)),
+    Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
+           _config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"),
+           engines=(("gig-logistic", "vb"),)),
+)
+DEFECTS = {d.name: d for d in GENERIC + SPECIFIC}
+
+
+def get_defect(name_or_path: str | Defect | Callable) -> Defect:
+    """A defect by name, ``"module:function"`` (a ``defect(fit) -> fit`` or a Defect), a
+    Defect, or a function ``defect(fit) -> fit``."""
+    if isinstance(name_or_path, Defect):
+        return name_or_path
+    if callable(name_or_path):
+        return Defect(getattr(name_or_path, "__name__", "user defect"), "a user's defect", name_or_path)
+    if name_or_path in DEFECTS:
+        return DEFECTS[name_or_path]
+    if ":" in name_or_path:
+        import importlib
+
+        module, _, attr = name_or_path.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise ValueError(f"cannot load defect {name_or_path!r}: {err}") from err
+        return obj if isinstance(obj, Defect) else Defect(name_or_path, "a user's defect", obj)
+    raise ValueError(f"unknown defect {name_or_path!r}; known: {', '.join(DEFECTS)}; or give 'module:function'")
+
+
+# --------------------------------------------------------------------------------------
+# The battery
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatterySettings:
+    """n_datasets: simulated data sets for the verdict (each with its own reference run).
+    sbc_replicates: independent SBC runs per defect, each of ``sbc_sims`` simulations.
+    reference_draws: per chain (4 chains, as many warm-up draws) of each reference run.
+    problem: keyword arguments of ``sbc.problem_for`` (the design)."""
+
+    n_datasets: int = 100
+    sbc_replicates: int = 20
+    sbc_sims: int = 100
+    reference_draws: int = 1000
+    seed: int = 0
+    problem: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+
+    def __post_init__(self):
+        for name in ("n_datasets", "sbc_replicates", "sbc_sims", "reference_draws"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+
+EXACT = "exact (2nd reference run)"
+INTACT = "intact engine"
+
+
+def _verdict_cell(model: str, engine: str, defect_names: tuple[str, ...], index: int, settings: BatterySettings,
+                  path: str) -> dict[str, Any]:
+    """Data set ``index``: simulate, run the reference twice (two seeds), fit the intact and
+    the broken engines, and record each verdict's status. Written atomically to ``path``."""
+    import jax
+
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+    from . import registry
+    from .reference import ReferenceConfig, run_reference
+    from .sbc import draw_from_prior, problem_for
+    from .verdict import chains_draws_flat, moments_and_mcse, verdict
+
+    record = registry.get_model(model)
+    problem = problem_for(record, **dict(settings.problem))
+    entry = record.engine(engine)
+    spec = problem.spec if entry.variant is None else problem.variants[entry.variant]
+    key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
+    _, y, _ = draw_from_prior(spec, problem.Phi, key)
+    cfg = ReferenceConfig(num_warmup=settings.reference_draws, num_samples=settings.reference_draws,
+                          seed=2 * index, chain_method="sequential")
+    ref = run_reference(spec, problem.Phi, y, config=cfg)
+    cell: dict[str, Any] = {"index": index, "certified": bool(ref.certified), "failures": ref.failures,
+                            "statuses": {}}
+    if ref.certified:
+        ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
+        twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
+        cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments)["status"]
+        fit = entry.fit()
+        for name in (INTACT, *defect_names):
+            try:
+                f = fit if name == INTACT else get_defect(name)(fit)
+                cell["statuses"][name] = verdict(f(spec, problem.Phi, y), ref.posterior,
+                                                 reference_moments=ref_moments)["status"]
+            except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
+                cell["statuses"][name] = f"failed: {type(err).__name__}: {err}"[:300]
+    write_json_atomic(cell, path)
+    return cell
+
+
+def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
+    from .code_digest import code_digest
+
+    s = asdict(settings)
+    for name in ("n_datasets", "sbc_replicates"):
+        s.pop(name)
+    payload = {"model": model, "engine": engine, "settings": s,
+               "code": code_digest((__name__, "zoo.validation.sbc", "zoo.validation.verdict",
+                                    "zoo.validation.reference"))}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_battery(model: str, engine: str, defects=None, *, settings: BatterySettings = BatterySettings(),
+                out_dir, executor=None, progress: Callable | None = None) -> dict[str, Any]:
+    """The defect battery for one engine: each defect (names, paths, Defects or functions;
+    None: every defect that applies) through the verdict and through SBC.
+
+    Finished cells are stored under ``out_dir`` (a rerun resumes). ``executor``: anything
+    with ``map`` (a Dask ``Client.get_executor()``) for the verdict cells; None: here.
+    Returns rows: detector x defect -> detections / trials, with the exact engine's and
+    the intact engine's rates beside them.
+    """
+    from . import registry
+    from .sbc import CALIBRATED, MISCALIBRATED, SBCSettings, run_sbc
+
+    record = registry.get_model(model)
+    entry = record.engine(engine)
+    if entry.kind == "point":
+        raise ValueError(f"{model} {engine} is a point estimate: neither detector applies to it")
+    chosen = [get_defect(d) for d in (defects if defects is not None else DEFECTS.values())]
+    chosen = [d for d in chosen if d.applies_to(model, engine)]
+    names = tuple(d.name for d in chosen)
+    key = battery_key(model, engine, settings)
+    folder = os.path.join(os.fspath(out_dir), f"battery-{model}-{engine}-{key}")
+    os.makedirs(folder, exist_ok=True)
+    t0 = time.perf_counter()
+
+    # the verdict: one cell per data set
+    paths = [os.path.join(folder, "verdict", f"{i:05d}.json") for i in range(settings.n_datasets)]
+    cells: dict[int, dict] = {}
+    for i, p in enumerate(paths):
+        if os.path.exists(p):
+            with open(p) as fh:
+                cell = json.load(fh)
+            if all(n in cell["statuses"] for n in names) or not cell["certified"]:
+                cells[i] = cell
+    todo = [i for i in range(settings.n_datasets) if i not in cells]
+    run = functools.partial(_verdict_cell_star, model, engine, names, settings)
+    mapper = map if executor is None else executor.map
+    for cell in mapper(run, [(i, paths[i]) for i in todo]):
+        cells[cell["index"]] = cell
+        if progress:
+            progress("verdict", len(cells), settings.n_datasets)
+    certified = [c for c in cells.values() if c["certified"]]
+    rows = []
+    for name in (EXACT, INTACT, *names):
+        statuses = [c["statuses"].get(name) for c in certified]
+        flagged = sum(s == "differs" for s in statuses)
+        failed = sum(isinstance(s, str) and s.startswith("failed") for s in statuses)
+        rows.append({"detector": "verdict", "defect": name, "detected": flagged, "trials": len(statuses) - failed,
+                     "failed_fits": failed})
+
+    # SBC: replicate runs of the intact and the broken engines
+    fit = entry.fit()
+    for name in (INTACT, *names):
+        detected = trials = failed = 0
+        for r in range(settings.sbc_replicates):
+            f = fit if name == INTACT else get_defect(name)(fit)
+            f.__name__ = f"{engine}+{name}" if name != INTACT else engine
+            summary = run_sbc(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
+                              out_dir=os.path.join(folder, "sbc"), problem_kwargs=dict(settings.problem),
+                              variant=entry.variant)
+            if summary["status"] in (CALIBRATED, MISCALIBRATED):
+                trials += 1
+                detected += summary["status"] == MISCALIBRATED
+            else:
+                failed += 1
+            if progress:
+                progress(f"sbc {name}", r + 1, settings.sbc_replicates)
+        rows.append({"detector": "sbc", "defect": name, "detected": detected, "trials": trials,
+                     "failed_fits": failed})
+    result = {"model": model, "engine": engine, "settings": asdict(settings), "defects":
+              {d.name: d.description for d in chosen}, "rows": rows, "certified_datasets": len(certified),
+              "datasets": len(cells), "seconds": time.perf_counter() - t0}
+    write_json_atomic(result, os.path.join(folder, "battery.json"))
+    return result
+
+
+def _verdict_cell_star(model, engine, names, settings, args):
+    index, path = args
+    return _verdict_cell(model, engine, names, index, settings, path)
+
+
+__all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "BatterySettings",
+           "run_battery", "EXACT", "INTACT"]

@@ -4,6 +4,7 @@
     zoo compare --model pcvm --data banana --split 3 --engines laplace,ep --param width=0.7
     zoo sbc --model pcvm --engine laplace,ep   # simulation-based calibration -> ./zoo-sbc/
     zoo sbc --model pcvm --engine my_module:fit  # ... of your own engine
+    zoo study example      # a grid of comparisons, SBC runs and defect batteries on Dask
     zoo datasets           # names, sizes and sources of the embedded data
     zoo reproduce --help   # paper reproductions (our numbers beside the published ones)
 """
@@ -243,6 +244,41 @@ def _add_sbc_parser(sub, records) -> None:
     p.set_defaults(func=_cmd_sbc)
 
 
+def _cmd_study(args) -> int:
+    from zoo.validation.study import expand, load_config, run_study
+
+    if os.getcwd() not in sys.path:  # user engines given as module:function
+        sys.path.insert(0, os.getcwd())
+    try:
+        config = load_config(args.config)
+        expand(config)  # every name checked before a cluster starts
+    except ValueError as err:
+        print(f"zoo study: error: {err}", file=sys.stderr)
+        return 2
+    out = run_study(config, args.out, scheduler=args.scheduler, n_workers=args.workers,
+                    progress=not args.no_progress)
+    print(f"{out['ran']} cells run, {out['reused']} already done; report: {out['report']}")
+    return 0
+
+
+def _add_study_parser(sub) -> None:
+    p = sub.add_parser(
+        "study",
+        help="run a study (a grid of comparisons, SBC runs and defect batteries) on Dask",
+        description="CONFIG is a TOML file, or the name of a shipped study (example). Cells run on a Dask "
+        "LocalCluster of this machine, or on an existing cluster with --scheduler; each finished cell is kept "
+        "in OUT/cells/, so the same command resumes a killed study without redoing any cell.",
+    )
+    p.add_argument("config", help="study TOML file, or 'example'")
+    p.add_argument("--out", default="zoo-study", help="output folder (default ./zoo-study)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="LocalCluster worker processes (default: the number of cores)")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    p.set_defaults(func=_cmd_study)
+
+
 def _add_reproduce_parser(sub) -> None:
     from zoo.validation import reproduce
 
@@ -342,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_cmd_datasets)
 
     _add_sbc_parser(sub, records)
+    _add_study_parser(sub)
     _add_reproduce_parser(sub)
     return parser
 

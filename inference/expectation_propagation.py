@@ -147,6 +147,11 @@ class EPConfig:
         EP then approximates the posterior under the untruncated N(0, 1/alpha) prior, which
         is not PCVM's. It exists as a planted defect for ``validation/defects.py`` (what an
         implementation that forgot the truncation would return); never use it otherwise.
+    step_control: True (ours). False turns the parallel schedule into naive undamped
+        Jacobi EP: the step stays at ``damping`` (no halving when the site changes stop
+        decreasing) and the run never hands over to sequential sweeps; if it has not
+        converged after max_sweeps it returns its last iterate (``converged`` False). Like
+        ``truncation_sites`` it exists only as a planted defect ("EP without damping").
     handover: (parallel schedule) continue with sequential sweeps once the observed
         contraction predicts more than this many further parallel sweeps (on Ripley a
         sequential sweep costs ~15-20 parallel ones and converges several times faster
@@ -159,6 +164,7 @@ class EPConfig:
     schedule: str = "sequential"
     handover: float = 50.0
     truncation_sites: bool = True
+    step_control: bool = True
 
     def __post_init__(self):
         if not (isinstance(self.max_sweeps, (int, np.integer)) and self.max_sweeps >= 1):
@@ -552,7 +558,8 @@ def sweep(problem: EPProblem, state: EPState, damping) -> EPState:
                          state.parallel, state.parallel_sweeps)
 
 
-def parallel_sweep(problem: EPProblem, state: EPState, tolerance, max_sweeps, handover=50.0) -> EPState:
+def parallel_sweep(problem: EPProblem, state: EPState, tolerance, max_sweeps, handover=50.0,
+                   step_control=True) -> EPState:
     """Every site moment-matched against its cavity under the same q, one damped step.
 
     ``max_change`` is the largest relative change the undamped proposal would make
@@ -561,7 +568,8 @@ def parallel_sweep(problem: EPProblem, state: EPState, tolerance, max_sweeps, ha
     sign of an overshooting, oscillating update. The guard rule is the sequential one.
     ``parallel`` turns False (sequential sweeps from now on) when the contraction of
     max_change over the last ``_RATE_WINDOW`` sweeps predicts more than ``handover``
-    sweeps to reach the tolerance, or when half of max_sweeps is spent.
+    sweeps to reach the tolerance, or when half of max_sweeps is spent. ``step_control``
+    False (the planted defect of EPConfig): neither halving nor handover.
     """
     sites = state.sites
     _, _, cav_precision, cav_shift = _cavities(problem, sites, state.mean, state.cov)
@@ -579,7 +587,7 @@ def parallel_sweep(problem: EPProblem, state: EPState, tolerance, max_sweeps, ha
         _relative_change(tau_tilted, sites.precision), _relative_change(nu_tilted, sites.shift)
     )
     max_change = jnp.max(jnp.where(accept, change, 0.0))
-    step = jnp.where(max_change >= state.max_change,
+    step = jnp.where(step_control & (max_change >= state.max_change),
                      jnp.maximum(0.5 * state.step, _MIN_PARALLEL_STEP), state.step)
     # a convex combination of precisions >= 0 stays >= 0: q's precision stays PD
     precision = jnp.where(accept, sites.precision + step * (tau_tilted - sites.precision), sites.precision)
@@ -597,13 +605,13 @@ def parallel_sweep(problem: EPProblem, state: EPState, tolerance, max_sweeps, ha
         0.0,
     )
     slow = (n_parallel >= _SWITCH_MIN_SWEEPS) & (predicted > handover)
-    keep_parallel = ~slow & (2 * n_parallel < max_sweeps)
+    keep_parallel = ~step_control | (~slow & (2 * n_parallel < max_sweeps))
     return _finish_sweep(problem, state, EPSites(precision, shift), guarded, max_change, step,
                          keep_parallel, n_parallel)
 
 
 def _run_loop(problem: EPProblem, sites: EPSites, tolerance, damping, max_sweeps, parallel,
-              handover=50.0, *, trace_length: int, with_parallel: bool = True):
+              handover=50.0, step_control=True, *, trace_length: int, with_parallel: bool = True):
     """The sweep loop. with_parallel (static): compile both schedules into one program,
     ``parallel`` (run time) choosing the first sweep's - so that a parallel run that hands
     over, and the selection's final sequential refit, need no second compilation.
@@ -619,7 +627,7 @@ def _run_loop(problem: EPProblem, sites: EPSites, tolerance, damping, max_sweeps
             return sweep(problem, s, damping)
         return jax.lax.cond(
             s.parallel,
-            lambda s: parallel_sweep(problem, s, tolerance, max_sweeps, handover),
+            lambda s: parallel_sweep(problem, s, tolerance, max_sweeps, handover, step_control),
             lambda s: sweep(problem, s, damping),
             s,
         )
@@ -648,18 +656,19 @@ def _trace_length(max_sweeps: int) -> int:
 # and twenty outputs, the per-array transfer and dispatch cost (~30-60 us each on a busy
 # CPU) was about half the time of a warm EP run inside the basis selection.
 def _pack(problem: EPProblem, sites: EPSites, config: EPConfig):
-    """(directions (K, Dp), per-site columns (K, 5), head (Dp + 6,)), all float64.
+    """(directions (K, Dp), per-site columns (K, 5), head (Dp + 7,)), all float64.
 
     columns: noise_var, active, is_likelihood, site precision, site shift;
     head: prior_precision, then n_weights, tolerance, damping, max_sweeps, parallel,
-    handover.
+    handover, step_control.
     """
     columns = np.stack([problem.noise_var, problem.active, problem.is_likelihood,
                         sites.precision, sites.shift], axis=1).astype(np.float64)
     head = np.concatenate([
         np.asarray(problem.prior_precision, dtype=np.float64),
         [float(problem.n_weights), float(config.tolerance), float(config.damping),
-         float(config.max_sweeps), float(config.schedule == "parallel"), float(config.handover)],
+         float(config.max_sweeps), float(config.schedule == "parallel"), float(config.handover),
+         float(config.step_control)],
     ])
     return np.asarray(problem.directions, dtype=np.float64), columns, head
 
@@ -672,6 +681,7 @@ def _run_packed(directions, columns, head, *, trace_length: int, with_parallel: 
     tolerance, damping = head[Dp + 1], head[Dp + 2]
     max_sweeps = jnp.round(head[Dp + 3]).astype(jnp.int32)
     return _run_loop(problem, sites, tolerance, damping, max_sweeps, head[Dp + 4] > 0.5, head[Dp + 5],
+                     head[Dp + 6] > 0.5,
                      trace_length=trace_length, with_parallel=with_parallel)
 
 

@@ -425,6 +425,22 @@ def test_parallel_schedule_hands_over_to_sequential_when_it_crawls(small_problem
     np.testing.assert_allclose(res.mean, ref.mean, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.01])
+def test_ep_without_step_control_stays_parallel_and_keeps_the_fixed_point(small_problem, alpha):
+    """The "EP without damping" defect (step_control=False): the run never hands over (even
+    with handover 0, which forces ours to switch) and never halves its step, so every
+    sweep is a full undamped Jacobi step. Where it converges it solves the same equations,
+    so its answer is EP's (1e-5, the tolerance's scale) - why the defect battery should
+    not see it, and does not (README)."""
+    Phi, y, _ = small_problem
+    spec = PCVM(alpha=alpha)
+    ref = ep.run(spec, Phi, y)
+    naive = ep.run(spec, Phi, y, config=ep.EPConfig(schedule="parallel", handover=0.0, step_control=False))
+    assert naive.schedule == "parallel" and naive.parallel_sweeps == naive.n_sweeps
+    assert naive.converged
+    np.testing.assert_allclose(naive.mean, ref.mean, rtol=1e-5, atol=1e-5)
+
+
 def test_selection_with_parallel_inner_runs_matches_the_sequential_path(small_problem):
     """The fast selection path (parallel EP inside the selection loop, then one
     sequential refit) against the slow one (sequential EP everywhere) on 40 Ripley

@@ -118,6 +118,12 @@ SPECIFIC = (
     Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
            _config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"),
            engines=(("gig-logistic", "vb"),)),
+    # EP's answer is its fixed point, which damping does not move; only convergence can
+    # suffer. Detectors should therefore flag it at their false-alarm rate (a control of
+    # specificity) unless the naive iteration fails to converge.
+    Defect("EP without damping", "PCVM's EP as naive parallel EP: full steps, no halving, no hand-over",
+           _config_defect("zoo.inference.expectation_propagation:EPConfig", schedule="parallel", step_control=False),
+           engines=(("pcvm", "ep"),)),
 )
 DEFECTS = {d.name: d for d in GENERIC + SPECIFIC}
 

@@ -38,13 +38,27 @@ def main(argv=None) -> None:
     parser.add_argument("--sbc-sims", type=int, default=100)
     parser.add_argument("--out", default="zoo-defect-battery")
     parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "defect_battery.json"))
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Dask LocalCluster worker processes for the data sets and SBC runs (1: no cluster)")
+    parser.add_argument("--scheduler", default=None, help="address of a running Dask scheduler instead")
     args = parser.parse_args(argv)
     settings = BatterySettings(n_datasets=args.datasets, sbc_replicates=args.sbc_replicates, sbc_sims=args.sbc_sims)
 
     def progress(stage, done, total):
         print(f"{stage}: {done}/{total}", flush=True)
 
-    result = run_battery(args.model, args.engine, settings=settings, out_dir=args.out, progress=progress)
+    if args.scheduler or args.workers > 1:
+        from distributed import Client, LocalCluster
+
+        cluster = None if args.scheduler else LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                                                           dashboard_address=None)
+        with Client(args.scheduler or cluster) as client:
+            result = run_battery(args.model, args.engine, settings=settings, out_dir=args.out, progress=progress,
+                                 executor=client.get_executor())
+        if cluster is not None:
+            cluster.close()
+    else:
+        result = run_battery(args.model, args.engine, settings=settings, out_dir=args.out, progress=progress)
     stored = {}
     if os.path.exists(args.results):
         with open(args.results) as fh:

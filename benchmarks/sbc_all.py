@@ -7,11 +7,16 @@ without the raw ranks) and prints the README's table.
 
     python benchmarks/sbc_all.py                       # 100 simulations each
     python benchmarks/sbc_all.py --sims 30 --models pcvm
-    python benchmarks/sbc_all.py --skip-samplers       # engines only (the samplers take longest)
+    python benchmarks/sbc_all.py --only engines        # engines only (the samplers take longest)
+    python benchmarks/sbc_all.py --only samplers --workers 2   # on a Dask LocalCluster
+
+Rows already in the results file for other (model, engine) pairs are kept, so the two
+halves can run separately.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -25,32 +30,54 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=100)
     parser.add_argument("--models", default=",".join(registry.model_names()))
-    parser.add_argument("--skip-samplers", action="store_true")
+    parser.add_argument("--only", choices=("engines", "samplers", "all"), default="all")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Dask LocalCluster worker processes for the simulations (1: no cluster)")
     parser.add_argument("--out", default="zoo-sbc-benchmark", help="where simulations and figures are kept")
     parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "sbc_all.json"))
     args = parser.parse_args(argv)
     settings = SBCSettings(n_sims=args.sims)
     rows = []
+    if os.path.exists(args.results):
+        with open(args.results) as fh:
+            rows = json.load(fh)["rows"]
+    executor = client = cluster = None
+    if args.workers > 1:
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None)
+        client = Client(cluster)
+        executor = client.get_executor()
     for model in args.models.split(","):
         record = registry.get_model(model)
-        names = list(record.engine_names) + ([] if args.skip_samplers else list(record.sampler_names))
+        names = ((list(record.engine_names) if args.only != "samplers" else [])
+                 + (list(record.sampler_names) if args.only != "engines" else []))
         for name in names:
             t0 = time.perf_counter()
             folder = os.path.join(args.out, model, name)
-            summary = run_sbc(model, name, settings=settings, out_dir=folder)
+            summary = run_sbc(model, name, settings=settings, out_dir=folder, executor=executor)
             plot_sbc(summary, os.path.join(folder, "sbc.png"))
             summary.pop("ranks", None)
             summary["benchmark_seconds"] = time.perf_counter() - t0
-            rows.append(summary)
+            rows = [r for r in rows if (r["model"], r["engine"]) != (model, name)] + [summary]
             print(summary_line(summary), f"[{summary['benchmark_seconds']:.0f} s]", flush=True)
             # the table so far, atomically: a killed run keeps what it finished
             write_json_atomic({"settings": {"n_sims": args.sims, "n_draws": settings.n_draws}, "rows": rows},
                               args.results)
-    print("\n| model | engine | SBC verdict | fits ok / failed | wall seconds |\n|---|---|---|---|---|")
+    if client is not None:
+        client.close()
+        cluster.close()
+    print(table(rows))
+
+
+def table(rows) -> str:
+    """The README's table: one row per (model, engine), the reason as SBC states it."""
+    out = ["| model | engine | SBC | fits ok / failed | wall seconds |", "|---|---|---|---|---|"]
     for r in rows:
         c = r.get("counts", {})
-        print(f"| {r['model']} | {r['engine']} | {r['status']}: {r['reason']} | {c.get('ok', '-')} / "
-              f"{c.get('failed', '-')} | {r['benchmark_seconds']:.0f} |")
+        out.append(f"| {r['model']} | {r['engine']} | {summary_line(r).split(': ', 1)[1]} | {c.get('ok', '-')} / "
+                   f"{c.get('failed', '-')} | {r['benchmark_seconds']:.0f} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -84,19 +84,27 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path):
     # rates of the README come from benchmarks/defect_battery.py at 100 data sets)
     settings = D.BatterySettings(n_datasets=2, sbc_replicates=1, sbc_sims=10, reference_draws=500,
                                  problem=(("n", 30), ("n_basis", 3)))
-    out = D.run_battery("pcvm", "ep", ["cov x 0.5", "truncation ignored"], settings=settings, out_dir=tmp_path)
+    def double_shift(fit):  # a user's own wrapper, given as a function
+        def broken(spec, Phi, y, *, config=None):
+            return D.transform_posterior(fit(spec, Phi, y, config=config), shift_sd=2.0)
+        return broken
+
+    chosen = ["cov x 0.5", "truncation ignored", double_shift]
+    out = D.run_battery("pcvm", "ep", chosen, settings=settings, out_dir=tmp_path)
     rows = {(r["detector"], r["defect"]): r for r in out["rows"]}
     assert set(rows) == {(det, d) for det in ("verdict",) for d in (D.EXACT, D.INTACT, "cov x 0.5",
-                                                                    "truncation ignored")} | {
-        ("sbc", d) for d in (D.INTACT, "cov x 0.5", "truncation ignored")}
+                                                                    "truncation ignored", "double_shift")} | {
+        ("sbc", d) for d in (D.INTACT, "cov x 0.5", "truncation ignored", "double_shift")}
+    assert all(r["failed_fits"] == 0 for r in out["rows"])
     for r in out["rows"]:
         assert 0 <= r["detected"] <= r["trials"]
     if out["certified_datasets"]:
         assert rows[("verdict", "cov x 0.5")]["detected"] == rows[("verdict", "cov x 0.5")]["trials"]
+        assert rows[("verdict", "double_shift")]["detected"] == rows[("verdict", "double_shift")]["trials"]
     folder = next(p for p in tmp_path.iterdir() if p.name.startswith("battery-"))
     stored = sorted(os.listdir(folder / "verdict"))
     assert len(stored) == 2
     before = json.loads((folder / "verdict" / stored[0]).read_text())
-    again = D.run_battery("pcvm", "ep", ["cov x 0.5", "truncation ignored"], settings=settings, out_dir=tmp_path)
+    again = D.run_battery("pcvm", "ep", chosen, settings=settings, out_dir=tmp_path)
     assert again["rows"] == out["rows"] and again["seconds"] < out["seconds"]
     assert json.loads((folder / "verdict" / stored[0]).read_text()) == before

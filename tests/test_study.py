@@ -28,14 +28,24 @@ engines = ["ep"]
 replicates = 2
 sims = 10
 draws = 19
+
+[[defects]]
+model = "pcvm"
+engine = "ep"
+defects = ["cov x 2"]
+datasets = 2
+sbc_replicates = 1
+sbc_sims = 10
+reference_draws = 300
+problem = { n = 30, n_basis = 3 }
 """
 
 
 def test_the_config_expands_into_checked_content_keyed_cells(tmp_path):
     (tmp_path / "s.toml").write_text(TINY)
     cells = St.expand(St.load_config(tmp_path / "s.toml"))
-    assert [c.kind for c in cells] == ["compare", "sbc", "sbc"]
-    assert len({c.key() for c in cells}) == 3
+    assert [c.kind for c in cells] == ["compare", "sbc", "sbc", "defects"]
+    assert len({c.key() for c in cells}) == 4
     assert St.expand(St.load_config(tmp_path / "s.toml"))[1].key() == cells[1].key()  # stable
     (tmp_path / "bad.toml").write_text(TINY.replace('engines = ["ep"]\nparams', 'engines = ["nope"]\nparams'))
     with pytest.raises(ValueError, match="no engine 'nope'"):
@@ -54,19 +64,24 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         first = St.run_study(St.load_config(tmp_path / "s.toml"), out, client=client, progress=True)
-    assert first["ran"] == 3 and first["reused"] == 0
+    assert first["ran"] == 4 and first["reused"] == 0
     err = capsys.readouterr().err
-    assert "[3/3]" in err and "ETA" in err
+    assert "[4/4]" in err and "ETA" in err
     files = sorted(os.listdir(out / "cells"))
-    assert len(files) == 3 and not any(f.startswith(".tmp-") for f in files)
+    assert len(files) == 4 and not any(f.startswith(".tmp-") for f in files)
     compare_cell = json.loads(next((out / "cells" / f) for f in files if f.startswith("compare")).read_text())
     assert compare_cell["results"]["engines"]["ep"]["verdict"]["status"] in ("indistinguishable", "differs")
     report = (out / "report.md").read_text()
     assert "| pcvm | ripley | 0 |" in report and "## SBC" in report
+    # the battery cell fanned its 2 data sets and 2 SBC runs out over the cluster
+    battery = json.loads(next((out / "cells" / f) for f in files if f.startswith("defects")).read_text())["battery"]
+    assert battery["datasets"] == 2 and {(r["detector"], r["defect"]) for r in battery["rows"]} >= {
+        ("verdict", "cov x 2"), ("sbc", "cov x 2")}
+    assert "## Planted defects: pcvm / ep" in report
     # the same command again: nothing is recomputed, the report is rebuilt from the cells
     stamps = {f: os.stat(out / "cells" / f).st_mtime_ns for f in files}
     code = main(["study", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"])
-    assert code == 0 and "0 cells run, 3 already done" in capsys.readouterr().out
+    assert code == 0 and "0 cells run, 4 already done" in capsys.readouterr().out
     assert {f: os.stat(out / "cells" / f).st_mtime_ns for f in files} == stamps
 
 

@@ -176,7 +176,7 @@ EXACT = "exact (2nd reference run)"
 INTACT = "intact engine"
 
 
-def _verdict_cell(model: str, engine: str, defect_names: tuple[str, ...], index: int, settings: BatterySettings,
+def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: int, settings: BatterySettings,
                   path: str) -> dict[str, Any]:
     """Data set ``index``: simulate, run the reference twice (two seeds), fit the intact and
     the broken engines, and record each verdict's status. Written atomically to ``path``."""
@@ -204,9 +204,10 @@ def _verdict_cell(model: str, engine: str, defect_names: tuple[str, ...], index:
         twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
         cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments)["status"]
         fit = entry.fit()
-        for name in (INTACT, *defect_names):
+        for defect in (None, *defects):
+            name = INTACT if defect is None else defect.name
             try:
-                f = fit if name == INTACT else get_defect(name)(fit)
+                f = fit if defect is None else defect(fit)
                 cell["statuses"][name] = verdict(f(spec, problem.Phi, y), ref.posterior,
                                                  reference_moments=ref_moments)["status"]
             except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
@@ -233,12 +234,13 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     None: every defect that applies) through the verdict and through SBC.
 
     Finished cells are stored under ``out_dir`` (a rerun resumes). ``executor``: anything
-    with ``map`` (a Dask ``Client.get_executor()``) for the verdict cells; None: here.
+    with ``map`` (a Dask ``Client.get_executor()``) for the verdict cells (one per data
+    set) and the SBC runs (one per defect and replicate); None: here, one after another.
     Returns rows: detector x defect -> detections / trials, with the exact engine's and
     the intact engine's rates beside them.
     """
     from . import registry
-    from .sbc import CALIBRATED, MISCALIBRATED, SBCSettings, run_sbc
+    from .sbc import CALIBRATED, MISCALIBRATED
 
     record = registry.get_model(model)
     entry = record.engine(engine)
@@ -262,7 +264,7 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
             if all(n in cell["statuses"] for n in names) or not cell["certified"]:
                 cells[i] = cell
     todo = [i for i in range(settings.n_datasets) if i not in cells]
-    run = functools.partial(_verdict_cell_star, model, engine, names, settings)
+    run = functools.partial(_verdict_cell_star, model, engine, tuple(chosen), settings)
     mapper = map if executor is None else executor.map
     for cell in mapper(run, [(i, paths[i]) for i in todo]):
         cells[cell["index"]] = cell
@@ -278,24 +280,18 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
                      "failed_fits": failed})
 
     # SBC: replicate runs of the intact and the broken engines
-    fit = entry.fit()
+    jobs = [(defect, r) for defect in (None, *chosen) for r in range(settings.sbc_replicates)]
+    run = functools.partial(_sbc_run_star, model, engine, settings, os.path.join(folder, "sbc"))
+    statuses: dict[str, list[str]] = {}
+    for k, (name, status) in enumerate(mapper(run, jobs)):
+        statuses.setdefault(name, []).append(status)
+        if progress:
+            progress("sbc", k + 1, len(jobs))
     for name in (INTACT, *names):
-        detected = trials = failed = 0
-        for r in range(settings.sbc_replicates):
-            f = fit if name == INTACT else get_defect(name)(fit)
-            f.__name__ = f"{engine}+{name}" if name != INTACT else engine
-            summary = run_sbc(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
-                              out_dir=os.path.join(folder, "sbc"), problem_kwargs=dict(settings.problem),
-                              variant=entry.variant)
-            if summary["status"] in (CALIBRATED, MISCALIBRATED):
-                trials += 1
-                detected += summary["status"] == MISCALIBRATED
-            else:
-                failed += 1
-            if progress:
-                progress(f"sbc {name}", r + 1, settings.sbc_replicates)
-        rows.append({"detector": "sbc", "defect": name, "detected": detected, "trials": trials,
-                     "failed_fits": failed})
+        got = statuses.get(name, [])
+        trials = sum(s in (CALIBRATED, MISCALIBRATED) for s in got)
+        rows.append({"detector": "sbc", "defect": name, "detected": sum(s == MISCALIBRATED for s in got),
+                     "trials": trials, "failed_fits": len(got) - trials})
     result = {"model": model, "engine": engine, "settings": asdict(settings), "defects":
               {d.name: d.description for d in chosen}, "rows": rows, "certified_datasets": len(certified),
               "datasets": len(cells), "seconds": time.perf_counter() - t0}
@@ -303,9 +299,26 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     return result
 
 
-def _verdict_cell_star(model, engine, names, settings, args):
+def _verdict_cell_star(model, engine, defects, settings, args):
     index, path = args
-    return _verdict_cell(model, engine, names, index, settings, path)
+    return _verdict_cell(model, engine, defects, index, settings, path)
+
+
+def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
+    """One SBC replicate of the intact engine (defect None) or a broken one: (name, status).
+    Its simulations are stored under ``folder`` by run_sbc, so a rerun resumes."""
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+    from . import registry
+    from .sbc import SBCSettings, run_sbc
+
+    defect, r = args
+    entry = registry.get_model(model).engine(engine)
+    fit = entry.fit()
+    f = fit if defect is None else defect(fit)
+    f.__name__ = engine if defect is None else f"{engine}+{defect.name}"
+    summary = run_sbc(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
+                      out_dir=folder, problem_kwargs=dict(settings.problem), variant=entry.variant)
+    return (INTACT if defect is None else defect.name), summary["status"]
 
 
 __all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "BatterySettings",

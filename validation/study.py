@@ -24,6 +24,7 @@ A study is a small TOML file (``validation/studies/example.toml`` is the shipped
     datasets = 100
     sbc_replicates = 20
     sbc_sims = 100
+    problem = { n = 60, n_basis = 6 }   # optional: the SBC design (sbc.problem_for)
 
 The cells run on Dask distributed (:func:`run_study`): a ``LocalCluster`` of this
 machine's cores by default, or an existing cluster given by its scheduler address. Each
@@ -152,7 +153,8 @@ def expand(config: dict[str, Any]) -> list[Cell]:
         cells.append(Cell("defects", _frozen({
             "model": model, "engine": engine, "defects": list(block.get("defects", [])),
             "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),
-            "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000))})))
+            "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000)),
+            "problem": json.dumps(block.get("problem", {}), sort_keys=True)})))
     if not cells:
         raise ValueError("study: the config names no cells (add [[compare]], [[sbc]] or [[defects]] blocks)")
     return cells
@@ -185,12 +187,35 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
         from .defects import BatterySettings, run_battery
 
         settings = BatterySettings(n_datasets=p["datasets"], sbc_replicates=p["sbc_replicates"],
-                                   sbc_sims=p["sbc_sims"], reference_draws=p["reference_draws"])
-        result = {"battery": run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
-                                         out_dir=os.path.join(work, "defects"))}
+                                   sbc_sims=p["sbc_sims"], reference_draws=p["reference_draws"],
+                                   problem=tuple(sorted(json.loads(p["problem"]).items())))
+        # the battery's data sets and SBC replicates fan out over the same cluster: this
+        # task secedes from its worker's thread pool while it waits for them
+        with _cluster_executor() as executor:
+            result = {"battery": run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
+                                             out_dir=os.path.join(work, "defects"), executor=executor)}
     out = {"kind": cell.kind, "cell": p, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
     write_json_atomic(out, cell_path(out_dir, cell))
     return out
+
+
+class _cluster_executor:
+    """Inside a Dask task: an executor on the task's own cluster (``worker_client``);
+    outside one (a direct call of run_cell): None, i.e. run here."""
+
+    def __enter__(self):
+        try:
+            from distributed import get_worker, worker_client
+
+            get_worker()
+        except (ImportError, ValueError):
+            self._ctx = None
+            return None
+        self._ctx = worker_client()
+        return self._ctx.__enter__().get_executor()
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc) if self._ctx is not None else False
 
 
 def _jsonable(obj):

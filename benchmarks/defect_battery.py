@@ -38,11 +38,14 @@ def main(argv=None) -> None:
     parser.add_argument("--sbc-sims", type=int, default=100)
     parser.add_argument("--out", default="zoo-defect-battery")
     parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "defect_battery.json"))
+    parser.add_argument("--reference-draws", type=int, default=BatterySettings.reference_draws,
+                        help="NUTS draws per chain (4 chains, as many warm-up) of each reference run")
     parser.add_argument("--workers", type=int, default=1,
                         help="Dask LocalCluster worker processes for the data sets and SBC runs (1: no cluster)")
     parser.add_argument("--scheduler", default=None, help="address of a running Dask scheduler instead")
     args = parser.parse_args(argv)
-    settings = BatterySettings(n_datasets=args.datasets, sbc_replicates=args.sbc_replicates, sbc_sims=args.sbc_sims)
+    settings = BatterySettings(n_datasets=args.datasets, sbc_replicates=args.sbc_replicates, sbc_sims=args.sbc_sims,
+                               reference_draws=args.reference_draws)
 
     def progress(stage, done, total):
         print(f"{stage}: {done}/{total}", flush=True)

@@ -756,9 +756,21 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
         cached = _read_cache(cache_dir, key, spec, sites, config)
         if cached is not None:
             return cached
-    if config.time_limit is not None:
-        return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
+    try:
+        if config.time_limit is not None:
+            return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
+        return _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress)
+    finally:
+        # A sampler's programs close over this data set, so each run compiles new ones,
+        # and JAX keeps every compiled program (and its memory mappings, ~4,400 per NUTS
+        # run here) for the life of the process: a battery or an SBC of NUTS died with
+        # "LLVM compilation error: Cannot allocate memory" after ~15 runs per process, at
+        # the kernel's 65,530 mappings. None of them is reusable by the next data set, so
+        # they are dropped (the engines' own CompiledPrograms hold theirs and keep them).
+        jax.clear_caches()
 
+
+def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:
     runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
     settings = config.sampler_settings()
     attempts = []

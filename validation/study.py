@@ -191,7 +191,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
                                    problem=tuple(sorted(json.loads(p["problem"]).items())))
         # the battery's data sets and SBC replicates fan out over the same cluster: this
         # task secedes from its worker's thread pool while it waits for them
-        with _cluster_executor() as executor:
+        with _ClusterExecutor() as executor:
             result = {"battery": run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
                                              out_dir=os.path.join(work, "defects"), executor=executor)}
     out = {"kind": cell.kind, "cell": p, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
@@ -199,7 +199,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     return out
 
 
-class _cluster_executor:
+class _ClusterExecutor:
     """Inside a Dask task: an executor on the task's own cluster (``worker_client``);
     outside one (a direct call of run_cell): None, i.e. run here."""
 

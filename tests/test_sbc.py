@@ -39,6 +39,17 @@ def test_uniformity_test_false_alarm_rate_is_the_stated_one():
     assert abs(rate - 0.049) < 3 * se, rate
 
 
+def test_conjugate_ranks_plant_the_defect_only_where_asked():
+    # defective=1: quantity 0 has its sd halved (ranks pile at 0 and L: outer tenths far
+    # above 20%), the other four stay exact (their outer-tenth shares near 20%; with
+    # S = 2000 each share has binomial sd 0.009, so 0.2 +- 0.04 is over 4 sds)
+    rng = np.random.default_rng(3)
+    ranks = S.conjugate_normal_ranks(rng, 2000, 99, 5, sd_factor=0.5, defective=1)
+    outer = ((ranks < 10) | (ranks > 89)).mean(0)
+    assert outer[0] > 0.4, outer
+    assert np.all(np.abs(outer[1:] - 0.2) < 0.04), outer
+
+
 @pytest.mark.parametrize("defect, words", [({"sd_factor": 0.5}, "too narrow"), ({"sd_factor": 2.0}, "too wide"),
                                            ({"shift": 0.5}, "biased upwards")])
 def test_uniformity_test_catches_and_names_a_broken_posterior(defect, words):

@@ -445,15 +445,19 @@ def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = Non
 
 
 def conjugate_normal_ranks(rng: np.random.Generator, n_sims: int, n_draws: int, n_quantities: int, *,
-                           sd_factor: float = 1.0, shift: float = 0.0) -> np.ndarray:
+                           sd_factor: float = 1.0, shift: float = 0.0, defective: int | None = None) -> np.ndarray:
     """(n_sims, K) ranks of SBC on a problem with a known answer: theta ~ N(0, 1) and
     x ~ N(theta, 1) per quantity, so theta | x ~ N(x / 2, 1 / 2). The engine's draws are
     exact (``sd_factor = 1``, ``shift = 0``: the ranks are uniform) or have a planted
-    defect: sd scaled by ``sd_factor``, mean moved by ``shift`` posterior sds. Used to
-    measure the uniformity test's false-alarm rate and power."""
+    defect: sd scaled by ``sd_factor``, mean moved by ``shift`` posterior sds, in the
+    first ``defective`` quantities (None: all; the rest stay exact). Used to measure the
+    uniformity test's false-alarm rate and power."""
     theta = rng.standard_normal((n_sims, n_quantities))
     x = theta + rng.standard_normal((n_sims, n_quantities))
-    draws = x[:, None, :] / 2.0 + np.sqrt(0.5) * (shift + sd_factor * rng.standard_normal(
+    k = n_quantities if defective is None else int(defective)
+    scale = np.where(np.arange(n_quantities) < k, sd_factor, 1.0)
+    offset = np.where(np.arange(n_quantities) < k, shift, 0.0)
+    draws = x[:, None, :] / 2.0 + np.sqrt(0.5) * (offset + scale * rng.standard_normal(
         (n_sims, n_draws, n_quantities)))
     return (draws < theta[:, None, :]).sum(1)
 

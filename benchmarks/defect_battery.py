@@ -3,7 +3,7 @@ detector (the verdict against a reference run on each simulated data set; SBC), 
 exact engine's and the intact engine's rates beside them.
 
     python benchmarks/defect_battery.py --model pcvm --engine ep
-    python benchmarks/defect_battery.py --model gig-logistic --engine vb --datasets 100 --sbc-replicates 20
+    python benchmarks/defect_battery.py --model gig-logistic --engine vb --reference-samplers pg-gibbs
 
 Cells are kept under --out, so an interrupted run resumes. Results are appended to
 benchmarks/results/defect_battery.json (one entry per model and engine).
@@ -40,12 +40,16 @@ def main(argv=None) -> None:
     parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "defect_battery.json"))
     parser.add_argument("--reference-draws", type=int, default=BatterySettings.reference_draws,
                         help="NUTS draws per chain (4 chains, as many warm-up) of each reference run")
+    parser.add_argument("--reference-samplers", default="",
+                        help="comma-separated reference samplers tried on each data set, in order (default: the "
+                             "model's chain, e.g. nuts,pg-gibbs for gig-logistic)")
     parser.add_argument("--workers", type=int, default=1,
                         help="Dask LocalCluster worker processes for the data sets and SBC runs (1: no cluster)")
     parser.add_argument("--scheduler", default=None, help="address of a running Dask scheduler instead")
     args = parser.parse_args(argv)
     settings = BatterySettings(n_datasets=args.datasets, sbc_replicates=args.sbc_replicates, sbc_sims=args.sbc_sims,
-                               reference_draws=args.reference_draws)
+                               reference_draws=args.reference_draws,
+                               reference_samplers=tuple(s for s in args.reference_samplers.split(",") if s))
 
     def progress(stage, done, total):
         print(f"{stage}: {done}/{total}", flush=True)

@@ -108,3 +108,25 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path):
     again = D.run_battery("pcvm", "ep", chosen, settings=settings, out_dir=tmp_path)
     assert again["rows"] == out["rows"] and again["seconds"] < out["seconds"]
     assert json.loads((folder / "verdict" / stored[0]).read_text()) == before
+
+
+def test_battery_tries_the_models_reference_chain():
+    from zoo.validation.reference import ReferenceConfig
+
+    settings = D.BatterySettings(reference_draws=300)
+    # PCVM's chain is NUTS alone: the battery's runs are NUTS with the battery's draws
+    assert D.battery_references("pcvm", settings, 3) == (
+        ReferenceConfig(num_warmup=300, num_samples=300, seed=6, chain_method="sequential"),)
+    # GIG's chain is NUTS then PG-Gibbs; the Gibbs sampler keeps its record's settings
+    nuts, pg = D.battery_references("gig-logistic", settings, 0)
+    assert (nuts.sampler, nuts.num_samples, nuts.target_accept) == ("nuts", 300, 0.95)
+    assert (pg.sampler, pg.num_samples, pg.chain_method) == ("pg-gibbs", 10000, "sequential")
+    only = D.battery_references("gig-logistic", D.BatterySettings(reference_samplers=["pg-gibbs"]), 0)
+    assert [c.sampler for c in only] == ["pg-gibbs"]
+
+
+def test_battery_refuses_an_unknown_reference_sampler_before_any_work(tmp_path):
+    settings = D.BatterySettings(n_datasets=1, reference_samplers=("slice-gibbs",))
+    with pytest.raises(ValueError, match="slice-gibbs"):
+        D.run_battery("pcvm", "ep", ["cov x 2"], settings=settings, out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())

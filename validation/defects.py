@@ -156,7 +156,12 @@ def get_defect(name_or_path: str | Defect | Callable) -> Defect:
 class BatterySettings:
     """n_datasets: simulated data sets for the verdict (each with its own reference run).
     sbc_replicates: independent SBC runs per defect, each of ``sbc_sims`` simulations.
-    reference_draws: per chain (4 chains, as many warm-up draws) of each reference run.
+    reference_draws: per chain (4 chains, as many warm-up draws) of each NUTS reference
+    run; a model's own Gibbs sampler keeps the settings of the model's record.
+    reference_samplers: the reference samplers tried on each data set, in order, until
+    one certifies; empty: the model's own chain (as ``zoo compare`` tries them). Naming
+    the one that certifies on the model's SBC problem saves the failed runs before it
+    (GIG logistic: NUTS leaves divergences in its funnel, PG-Gibbs certifies).
     problem: keyword arguments of ``sbc.problem_for`` (the design)."""
 
     n_datasets: int = 100
@@ -165,11 +170,26 @@ class BatterySettings:
     reference_draws: int = 1000
     seed: int = 0
     problem: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    reference_samplers: tuple[str, ...] = ()
 
     def __post_init__(self):
         for name in ("n_datasets", "sbc_replicates", "sbc_sims", "reference_draws"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        object.__setattr__(self, "reference_samplers", tuple(self.reference_samplers))
+
+
+def battery_references(model: str, settings: BatterySettings, index: int):
+    """The reference samplers tried on data set ``index``, in order: the model's chain (or
+    ``settings.reference_samplers``), NUTS with ``settings.reference_draws``, every run
+    on one core (a battery worker is one process) and seeded by the data set."""
+    from .compare import default_references
+
+    configs = default_references(model, settings.reference_samplers or None)
+    draws = int(settings.reference_draws)
+    return tuple(replace(c, seed=2 * index, chain_method="sequential",
+                         **({"num_warmup": draws, "num_samples": draws} if c.sampler == "nuts" else {}))
+                 for c in configs)
 
 
 EXACT = "exact (2nd reference run)"
@@ -184,7 +204,7 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
 
     import zoo  # noqa: F401  (float64 in a fresh worker)
     from . import registry
-    from .reference import ReferenceConfig, run_reference
+    from .reference import run_reference
     from .sbc import draw_from_prior, problem_for
     from .verdict import chains_draws_flat, moments_and_mcse, verdict
 
@@ -194,11 +214,14 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
     spec = problem.spec if entry.variant is None else problem.variants[entry.variant]
     key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
     _, y, _ = draw_from_prior(spec, problem.Phi, key)
-    cfg = ReferenceConfig(num_warmup=settings.reference_draws, num_samples=settings.reference_draws,
-                          seed=2 * index, chain_method="sequential")
-    ref = run_reference(spec, problem.Phi, y, config=cfg)
-    cell: dict[str, Any] = {"index": index, "certified": bool(ref.certified), "failures": ref.failures,
-                            "statuses": {}}
+    failures: list[str] = []
+    for cfg in battery_references(model, settings, index):
+        ref = run_reference(spec, problem.Phi, y, config=cfg)
+        failures += [f"{cfg.sampler}: {f}" for f in ref.failures]
+        if ref.certified:
+            break
+    cell: dict[str, Any] = {"index": index, "certified": bool(ref.certified), "sampler": cfg.sampler,
+                            "failures": failures, "statuses": {}}
     if ref.certified:
         ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
         twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
@@ -249,6 +272,7 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     chosen = [get_defect(d) for d in (defects if defects is not None else DEFECTS.values())]
     chosen = [d for d in chosen if d.applies_to(model, engine)]
     names = tuple(d.name for d in chosen)
+    battery_references(model, settings, 0)  # an unknown reference sampler fails here, before any work
     key = battery_key(model, engine, settings)
     folder = os.path.join(os.fspath(out_dir), f"battery-{model}-{engine}-{key}")
     os.makedirs(folder, exist_ok=True)
@@ -327,4 +351,4 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
 
 
 __all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "BatterySettings",
-           "run_battery", "EXACT", "INTACT"]
+           "run_battery", "battery_references", "EXACT", "INTACT"]

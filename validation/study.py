@@ -25,6 +25,7 @@ A study is a small TOML file (``validation/studies/example.toml`` is the shipped
     sbc_replicates = 20
     sbc_sims = 100
     problem = { n = 60, n_basis = 6 }   # optional: the SBC design (sbc.problem_for)
+    reference_samplers = ["pg-gibbs"]   # optional: default, the model's reference chain
 
 The cells run on Dask distributed (:func:`run_study`): a ``LocalCluster`` of this
 machine's cores by default, or an existing cluster given by its scheduler address. Each
@@ -149,12 +150,18 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     for i, block in enumerate(config.get("defects", [])):
         model = _need(block, "model", "defects", i)
         engine = _need(block, "engine", "defects", i)
-        registry.get_model(model).engine(engine)
+        record = registry.get_model(model)
+        record.engine(engine)
+        samplers = list(block.get("reference_samplers", []))
+        unknown = [s for s in samplers if s not in record.sampler_names]
+        if unknown:
+            raise ValueError(f"study: {model} has no reference sampler {unknown[0]!r}; "
+                             f"known: {', '.join(record.sampler_names)}")
         cells.append(Cell("defects", _frozen({
             "model": model, "engine": engine, "defects": list(block.get("defects", [])),
             "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),
             "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000)),
-            "problem": json.dumps(block.get("problem", {}), sort_keys=True)})))
+            "reference_samplers": samplers, "problem": json.dumps(block.get("problem", {}), sort_keys=True)})))
     if not cells:
         raise ValueError("study: the config names no cells (add [[compare]], [[sbc]] or [[defects]] blocks)")
     return cells
@@ -188,7 +195,8 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
 
         settings = BatterySettings(n_datasets=p["datasets"], sbc_replicates=p["sbc_replicates"],
                                    sbc_sims=p["sbc_sims"], reference_draws=p["reference_draws"],
-                                   problem=tuple(sorted(json.loads(p["problem"]).items())))
+                                   problem=tuple(sorted(json.loads(p["problem"]).items())),
+                                   reference_samplers=tuple(p.get("reference_samplers", ())))
         # the battery's data sets and SBC replicates fan out over the same cluster: this
         # task secedes from its worker's thread pool while it waits for them
         with _ClusterExecutor() as executor:

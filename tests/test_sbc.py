@@ -195,3 +195,15 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
         assert none["status"] == S.NOT_APPLICABLE and "no proper prior" in none["reason"]
     finally:
         registry.unregister("pcvm-improper")
+
+
+def test_a_reference_sampler_runs_in_sbc_as_its_models_chain_sets_it():
+    # GIG's chain: NUTS at target_accept 0.95, PG-Gibbs 1,000 + 10,000 sweeps a chain. In
+    # SBC NUTS takes the settings' draws; a Gibbs sampler keeps its record's length (its
+    # draws are too autocorrelated for 99 thinned ranks from a short run)
+    record = registry.get_model("gig-logistic")
+    settings = S.SBCSettings(reference_draws=200)
+    pg = dict(S.resolve_engine(record, "pg-gibbs", settings).fit.keywords["record_settings"])
+    assert (pg["num_warmup"], pg["num_samples"]) == (1000, 10000)
+    nuts = S.resolve_engine(record, "nuts", settings).fit
+    assert dict(nuts.keywords["record_settings"])["target_accept"] == 0.95 and nuts.keywords["draws"] == 200

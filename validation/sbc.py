@@ -125,7 +125,7 @@ def problem_for(record, *, n: int = 60, n_basis: int = 6, n_new: int = 3, seed: 
 class SBCSettings:
     """n_sims: simulations (S). n_draws: posterior draws ranked against the truth (L;
     ranks lie in 0..L). seed: of the prior draws, the engine keys and the PIT jitter.
-    reference_draws: per chain, for a reference sampler run as an engine (4 chains,
+    reference_draws: per chain, for NUTS run as an engine (4 chains,
     as many warm-up draws, no doubling: SBC wants its cost, not its certificate)."""
 
     n_sims: int = 100
@@ -156,12 +156,23 @@ class ResolvedEngine:
     not_applicable: str | None = None
 
 
-def _reference_fit(spec, Phi, y, *, config=None, sampler: str = "nuts", draws: int = 500, seed: int = 0):
-    """A reference sampler under the engine contract (SBC checks our ground truth too)."""
+def _reference_fit(spec, Phi, y, *, config=None, sampler: str = "nuts", draws: int = 500, seed: int = 0,
+                   record_settings: tuple[tuple[str, Any], ...] = ()):
+    """A reference sampler under the engine contract (SBC checks our ground truth too).
+
+    The sampler runs as the model's reference chain sets it (``record_settings``: e.g. GIG's
+    NUTS at target_accept 0.95, PG-Gibbs with 10,000 sweeps a chain), except that NUTS
+    takes ``draws`` warm-up and kept draws a chain, and no run is continued by doubling.
+    A Gibbs sampler keeps its own length: its draws are far more autocorrelated than
+    NUTS's, and SBC ranks among thinned draws are uniform only when those are close to
+    independent."""
     from .reference import ReferenceConfig, run_reference
 
-    cfg = ReferenceConfig(sampler=sampler, num_warmup=draws, num_samples=draws, max_doublings=0,
-                          seed=seed, chain_method="sequential")
+    own = {k: v for k, v in record_settings if k != "sampler"}
+    if sampler == "nuts":
+        own.update(num_warmup=draws, num_samples=draws)
+    cfg = ReferenceConfig(**{**own, "sampler": sampler, "max_doublings": 0, "seed": seed,
+                             "chain_method": "sequential"})
     return run_reference(spec, Phi, y, config=cfg).posterior
 
 
@@ -206,7 +217,9 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
             return ResolvedEngine(engine, None, not_applicable="a point estimate has no distribution to rank the truth in")
         return ResolvedEngine(engine, entry.fit(), variant=entry.variant)
     if engine in record.sampler_names:
-        fit = functools.partial(_reference_fit, sampler=engine, draws=settings.reference_draws)
+        own = next((d for d in record.references if d.get("sampler", "nuts") == engine), {})
+        fit = functools.partial(_reference_fit, sampler=engine, draws=settings.reference_draws,
+                                record_settings=tuple(sorted(own.items())))
         return ResolvedEngine(f"reference:{engine}", fit)
     if ":" in engine:
         return ResolvedEngine(engine, import_engine(engine))
@@ -528,8 +541,10 @@ def run_key(model: str, engine: str, problem: SBCProblem, settings: SBCSettings,
     s.pop("n_sims")
     s.pop("false_alarm")
     modules = (__name__, type(problem.spec).__module__, _fit_module(fit))
+    # a reference sampler's options come from the model's record, outside the digested code
+    options = repr(sorted(fit.keywords.items())) if isinstance(fit, functools.partial) else ""
     payload = {"format": SBC_FORMAT, "model": model, "engine": engine, "problem": problem.digest(),
-               "settings": s, "code": code_digest(modules)}
+               "settings": s, "code": code_digest(modules), "options": options}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -72,7 +72,8 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
     compare_cell = json.loads(next((out / "cells" / f) for f in files if f.startswith("compare")).read_text())
     assert compare_cell["results"]["engines"]["ep"]["verdict"]["status"] in ("indistinguishable", "differs")
     report = (out / "report.md").read_text()
-    assert "| pcvm | ripley | 0 |" in report and "## SBC" in report
+    assert re.search(r"\| pcvm \| ripley \| 0 \| nuts (NOT )?certified \| ep \|", report) and "## SBC" in report
+    assert "calibrated: calibrated" not in report and "miscalibrated: miscalibrated" not in report
     # the battery cell fanned its 2 data sets and 2 SBC runs out over the cluster
     battery = json.loads(next((out / "cells" / f) for f in files if f.startswith("defects")).read_text())["battery"]
     assert battery["datasets"] == 2 and {(r["detector"], r["defect"]) for r in battery["rows"]} >= {

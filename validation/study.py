@@ -331,9 +331,10 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
             r = c["results"]
             ref = r.get("reference") or {}
             cert = "certified" if ref.get("certified") else "NOT certified"
+            sampler = ref.get("sampler_name") or "-"
             for name, e in r["engines"].items():
                 v = (e.get("verdict") or {}).get("status", "-")
-                lines.append(f"| {r['model']} | {r['data']} | {r['split']} | {ref.get('sampler', '-')} {cert} | "
+                lines.append(f"| {r['model']} | {r['data']} | {r['split']} | {sampler} {cert} | "
                              f"{name} | {_fmt(e.get('pred_mae'))} | {v} |")
         lines.append("")
     sbcs = [c for c in cells if c["kind"] == "sbc"]
@@ -344,7 +345,9 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
             s, p = c["summary"], c["cell"]
             fig = plot_sbc(s, os.path.join(out_dir, "figures", f"sbc-{c['key']}.png"))
             counts = s.get("counts", {})
-            lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {s['status']}: {s['reason']} | "
+            # the reason begins with the status ("miscalibrated: w[1] ...") where it names one
+            said = s["reason"] if s["reason"].startswith(s["status"]) else f"{s['status']}: {s['reason']}"
+            lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {said} | "
                          f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
                          f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} |")
         lines.append("")

@@ -186,3 +186,21 @@ def test_refuses_another_model():
         G.PGGibbsChains(GGSMProbit(), X, y)
     with pytest.raises(ValueError, match="num_warmup"):
         G.PGGibbsChains(GIGLogistic(), X, y, num_warmup=0)
+
+
+def test_a_gibbs_reference_keeps_its_compiled_sweeps_and_a_nuts_run_frees_its_programs(monkeypatch):
+    # The sweeps are module-level programs that take the data as arguments, compiled once
+    # per shape and reused by the next data set, so run_reference must not clear JAX's
+    # caches after a Gibbs run; NumPyro's NUTS programs cannot be reused and are cleared.
+    from zoo.validation import reference as R
+
+    cleared = []
+    monkeypatch.setattr(R.jax, "clear_caches", lambda: cleared.append(True))
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((30, 3))
+    y = (rng.uniform(size=30) < 0.5).astype(float)
+    R.run_reference(GIGLogistic(), X, y, config=R.ReferenceConfig(sampler="pg-gibbs", num_warmup=100,
+                                                                   num_samples=100, max_doublings=0))
+    assert cleared == []
+    R.run_reference(GIGLogistic(), X, y, config=R.ReferenceConfig(num_warmup=50, num_samples=50, max_doublings=0))
+    assert cleared == [True]

@@ -761,13 +761,18 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
             return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
         return _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress)
     finally:
-        # A sampler's programs close over this data set, so each run compiles new ones,
-        # and JAX keeps every compiled program (and its memory mappings, ~4,400 per NUTS
-        # run here) for the life of the process: a battery or an SBC of NUTS died with
-        # "LLVM compilation error: Cannot allocate memory" after ~15 runs per process, at
-        # the kernel's 65,530 mappings. None of them is reusable by the next data set, so
-        # they are dropped (the engines' own CompiledPrograms hold theirs and keep them).
-        jax.clear_caches()
+        # NumPyro's MCMC.run compiles its sampling loop anew on every call (it jits a fresh
+        # wrapper that it passes as a static argument), and JAX keeps every compiled
+        # program (and its memory mappings, ~4,400 per NUTS run here) for the life of the
+        # process: a battery or an SBC of NUTS died with "LLVM compilation error: Cannot
+        # allocate memory" after ~15 runs per process, at the kernel's 65,530 mappings.
+        # None of them is reusable, so they are dropped after a NUTS run. The Gibbs
+        # samplers' sweeps are module-level programs that take the data as arguments: they
+        # are compiled once per shape and reused by every later data set of that shape
+        # (clearing them after each run made a PG-Gibbs run of GIG's SBC problem take
+        # ~40 s instead of ~8 s), so a Gibbs run keeps them.
+        if config.sampler == "nuts":
+            jax.clear_caches()
 
 
 def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:

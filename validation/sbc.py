@@ -165,14 +165,16 @@ def _reference_fit(spec, Phi, y, *, config=None, sampler: str = "nuts", draws: i
     takes ``draws`` warm-up and kept draws a chain, and no run is continued by doubling.
     A Gibbs sampler keeps its own length: its draws are far more autocorrelated than
     NUTS's, and SBC ranks among thinned draws are uniform only when those are close to
-    independent."""
+    independent. The chains run in the default layout, one per CPU device: NumPyro
+    compiles its sampling loop once per run in that layout but once per chain when the
+    chains run one after another (measured on PCVM's SBC problem: 15 s against 50 s a
+    run, the same draws)."""
     from .reference import ReferenceConfig, run_reference
 
     own = {k: v for k, v in record_settings if k != "sampler"}
     if sampler == "nuts":
         own.update(num_warmup=draws, num_samples=draws)
-    cfg = ReferenceConfig(**{**own, "sampler": sampler, "max_doublings": 0, "seed": seed,
-                             "chain_method": "sequential"})
+    cfg = ReferenceConfig(**{**own, "sampler": sampler, "max_doublings": 0, "seed": seed})
     return run_reference(spec, Phi, y, config=cfg).posterior
 
 

@@ -9,9 +9,10 @@ without the raw ranks) and prints the README's table.
     python benchmarks/sbc_all.py --sims 30 --models pcvm
     python benchmarks/sbc_all.py --only engines        # engines only (the samplers take longest)
     python benchmarks/sbc_all.py --only samplers --workers 2   # on a Dask LocalCluster
+    python benchmarks/sbc_all.py --models ggsm-probit --names slice-gibbs --seed 1   # another seed
 
-Rows already in the results file for other (model, engine) pairs are kept, so the two
-halves can run separately.
+Rows already in the results file for other (model, engine, seed) triples are kept, so the
+two halves, and further seeds, can run separately.
 """
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ def main(argv=None) -> None:
     parser.add_argument("--sims", type=int, default=100)
     parser.add_argument("--models", default=",".join(registry.model_names()))
     parser.add_argument("--only", choices=("engines", "samplers", "all"), default="all")
+    parser.add_argument("--names", default="", help="only these engines or samplers (comma-separated)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulations (an independent run)")
     parser.add_argument("--workers", type=int, default=1,
                         help="Dask LocalCluster worker processes for the simulations (1: no cluster)")
     parser.add_argument("--out", default="zoo-sbc-benchmark", help="where simulations and figures are kept")
     parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "sbc_all.json"))
     args = parser.parse_args(argv)
-    settings = SBCSettings(n_sims=args.sims)
+    settings = SBCSettings(n_sims=args.sims, seed=args.seed)
+    only = set(filter(None, args.names.split(",")))
     rows = []
     if os.path.exists(args.results):
         with open(args.results) as fh:
@@ -52,14 +56,15 @@ def main(argv=None) -> None:
         record = registry.get_model(model)
         names = ((list(record.engine_names) if args.only != "samplers" else [])
                  + (list(record.sampler_names) if args.only != "engines" else []))
-        for name in names:
+        for name in (n for n in names if not only or n in only):
             t0 = time.perf_counter()
             folder = os.path.join(args.out, model, name)
             summary = run_sbc(model, name, settings=settings, out_dir=folder, executor=executor)
             plot_sbc(summary, os.path.join(folder, "sbc.png"))
             summary.pop("ranks", None)
             summary["benchmark_seconds"] = time.perf_counter() - t0
-            rows = [r for r in rows if (r["model"], r["engine"]) != (model, name)] + [summary]
+            rows = [r for r in rows if (r["model"], r["engine"], _seed(r)) != (model, summary["engine"], args.seed)]
+            rows.append(summary)
             print(summary_line(summary), f"[{summary['benchmark_seconds']:.0f} s]", flush=True)
             # the table so far, atomically: a killed run keeps what it finished
             write_json_atomic({"settings": {"n_sims": args.sims, "n_draws": settings.n_draws}, "rows": rows},
@@ -70,13 +75,17 @@ def main(argv=None) -> None:
     print(table(rows))
 
 
+def _seed(row) -> int:
+    return int(row.get("settings", {}).get("seed", 0))
+
+
 def table(rows) -> str:
     """The README's table: one row per (model, engine), the reason as SBC states it."""
-    out = ["| model | engine | SBC | fits ok / failed | wall seconds |", "|---|---|---|---|---|"]
+    out = ["| model | engine | seed | SBC | fits ok / failed | wall seconds |", "|---|---|---|---|---|---|"]
     for r in rows:
         c = r.get("counts", {})
-        out.append(f"| {r['model']} | {r['engine']} | {summary_line(r).split(': ', 1)[1]} | {c.get('ok', '-')} / "
-                   f"{c.get('failed', '-')} | {r['benchmark_seconds']:.0f} |")
+        out.append(f"| {r['model']} | {r['engine']} | {_seed(r)} | {summary_line(r).split(': ', 1)[1]} | "
+                   f"{c.get('ok', '-')} / {c.get('failed', '-')} | {r['benchmark_seconds']:.0f} |")
     return "\n".join(out)
 
 

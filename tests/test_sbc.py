@@ -208,7 +208,7 @@ def test_a_reference_sampler_runs_in_sbc_as_its_models_chain_sets_it():
     # draws are too autocorrelated for 99 thinned ranks from a short run)
     record = registry.get_model("gig-logistic")
     settings = S.SBCSettings(reference_draws=200)
-    pg = dict(S.resolve_engine(record, "pg-gibbs", settings).fit.keywords["record_settings"])
-    assert (pg["num_warmup"], pg["num_samples"]) == (1000, 10000)
-    nuts = S.resolve_engine(record, "nuts", settings).fit
-    assert dict(nuts.keywords["record_settings"])["target_accept"] == 0.95 and nuts.keywords["draws"] == 200
+    pg = S.resolve_engine(record, "pg-gibbs", settings).fit.keywords["reference"]
+    assert (pg.sampler, pg.num_warmup, pg.num_samples, pg.max_doublings) == ("pg-gibbs", 1000, 10000, 0)
+    nuts = S.resolve_engine(record, "nuts", settings).fit.keywords["reference"]
+    assert (nuts.target_accept, nuts.num_warmup, nuts.num_samples) == (0.95, 200, 200)

@@ -63,7 +63,8 @@ class CompareConfig:
             raise ValueError(f"metric_draws must be at least 100; got {self.metric_draws}")
 
 
-def default_references(model: str, samplers: tuple[str, ...] | None = None, **overrides) -> tuple[ReferenceConfig, ...]:
+def default_references(model: str, samplers: tuple[str, ...] | None = None, *, nuts_draws: int | None = None,
+                       **overrides) -> tuple[ReferenceConfig, ...]:
     """The reference samplers tried for ``model``, in order (its record's references), each
     with the model's own settings, then ``overrides`` (None values are ignored, so CLI
     options left unset keep the defaults).
@@ -71,6 +72,9 @@ def default_references(model: str, samplers: tuple[str, ...] | None = None, **ov
     samplers: keep only these samplers, in this order (e.g. ("slice-gibbs",)); each must be
     one the model can use (NUTS or one of its own); one the model's chain does not list
     starts from ReferenceConfig's defaults.
+    nuts_draws: warm-up and kept draws a chain for NUTS only (batteries and SBC run many
+    short NUTS references); a Gibbs sampler keeps its record's length, its draws being
+    far more autocorrelated.
     """
     record = registry.get_model(model)
     chain = {d.get("sampler", "nuts"): d for d in record.references}
@@ -81,7 +85,9 @@ def default_references(model: str, samplers: tuple[str, ...] | None = None, **ov
                              f"known: {', '.join(record.sampler_names)}")
         chain = {s: chain.get(s, {"sampler": s}) for s in samplers}
     given = {k: v for k, v in overrides.items() if v is not None}
-    return tuple(ReferenceConfig(**{**settings, "sampler": name, **given}) for name, settings in chain.items())
+    nuts = {} if nuts_draws is None else {"num_warmup": int(nuts_draws), "num_samples": int(nuts_draws)}
+    return tuple(ReferenceConfig(**{**settings, "sampler": name, **(nuts if name == "nuts" else {}), **given})
+                 for name, settings in chain.items())
 
 
 @dataclass

@@ -188,11 +188,8 @@ def battery_references(model: str, settings: BatterySettings, index: int):
     SBC problem, for the same draws."""
     from .compare import default_references
 
-    configs = default_references(model, settings.reference_samplers or None)
-    draws = int(settings.reference_draws)
-    return tuple(replace(c, seed=2 * index,
-                         **({"num_warmup": draws, "num_samples": draws} if c.sampler == "nuts" else {}))
-                 for c in configs)
+    return default_references(model, settings.reference_samplers or None, nuts_draws=settings.reference_draws,
+                              seed=2 * index)
 
 
 EXACT = "exact (2nd reference run)"

@@ -145,6 +145,10 @@ class ReferenceSampler:
     name: str
     runner: Any
     code_modules: tuple[str, ...] = ()
+    #: whether run_reference drops JAX's compiled programs after a run of this sampler:
+    #: True where they cannot be reused by the next data set (NUTS: NumPyro re-jits its
+    #: loop on every run), False where they take the data as arguments (the Gibbs sweeps)
+    clear_compiled_after_run: bool = False
 
     def code_digest(self) -> str:
         """Digest of the code that defines this sampler (the reference harness itself,
@@ -681,7 +685,7 @@ def sampled_site_names(spec, Phi, y) -> list[str]:
 
 
 #: NUTS on the model itself: the reference sampler of every model
-NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun)
+NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, clear_compiled_after_run=True)
 register_sampler(NUTS_SAMPLER)
 
 
@@ -771,7 +775,7 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
         # are compiled once per shape and reused by every later data set of that shape
         # (clearing them after each run made a PG-Gibbs run of GIG's SBC problem take
         # ~40 s instead of ~8 s), so a Gibbs run keeps them.
-        if config.sampler == "nuts":
+        if get_sampler(config.sampler).clear_compiled_after_run:
             jax.clear_caches()
 
 

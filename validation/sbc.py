@@ -156,26 +156,20 @@ class ResolvedEngine:
     not_applicable: str | None = None
 
 
-def _reference_fit(spec, Phi, y, *, config=None, sampler: str = "nuts", draws: int = 500, seed: int = 0,
-                   record_settings: tuple[tuple[str, Any], ...] = ()):
+def _reference_fit(spec, Phi, y, *, config=None, reference=None):
     """A reference sampler under the engine contract (SBC checks our ground truth too).
 
-    The sampler runs as the model's reference chain sets it (``record_settings``: e.g. GIG's
-    NUTS at target_accept 0.95, PG-Gibbs with 10,000 sweeps a chain), except that NUTS
-    takes ``draws`` warm-up and kept draws a chain, and no run is continued by doubling.
-    A Gibbs sampler keeps its own length: its draws are far more autocorrelated than
-    NUTS's, and SBC ranks among thinned draws are uniform only when those are close to
-    independent. The chains run in the default layout, one per CPU device: NumPyro
-    compiles its sampling loop once per run in that layout but once per chain when the
-    chains run one after another (measured on PCVM's SBC problem: 15 s against 50 s a
-    run, the same draws)."""
-    from .reference import ReferenceConfig, run_reference
+    ``reference``: its ReferenceConfig as the model's reference chain sets it (e.g. GIG's
+    NUTS at target_accept 0.95, PG-Gibbs with 10,000 sweeps a chain; NUTS with the SBC
+    settings' draws; no doubling). A Gibbs sampler keeps its own length: its draws are far
+    more autocorrelated than NUTS's, and SBC ranks among thinned draws are uniform only
+    when those are close to independent. The chains run in the default layout, one per
+    CPU device: NumPyro compiles its sampling loop once per run in that layout but once
+    per chain when the chains run one after another (measured on PCVM's SBC problem: 15 s
+    against 50 s a run, the same draws)."""
+    from .reference import run_reference
 
-    own = {k: v for k, v in record_settings if k != "sampler"}
-    if sampler == "nuts":
-        own.update(num_warmup=draws, num_samples=draws)
-    cfg = ReferenceConfig(**{**own, "sampler": sampler, "max_doublings": 0, "seed": seed})
-    return run_reference(spec, Phi, y, config=cfg).posterior
+    return run_reference(spec, Phi, y, config=reference).posterior
 
 
 def import_engine(target: str) -> Callable:
@@ -219,9 +213,10 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
             return ResolvedEngine(engine, None, not_applicable="a point estimate has no distribution to rank the truth in")
         return ResolvedEngine(engine, entry.fit(), variant=entry.variant)
     if engine in record.sampler_names:
-        own = next((d for d in record.references if d.get("sampler", "nuts") == engine), {})
-        fit = functools.partial(_reference_fit, sampler=engine, draws=settings.reference_draws,
-                                record_settings=tuple(sorted(own.items())))
+        from .compare import default_references
+
+        reference, = default_references(record.name, (engine,), nuts_draws=settings.reference_draws, max_doublings=0)
+        fit = functools.partial(_reference_fit, reference=reference)
         return ResolvedEngine(f"reference:{engine}", fit)
     if ":" in engine:
         return ResolvedEngine(engine, import_engine(engine))

@@ -150,13 +150,12 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     for i, block in enumerate(config.get("defects", [])):
         model = _need(block, "model", "defects", i)
         engine = _need(block, "engine", "defects", i)
-        record = registry.get_model(model)
-        record.engine(engine)
+        registry.get_model(model).engine(engine)
         samplers = list(block.get("reference_samplers", []))
-        unknown = [s for s in samplers if s not in record.sampler_names]
-        if unknown:
-            raise ValueError(f"study: {model} has no reference sampler {unknown[0]!r}; "
-                             f"known: {', '.join(record.sampler_names)}")
+        if samplers:
+            from .compare import default_references
+
+            default_references(model, tuple(samplers))  # an unknown sampler fails here
         cells.append(Cell("defects", _frozen({
             "model": model, "engine": engine, "defects": list(block.get("defects", [])),
             "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),

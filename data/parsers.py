@@ -44,6 +44,7 @@ per split). Fixed single splits: ``ripley``, ``esl_mixture``, ``a1a``, ``w1a``.
 """
 from __future__ import annotations
 
+import io
 import functools
 from dataclasses import dataclass
 
@@ -382,3 +383,20 @@ def load_esl_mixture() -> EslMixture:
     ]
     make_readonly(*arrays)
     return EslMixture(*arrays)
+
+
+#: the 8 x 8 digits: pixel intensities 0..16 (counts of set pixels in 4 x 4 blocks of a
+#: 32 x 32 bitmap), scaled to [0, 1]
+DIGITS_SIDE = 8
+
+
+def read_digits() -> Pool:
+    """The 1,797 8 x 8 handwritten digits (``digits/digits.csv.gz``: 64 pixel columns in
+    row-major order, then the digit), as pixel intensities / 16 in [0, 1]; positive = an
+    even digit (0, 2, 4, 6, 8: 891 images), negative = odd (906)."""
+    import gzip
+
+    A = np.loadtxt(io.StringIO(gzip.decompress(read_bytes("digits/digits.csv.gz")).decode("ascii")), delimiter=",")
+    X, digit = A[:, :-1] / 16.0, A[:, -1].astype(int)
+    names = [f"pixel_{r}_{c}" for r in range(DIGITS_SIDE) for c in range(DIGITS_SIDE)]
+    return make_pool(X, digit % 2 == 0, names)

@@ -73,6 +73,7 @@ SEED_IDS = {
     # and noise, only a weaker signal), so this id is never drawn from
     "ggig_linear_weak": 22,
     "horii_synthetic": 23,
+    "digits_even_odd": 24,
 }
 # Third word for the stream that generates a fixed pool (split streams use 0..99).
 POOL_STREAM = 2**31 - 1

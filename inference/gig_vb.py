@@ -57,8 +57,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.nn import log_sigmoid
-from jax.scipy.linalg import cho_solve
 from jax.scipy.special import digamma, gammaln
 
 from ..models.gig_logistic import GIGLogistic
@@ -67,11 +65,12 @@ from ..models.checks import check_design, check_spec
 from .posterior import FitInfo, GaussianPosterior
 from .compile_cache import CompiledPrograms
 from .contracts import EndToEndFit
+from .jaakkola_jordan import (BRANCHES, full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound,
+                              scaled_cholesky, uses_woodbury)
 
 __all__ = ["VBConfig", "VBResult", "BRANCHES", "run", "fit", "fit_end_to_end", "elbo"]
 
 ENGINE_NAME = "vb"
-BRANCHES = ("auto", "primal", "woodbury")
 _LOG_2PI = float(np.log(2.0 * np.pi))
 _RUNNING, _CONVERGED, _ITERATION_CAP, _NON_FINITE = 0, 1, 2, 3
 _STATUS = {_CONVERGED: "converged", _ITERATION_CAP: "iteration cap", _NON_FINITE: "non-finite"}
@@ -146,12 +145,6 @@ class VBResult(NamedTuple):
     compile_seconds: float
 
 
-def _jj_lambda(xi):
-    """lambda(xi) = tanh(xi/2) / (4 xi), with its limit 1/8 at xi = 0."""
-    safe = jnp.where(xi > 1e-8, xi, 1.0)
-    return jnp.where(xi > 1e-8, jnp.tanh(0.5 * safe) / (4.0 * safe), 0.125)
-
-
 class _Family(NamedTuple):
     """Static facts of the iteration (part of the compilation key)."""
 
@@ -185,47 +178,13 @@ def _tau_moments(q: _Q, order, fam: _Family):
             jnp.exp(log_bessel_kv(order - 1.0, omega) - log_k) / root, log_k)
 
 
-def _q_beta(X, r, s, lam, woodbury: bool):
-    """q(beta) given S = diag(s) and Lambda = diag(lam): bbar, diag Sigma, X bbar,
-    diag(X Sigma X^T), log|Sigma|."""
-    if woodbury:
-        # Sigma = S - S X^T C^-1 X S,  C = Lambda^-1 / 2 + X S X^T  (n x n)
-        XS = X * s[None, :]
-        K = XS @ X.T
-        C = jnp.diag(0.5 / lam) + K
-        L = jnp.linalg.cholesky(C)
-        g = X.T @ r
-        sg = s * g
-        bbar = sg - s * (X.T @ cho_solve((L, True), X @ sg))
-        Cinv_X = cho_solve((L, True), X)
-        sigma_diag = s - s * s * jnp.sum(X * Cinv_X, axis=0)
-        f_var = jnp.diag(K) - jnp.sum(K * cho_solve((L, True), K), axis=0)
-        # |S^-1 + 2 X^T Lambda X| = |S^-1| |2 Lambda| |C|
-        logdet = jnp.sum(jnp.log(s)) - jnp.sum(jnp.log(2.0 * lam)) - 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
-    else:
-        # Sigma = U M^-1 U,  M = I + 2 U X^T Lambda X U,  U = diag(sqrt(s))  (p x p)
-        u = jnp.sqrt(s)
-        XU = X * u[None, :]
-        M = jnp.eye(X.shape[1]) + 2.0 * (XU.T * lam[None, :]) @ XU
-        L = jnp.linalg.cholesky(M)
-        Minv = cho_solve((L, True), jnp.eye(X.shape[1]))
-        sigma = u[:, None] * Minv * u[None, :]
-        bbar = sigma @ (X.T @ r)
-        sigma_diag = jnp.diag(sigma)
-        f_var = jnp.sum((X @ sigma) * X, axis=1)
-        logdet = jnp.sum(jnp.log(s)) - 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
-    return bbar, sigma_diag, X @ bbar, f_var, logdet
-
-
 def _elbo(q: _Q, y, hyper, fam: _Family):
     """The evidence lower bound of the current q (module docstring; E[log tau] terms,
     which cancel, left out of every piece)."""
     rho, k, theta = hyper[0], hyper[1], hyper[2]
     nu = jnp.abs(rho)
     order = rho - 0.5
-    lam = _jj_lambda(q.xi)
-    second = q.f_var + q.f_mean ** 2
-    lik = jnp.sum(log_sigmoid(q.xi) + (y - 0.5) * q.f_mean - 0.5 * q.xi - lam * (second - q.xi ** 2))
+    lik = jj_likelihood_bound(q.xi, y - 0.5, q.f_mean, q.f_var)
     e_tau, e_inv_tau, log_k = q.e_tau, q.e_inv_tau, q.log_k
     b_sq = q.bbar ** 2 + q.sigma_diag
     p = q.bbar.shape[0]
@@ -247,7 +206,7 @@ def _elbo(q: _Q, y, hyper, fam: _Family):
 
 
 def _update_beta(q: _Q, X, r, hyper, fam: _Family):
-    bbar, sd, fm, fv, logdet = _q_beta(X, r, 1.0 / q.e_inv_tau, _jj_lambda(q.xi), fam.woodbury)
+    bbar, sd, fm, fv, logdet = gaussian_block(X, r, 1.0 / q.e_inv_tau, jj_lambda(q.xi), fam.woodbury)
     return q._replace(bbar=bbar, sigma_diag=sd, f_mean=fm, f_var=fv, logdet_sigma=logdet)
 
 
@@ -360,26 +319,6 @@ def _compiled(shape, fam: _Family, max_iter: int):
     return _PROGRAMS.get((shape, fam, max_iter), build)
 
 
-def _full_covariance(X, s, lam, woodbury: bool) -> np.ndarray:
-    """Sigma = (S^-1 + 2 X^T Lambda X)^-1 in the branch's own form."""
-    X, s, lam = (np.asarray(a) for a in (X, s, lam))
-    if woodbury:
-        XS = X * s[None, :]
-        C = np.diag(0.5 / lam) + XS @ X.T
-        return np.diag(s) - XS.T @ np.linalg.solve(C, XS)
-    u = np.sqrt(s)
-    XU = X * u[None, :]
-    M = np.eye(X.shape[1]) + 2.0 * (XU.T * lam[None, :]) @ XU
-    return u[:, None] * np.linalg.inv(M) * u[None, :]
-
-
-def uses_woodbury(n: int, p: int, branch: str = "auto") -> bool:
-    """The paper's choice: the Woodbury (n x n) branch exactly when p > n."""
-    if branch not in BRANCHES:
-        raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
-    return p > n if branch == "auto" else branch == "woodbury"
-
-
 def _check_spec(spec):
     check_spec(spec, GIGLogistic, "vb")
 
@@ -403,8 +342,7 @@ def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResul
     e_inv_tau = np.asarray(q.e_inv_tau)
     # the returned q(beta) is the one for the final q(tau) and xi (a last step 1), so that
     # posterior and reported parameters belong together
-    cov = _full_covariance(X, 1.0 / e_inv_tau, np.asarray(_jj_lambda(q.xi)), woodbury)
-    cov = 0.5 * (cov + cov.T)
+    cov = full_covariance(X, 1.0 / e_inv_tau, np.asarray(jj_lambda(q.xi)), woodbury)
     bbar = cov @ (X.T @ (y01 - 0.5))
     by_update = np.asarray(out.by_update)[:n_iter]
     return VBResult(
@@ -428,13 +366,6 @@ def elbo(spec: GIGLogistic, Phi, y, q: dict) -> float:
 def _family(spec: GIGLogistic, woodbury: bool) -> _Family:
     gamma_mixing = spec.mixing == "gamma"
     return _Family(gamma_mixing, gamma_mixing and spec.rho == 1.0, bool(woodbury))
-
-
-def _scaled_cholesky(cov: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor of cov, computed on the correlation matrix (the variances of
-    pruned coordinates can be ~1e-12 of the others)."""
-    d = np.sqrt(np.diag(cov))
-    return d[:, None] * np.linalg.cholesky(cov / d[:, None] / d[None, :])
 
 
 def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> GaussianPosterior:
@@ -462,7 +393,7 @@ def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> Gaussia
             "h_shape": res.q["h_shape"], "h_rate": res.q["h_rate"], "xi": res.q["xi"],
         },
     )
-    return GaussianPosterior(spec, spec.sites(res.bbar.size), res.bbar, _scaled_cholesky(res.cov), info)
+    return GaussianPosterior(spec, spec.sites(res.bbar.size), res.bbar, scaled_cholesky(res.cov), info)
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GIGLogistic | None = None,

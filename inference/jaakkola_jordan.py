@@ -1,0 +1,105 @@
+"""The Gaussian block shared by the variational engines built on the Jaakkola-Jordan bound
+(Horii's VB for GIG logistic, ``gig_vb.py``; gridRVM's VB, ``grid_vb.py``;
+DERIVATIONS.md §3.2 and §5.2).
+
+With one xi_n per observation the logistic likelihood is bounded by
+
+    log sigma(t) >= log sigma(xi) + (t - xi)/2 - lambda(xi) (t^2 - xi^2),
+    lambda(xi) = tanh(xi / 2) / (4 xi),
+
+which is Gaussian in the weights. Under a Gaussian prior with precision diag(1/s) the
+optimal q(w) is N(mu, Sigma), Sigma = (diag(1/s) + 2 X^T Lambda X)^-1, mu = Sigma X^T r
+with r = y - 1/2, and the optimal xi_n^2 = x_n^T (Sigma + mu mu^T) x_n.
+
+Two exact forms of Sigma (Horii's Algorithm 1 has both; gridRVM's weight tables need the
+second when M > N):
+
+* primal (p x p): Sigma = U (I + 2 U X^T Lambda X U)^-1 U, U = diag(sqrt(s));
+* Woodbury (n x n): Sigma = S - S X^T (Lambda^-1 / 2 + X S X^T)^-1 X S, S = diag(s).
+
+The iteration needs only mu, diag Sigma, X mu, diag(X Sigma X^T) and log|Sigma|, all
+O(n^2 p) in the Woodbury form, which never builds the p x p Sigma; the full Sigma is built
+once, for the returned posterior (:func:`full_covariance`).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax.nn import log_sigmoid
+from jax.scipy.linalg import cho_solve
+
+BRANCHES = ("auto", "primal", "woodbury")
+
+
+def jj_lambda(xi):
+    """lambda(xi) = tanh(xi/2) / (4 xi), with its limit 1/8 at xi = 0."""
+    safe = jnp.where(xi > 1e-8, xi, 1.0)
+    return jnp.where(xi > 1e-8, jnp.tanh(0.5 * safe) / (4.0 * safe), 0.125)
+
+
+def jj_likelihood_bound(xi, r, f_mean, f_var):
+    """sum_n E_q[JJ lower bound of log p(y_n | w)] for q(w) with E[x_n^T w] = f_mean and
+    Var[x_n^T w] = f_var; r = y - 1/2 (so that r f = t f / 2 with t = +-1)."""
+    lam = jj_lambda(xi)
+    return jnp.sum(log_sigmoid(xi) + r * f_mean - 0.5 * xi - lam * (f_var + f_mean ** 2 - xi ** 2))
+
+
+def gaussian_block(X, r, s, lam, woodbury: bool):
+    """q(w) for prior variances s (the prior precision is diag(1/s)) and Lambda = diag(lam):
+    (mu, diag Sigma, X mu, diag(X Sigma X^T), log|Sigma|)."""
+    if woodbury:
+        # Sigma = S - S X^T C^-1 X S,  C = Lambda^-1 / 2 + X S X^T  (n x n)
+        XS = X * s[None, :]
+        K = XS @ X.T
+        C = jnp.diag(0.5 / lam) + K
+        L = jnp.linalg.cholesky(C)
+        g = X.T @ r
+        sg = s * g
+        mu = sg - s * (X.T @ cho_solve((L, True), X @ sg))
+        Cinv_X = cho_solve((L, True), X)
+        sigma_diag = s - s * s * jnp.sum(X * Cinv_X, axis=0)
+        f_var = jnp.diag(K) - jnp.sum(K * cho_solve((L, True), K), axis=0)
+        # |S^-1 + 2 X^T Lambda X| = |S^-1| |2 Lambda| |C|
+        logdet = jnp.sum(jnp.log(s)) - jnp.sum(jnp.log(2.0 * lam)) - 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
+    else:
+        # Sigma = U M^-1 U,  M = I + 2 U X^T Lambda X U,  U = diag(sqrt(s))  (p x p)
+        u = jnp.sqrt(s)
+        XU = X * u[None, :]
+        M = jnp.eye(X.shape[1]) + 2.0 * (XU.T * lam[None, :]) @ XU
+        L = jnp.linalg.cholesky(M)
+        Minv = cho_solve((L, True), jnp.eye(X.shape[1]))
+        sigma = u[:, None] * Minv * u[None, :]
+        mu = sigma @ (X.T @ r)
+        sigma_diag = jnp.diag(sigma)
+        f_var = jnp.sum((X @ sigma) * X, axis=1)
+        logdet = jnp.sum(jnp.log(s)) - 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
+    return mu, sigma_diag, X @ mu, f_var, logdet
+
+
+def full_covariance(X, s, lam, woodbury: bool) -> np.ndarray:
+    """Sigma = (diag(1/s) + 2 X^T Lambda X)^-1 in the branch's own form (symmetrized)."""
+    X, s, lam = (np.asarray(a) for a in (X, s, lam))
+    if woodbury:
+        XS = X * s[None, :]
+        C = np.diag(0.5 / lam) + XS @ X.T
+        cov = np.diag(s) - XS.T @ np.linalg.solve(C, XS)
+    else:
+        u = np.sqrt(s)
+        XU = X * u[None, :]
+        M = np.eye(X.shape[1]) + 2.0 * (XU.T * lam[None, :]) @ XU
+        cov = u[:, None] * np.linalg.inv(M) * u[None, :]
+    return 0.5 * (cov + cov.T)
+
+
+def uses_woodbury(n: int, p: int, branch: str = "auto") -> bool:
+    """The paper's choice: the Woodbury (n x n) branch exactly when p > n."""
+    if branch not in BRANCHES:
+        raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+    return p > n if branch == "auto" else branch == "woodbury"
+
+
+def scaled_cholesky(cov: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor of cov, computed on the correlation matrix (the variances of
+    pruned coordinates can be ~1e-12 of the others)."""
+    d = np.sqrt(np.diag(cov))
+    return d[:, None] * np.linalg.cholesky(cov / d[:, None] / d[None, :])

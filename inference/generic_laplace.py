@@ -377,13 +377,16 @@ def _failure_message(engine, status, n_iter, max_iter, grad_max, decrement, min_
     return f"{engine}: " + " and ".join(what) + f" ({numbers}{where}); a Laplace approximation does not exist there"
 
 
-def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME) -> DrawsPosterior:
+def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME,
+        spec_params: tuple[tuple[str, Any], ...] = ()) -> DrawsPosterior:
     """Laplace approximation of p(sites | y) in NumPyro's unconstrained space, as draws.
 
     spec: any model spec (``spec.model(Phi, y)`` and ``spec.sites(n_basis)``).
     Phi: (N, M) design matrix; y: (N,) labels, 0/1 or -1/+1.
     config: :class:`GenericLaplaceConfig`. name: the engine name written into FitInfo
-    (the same function serves several registry entries).
+    (the same function serves several registry entries). spec_params: (name, value)
+    pairs applied with ``spec.with_params`` first, for an entry that approximates a
+    variant of the model (gridRVM's s-grid and rvm priors).
 
     Returns a DrawsPosterior with draws {site: (1, n_draws, *shape)} over ``spec.sites``.
     Raises ApproximationFailed where no mode with a positive definite -H was reached, and
@@ -401,6 +404,8 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
     evidence of the model as written: a ``factor`` with an unnormalized density (the PCVM
     surrogate's smooth indicator) is counted as it stands.
     """
+    if spec_params:
+        spec = spec.with_params(**dict(spec_params))
     config = GenericLaplaceConfig() if config is None else config
     if not isinstance(config, GenericLaplaceConfig):
         raise TypeError(f"config must be a GenericLaplaceConfig, got {type(config).__name__}")

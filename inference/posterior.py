@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import gammaln as _gammaln
 
 from ..models.base import Site, flatten, total_size, unflatten
 
@@ -111,13 +112,20 @@ class Posterior:
 
 @dataclass(frozen=True, eq=False)
 class GaussianPosterior(Posterior):
-    """N(mean, L L^T) over the flat parameter vector ordered as ``sites``."""
+    """N(mean, L L^T) over the flat parameter vector ordered as ``sites``.
+
+    hyper_factors: for a mean-field approximation that also covers latents beside the
+    measured sites (gridRVM's VB: q(w) q(alpha) q(beta)), those factors as
+    {site: (shape, rate)} of independent Gammas; the metrics then take the importance
+    weights (k-hat) on the joint, where the model's density is known in closed form.
+    """
 
     spec: Any
     sites: tuple[Site, ...]
     mean_vec: np.ndarray
     chol: np.ndarray
     info: FitInfo
+    hyper_factors: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
     kind: str = field(default="gaussian", init=False)
 
     def __post_init__(self):
@@ -153,6 +161,20 @@ class GaussianPosterior(Posterior):
         sol = jax.scipy.linalg.solve_triangular(self.chol, diff.T, lower=True)
         logdet = 2.0 * np.sum(np.log(np.diag(self.chol)))
         return np.asarray(-0.5 * np.sum(sol**2, axis=0) - 0.5 * (self.dim * np.log(2 * np.pi) + logdet))
+
+    def sample_hyper(self, key, n: int) -> dict[str, np.ndarray]:
+        """n draws of each Gamma factor of ``hyper_factors`` and their total log density
+        (key "log_q"); {} when there are none."""
+        if not self.hyper_factors:
+            return {}
+        out, log_q = {}, np.zeros(n)
+        for i, (name, (shape, rate)) in enumerate(sorted(self.hyper_factors.items())):
+            shape, rate = np.asarray(shape, float), np.asarray(rate, float)
+            g = np.asarray(jax.random.gamma(jax.random.fold_in(key, i), shape, (n,) + shape.shape)) / rate
+            out[name] = g
+            log_q += np.sum(shape * np.log(rate) - _gammaln(shape) + (shape - 1.0) * np.log(g) - rate * g, axis=1)
+        out["log_q"] = log_q
+        return out
 
     def predict_proba(self, Phi_new):
         A = np.asarray(self.spec.flat_design(Phi_new))

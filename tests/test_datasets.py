@@ -36,7 +36,7 @@ def digest(a) -> str:
 # ---------------------------------------------------------------------------- files
 def test_shipped_files_match_sha256sums():
     results = zoo.data.verify()
-    assert len(results) == 28
+    assert len(results) == 29
     assert all(results.values()), [name for name, ok in results.items() if not ok]
 
 
@@ -305,3 +305,14 @@ def test_ripley_is_the_original_files():
     s = ds.load("ripley", standardize=False)
     assert s.y_train.sum() == 125 and s.y_test.sum() == 500
     assert np.allclose(s.X_train[0], [0.05100797, 0.16086164])
+
+
+def test_digits_are_the_8_by_8_images_with_even_digits_positive():
+    split = zoo.data.load("digits_even_odd", 0, standardize=False)
+    assert split.X_train.shape == (500, 64) and split.X_test.shape == (1297, 64)
+    X = np.vstack([split.X_train, split.X_test])
+    assert X.min() == 0.0 and X.max() == 1.0
+    # the three pixels that are blank in every image, in row-major order: (0,0), (4,0), (4,7)
+    assert list(np.where(X.max(axis=0) == 0.0)[0]) == [0, 32, 39]
+    y = np.concatenate([split.y_train, split.y_test])
+    assert int(y.sum()) == 891  # 0, 2, 4, 6, 8: 178 + 177 + 181 + 181 + 174

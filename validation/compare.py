@@ -313,10 +313,14 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             key, sub = jax.random.split(key)
             row[f"vs_{variant}"] = posterior_metrics(
                 posterior, variant_refs[variant], Phi, y, prepared.Phi_test, prepared.y_test,
-                key=sub, n_draws=config.metric_draws,
+                key=sub, n_draws=config.metric_draws, moments=prepared.variant_moments.get(variant),
             )
             row[f"vs_{variant}"]["reference_certified"] = bool(variant_refs[variant].certified)
-            row[f"vs_{variant}"]["verdict"] = _verdict(posterior, variant_refs[variant], entry, None, None)
+            # against the reference of the variant it fits, the engine's distance is its
+            # approximation error: no "another model" caveat here
+            row[f"vs_{variant}"]["verdict"] = _verdict(posterior, variant_refs[variant], entry,
+                                                       prepared.variant_moments.get(variant), None,
+                                                       own_model=True)
         elif variant is not None:
             row[f"vs_{variant}"] = {
                 **metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test,
@@ -358,16 +362,17 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     return Comparison(results, prepared, reference, variant_refs, posteriors, split, tried)
 
 
-def _verdict(posterior, reference, entry, moments, ref_moments) -> dict[str, Any]:
+def _verdict(posterior, reference, entry, moments, ref_moments, *, own_model: bool = False) -> dict[str, Any]:
     """The engine's verdict against a reference (validation/verdict.py), or why there is
     none: no reference, an uncertified one (its draws are not known to be the posterior),
-    or an engine that fits another model (its distance is not an approximation error)."""
+    or an engine that fits another model (its distance is not an approximation error, unless
+    ``own_model``: the reference is that of the variant the engine fits)."""
     if reference is None:
         return not_applicable("no reference posterior")
     if not reference.certified:
         return not_applicable("the reference is not certified: a difference from it would prove nothing")
     v = verdict(posterior, reference.posterior, moments=moments, reference_moments=ref_moments)
-    if entry.other_model and v["status"] != NOT_APPLICABLE:
+    if entry.other_model and not own_model and v["status"] != NOT_APPLICABLE:
         v["reason"] = f"fits another model ({entry.other_model}), so this is a distance, not an error: " + v["reason"]
     return v
 

@@ -166,19 +166,48 @@ def importance_log_weights(approx, spec, Phi, y, theta: np.ndarray) -> tuple[np.
     return log_w, inside
 
 
-def pareto_khat(approx, spec, Phi, y, theta: np.ndarray) -> tuple[float | None, str | None, float]:
+def joint_importance_log_weights(approx, spec, Phi, y, theta: np.ndarray, key) -> np.ndarray:
+    """log p(theta, h, y) - log q(theta) q(h) on the joint of the measured sites theta and
+    the approximation's other latents h (``GaussianPosterior.hyper_factors``), drawn
+    here: for a model whose density of its sites alone has no closed form
+    (``spec.log_joint`` instead of ``log_density_sites``; gridRVM)."""
+    hyper = approx.sample_hyper(key, theta.shape[0])
+    log_q = np.asarray(approx.log_density_flat(theta)) + hyper.pop("log_q")
+    params = {k: jnp.asarray(v) for k, v in unflatten(jnp.asarray(theta), approx.sites).items()}
+    params |= {k: jnp.asarray(v) for k, v in hyper.items()}
+    return np.asarray(spec.log_joint(params, jnp.asarray(Phi), jnp.asarray(y))) - log_q
+
+
+def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[float | None, str | None, float]:
     """(k-hat, reason if None, outside_support_fraction) of approx as a proposal.
 
     k-hat is estimated on the draws with non-zero weight: zero weights sit at the bottom
     of the weight distribution and do not change its upper tail, which is what k
-    measures. How much proposal mass was wasted is reported separately.
+    measures. How much proposal mass was wasted is reported separately. A model whose
+    sites' own density needs other latents integrated out with no closed form (it has
+    ``log_joint``, not ``log_density_sites``) is measured on the joint, when the
+    approximation covers it (:func:`joint_importance_log_weights`).
     """
     mask = support_mask(spec, Phi)
     if approx.kind == "point":
         return None, "point estimate: no proposal density", 1.0 - float(_inside(mask, theta).mean())
     if not hasattr(approx, "log_density_flat"):
         return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean())
-    log_w, inside = importance_log_weights(approx, spec, Phi, y, theta)
+    on_joint = getattr(spec, "log_density_sites", None) is None and hasattr(spec, "log_joint")
+    if on_joint:
+        factors = getattr(approx, "hyper_factors", None)
+        if not factors:
+            return None, ("the density of the weights alone needs the hyper-parameters integrated out (no closed "
+                          "form), and this approximation gives no distribution over them"), 0.0
+        wanted = {k: tuple(v) for k, v in getattr(spec, "hyper_shapes", {}).items()}
+        if wanted != {k: np.shape(v[0]) for k, v in factors.items()}:
+            return None, ("the approximation's hyper-parameters are another model's (its joint is not this "
+                          "model's), so it has no importance weights here"), 0.0
+        log_w = joint_importance_log_weights(approx, spec, Phi, y, theta,
+                                             jax.random.PRNGKey(0) if key is None else key)
+        inside = np.ones(theta.shape[0], bool)
+    else:
+        log_w, inside = importance_log_weights(approx, spec, Phi, y, theta)
     outside = float(1.0 - inside.mean())
     finite = np.isfinite(log_w)
     if np.any(inside & ~finite):
@@ -387,7 +416,8 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
     null_reasons.update(reasons)
 
     theta_khat = _proposal_draws_for_khat(approx, support_mask(spec, Phi_train), theta, key, n_draws)
-    khat, khat_reason, outside = pareto_khat(approx, spec, Phi_train, y_train, theta_khat)
+    khat, khat_reason, outside = pareto_khat(approx, spec, Phi_train, y_train, theta_khat,
+                                             key=jax.random.fold_in(key, 2))
     if khat is None:
         null_reasons["khat"] = khat_reason
 

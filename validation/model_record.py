@@ -48,6 +48,9 @@ class ModelRecord:
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
       the variants engines approximate (``validation/sbc.py``); None: the model has no
       proper prior to simulate from, and SBC says so.
+    figures: ``figures(comparison, out_dir) -> {name: (path, caption)}``: figures only this
+      model has (gridRVM's row and column relevances), written beside the report's own
+      and shown in it; None: none.
     """
 
     name: str
@@ -67,6 +70,7 @@ class ModelRecord:
     moments: Callable[..., dict[str, Any] | None] | None = None
     classifier: Callable[..., tuple[Any, dict[str, Any]]] | None = None
     sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
+    figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
     # engine name -> entry, filled in __post_init__ (not part of equality)
     _by_name: dict[str, EngineEntry] = field(default_factory=dict, init=False, repr=False, compare=False)
 

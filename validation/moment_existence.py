@@ -140,3 +140,37 @@ def separating_support_bounds(Phi, y) -> dict:
         w = res.x[:d] - res.x[d:]
         upper = int(np.sum(np.abs(w) > 1e-9 * np.max(np.abs(w))))
     return {"lower": 1 if single else 2, "upper": upper}
+
+
+def flat_support(Phi, y, *, tol: float = 1e-7) -> np.ndarray:
+    """Which weights can move along a direction where the logistic or probit likelihood
+    does not decay: column k is flagged iff some w with w_k != 0 has s_i (Phi w)_i >= 0
+    for every training point (a null-space direction, or a separating or quasi-separating
+    one; an all-zero column is the simplest case).
+
+    Those directions form a convex cone; per column two bounded linear programs
+    (maximize w_k, then -w_k, over the cone with |w_j| <= 1) decide it, and every solution
+    found flags its whole support at once, so columns outside the flat support cost two
+    programs and the others usually none. Returns a boolean vector of length M.
+    """
+    from scipy.optimize import linprog
+
+    Phi, y = check_design(Phi, y)
+    n_obs, d = Phi.shape
+    signed = (2.0 * y - 1.0)[:, None] * Phi
+    flagged = ~np.any(Phi != 0.0, axis=0)
+    decided = flagged.copy()
+    for k in range(d):
+        if decided[k]:
+            continue
+        for sign in (1.0, -1.0):
+            c = np.zeros(d)
+            c[k] = -sign
+            res = linprog(c, A_ub=-signed, b_ub=np.zeros(n_obs), bounds=[(-1.0, 1.0)] * d, method="highs")
+            if res.status == 0 and -res.fun > tol:
+                support = np.abs(res.x) > tol
+                flagged |= support
+                decided |= support
+                break
+        decided[k] = True
+    return flagged

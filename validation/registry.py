@@ -5,7 +5,7 @@ classifier, ``zoo reproduce`` and the benchmarks - so a model enters the zoo by 
 files plus one :func:`register` call (the built-in ones are at the bottom of this file).
 
     from zoo.validation import registry
-    registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic')
+    registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic', 'grid-rvm')
     record = registry.get_model("pcvm")
     registry.get_engine("pcvm", "ep").fit()      # the fixed-spec fit of PCVM's EP engine
     prepared = registry.prepare("pcvm", split, {"width": 0.7})
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .model_record import ModelRecord
-from .protocols import gig_logistic, ggsm_probit, pcvm
+from .protocols import gig_logistic, ggsm_probit, grid_rvm, pcvm
 from .reference import register_sampler
 
 _MODELS: dict[str, ModelRecord] = {}
@@ -62,16 +62,20 @@ def get_engine(model: str, engine: str):
 
 def prepare(model: str, split, params: dict | None = None, *, progress=None):
     """The model's protocol on one split: its ``--param`` names checked, then its
-    ``prepare``, then its moments analysis on the training design."""
+    ``prepare``, then its moments analysis on the training design (for the model and each
+    of its variants)."""
     record = get_model(model)
     params = dict(params or {})
     record.check_params(params)
     prepared = record.prepare(split, params, progress=progress)
     if record.moments is not None:
-        prepared = replace(prepared, moments=record.moments(prepared.spec, prepared.Phi_train, prepared.y_train))
+        prepared = replace(
+            prepared, moments=record.moments(prepared.spec, prepared.Phi_train, prepared.y_train),
+            variant_moments={name: record.moments(spec, prepared.Phi_train, prepared.y_train)
+                             for name, spec in prepared.variants.items()})
     return prepared
 
 
 # The built-in models, in the order listings show them.
-for _record in (pcvm.RECORD, ggsm_probit.RECORD, gig_logistic.RECORD):
+for _record in (pcvm.RECORD, ggsm_probit.RECORD, gig_logistic.RECORD, grid_rvm.RECORD):
     register(_record)

@@ -23,6 +23,7 @@ from .atomic import atomic_write, write_json_atomic, write_text_atomic
 from .compare import Comparison, reference_ran_out_of_time  # noqa: E402
 
 from .metrics import HELD_OUT_KEYS, THRESHOLDS  # noqa: E402
+from .registry import get_model, model_names  # noqa: E402
 
 ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
@@ -31,8 +32,12 @@ def _color(name: str) -> str:
     return ENGINE_COLORS.get(name, "tab:purple")
 
 
-def _save_fig(fig, path: str) -> None:
+def save_figure(fig, path: str) -> None:
+    """Write a matplotlib Figure as PNG, atomically (a reader never sees half a file)."""
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"), suffix=".png")
+
+
+
 
 
 def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
@@ -91,11 +96,17 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
         if comp.split.X_train.shape[1] == 2 and comp.prepared.basis is not None:
             files["boundary"] = os.path.join(out_dir, "decision_boundary.png")
             _plot_boundary(comp, files["boundary"])
+    captions = {}
+    model_figures = getattr(get_model(res["model"]), "figures", None) if res.get("model") in model_names() else None
+    if model_figures is not None:
+        for name, (path, caption) in model_figures(comp, out_dir).items():
+            files[f"figure_{name}"] = path
+            captions[f"figure_{name}"] = caption
 
     files["results"] = os.path.join(out_dir, "results.json")
     write_json_atomic(res, files["results"])
     files["report"] = os.path.join(out_dir, "report.md")
-    write_text_atomic(files["report"], render_markdown(res, files, out_dir))
+    write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions))
     return files
 
 
@@ -113,7 +124,7 @@ def _plot_probabilities(comp: Comparison, path: str) -> None:
         ax.set_xlabel(f"p(y=1|x), reference ({comp.reference.sampler})")
         ax.set_ylabel("engine minus reference")
     fig.suptitle(f"Test-set predictive probabilities against the reference ({comp.reference.sampler})")
-    _save_fig(fig, path)
+    save_figure(fig, path)
 
 
 def _plot_weight_metrics(comp: Comparison, path: str) -> None:
@@ -145,7 +156,7 @@ def _plot_weight_metrics(comp: Comparison, path: str) -> None:
         f"Per-parameter accuracy against the reference ({comp.reference.sampler}) (dotted / grey band: thresholds of\n"
         "validation.metrics, about 2-3 Monte Carlo errors of a 400-ESS reference; points have no sd)"
     )
-    _save_fig(fig, path)
+    save_figure(fig, path)
 
 
 def _plot_boundary(comp: Comparison, path: str) -> None:
@@ -174,7 +185,7 @@ def _plot_boundary(comp: Comparison, path: str) -> None:
     ax.set_ylabel("x2 (standardized)")
     ax.legend(fontsize=8, loc="best")
     ax.set_title("Decision boundaries p(y=1|x) = 0.5")
-    _save_fig(fig, path)
+    save_figure(fig, path)
 
 
 def _fmt(v: Any, digits: int = 4) -> str:
@@ -319,7 +330,8 @@ def _variant_reference_lines(res: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) -> str:
+def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
+                    captions: dict[str, str] | None = None) -> str:
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
     no_reference = reference_ran_out_of_time(res["reference"])
     lines = [
@@ -444,6 +456,8 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str) ->
         ]
     if "boundary" in rel:
         lines += ["", f"![decision boundaries]({rel['boundary']})"]
+    for key, caption in (captions or {}).items():
+        lines += ["", caption, "", f"![{key[len('figure_'):]}]({rel[key]})"]
     lines += [
         "",
         "## Files",

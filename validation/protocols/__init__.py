@@ -44,6 +44,8 @@ class Prepared:
     # by ``registry.prepare``; metrics built on a moment that does not exist are reported
     # as null with this reason.
     moments: dict[str, Any] | None = None
+    # the same for each variant's posterior (key of ``variants`` -> dict or None)
+    variant_moments: dict[str, Any] = field(default_factory=dict)
 
 
 #: The CV criterion. The papers select by CV error rate; on Ripley's 250 points the
@@ -87,3 +89,14 @@ def auto_laplace_engine(name: str = "auto-laplace") -> EngineEntry:
         "sites log-normal); fails, saying so, where -H is not positive definite",
         "generic_laplace:fit", options=(("name", name),) if name != "auto-laplace" else (),
     )
+
+
+def reject_options(model: str, options: dict[str, Any], allowed: tuple[str, ...], bases: tuple[str, ...]) -> None:
+    """ValueError naming every classifier option that ``model`` does not take (given as
+    anything but None; ``width`` has a default and is always allowed), and a basis it does
+    not offer."""
+    if options["basis"] not in bases:
+        raise ValueError(f"{model} takes basis {' or '.join(map(repr, bases))}, not {options['basis']!r}")
+    extra = sorted(k for k, v in options.items() if v is not None and k not in (*allowed, "basis", "width"))
+    if extra:
+        raise ValueError(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {model}")

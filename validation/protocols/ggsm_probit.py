@@ -18,7 +18,7 @@ from ...models.ggsm_probit import GGSMProbit
 from ..ggsm_gibbs import SLICE_GIBBS
 from ..model_record import ModelRecord
 from ..moment_existence import likelihood_flat_direction, scale_moments
-from . import Prepared, auto_laplace_engine
+from . import Prepared, auto_laplace_engine, reject_options
 
 
 def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
@@ -88,6 +88,7 @@ def moments(spec: GGSMProbit, Phi: np.ndarray, y: np.ndarray) -> dict[str, Any] 
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     """The classifier's basis (RBF on the training points or linear, a bias column first)
     and the spec the engine starts from: q as given (None: 1.0)."""
+    reject_options("ggsm-probit", options, ("q", "gamma"), ("rbf", "linear"))
     inner = RBFBasis.fit(X, options["width"]) if options["basis"] == "rbf" else LinearBasis.fit(X)
     kwargs: dict[str, Any] = {"spec": GGSMProbit(q=1.0 if options["q"] is None else options["q"])}
     if options["gamma"] is not None:

@@ -15,7 +15,7 @@ from ...inference.contracts import EngineEntry
 from ...models.basis import pcvm_basis
 from ...models.pcvm import PCVM
 from ..model_record import ModelRecord
-from . import Prepared, auto_laplace_engine, cross_validated_width
+from . import Prepared, auto_laplace_engine, cross_validated_width, reject_options
 
 #: kernel widths searched by cross-validation (inputs have unit variance). The PCVM
 #: papers search theta in {0.1, 0.3, ..., 10} for exp(-theta^2 r^2); widths 0.25..4
@@ -84,8 +84,7 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
 
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     """The classifier's basis: an RBF kernel on the training points (PCVM is a kernel model)."""
-    if options["basis"] != "rbf" or options["q"] is not None or options["gamma"] is not None:
-        raise ValueError("pcvm is a kernel model: basis='rbf', and q and gamma do not apply")
+    reject_options("pcvm (a kernel model)", options, (), ("rbf",))
     return pcvm_basis(X, y01, options["width"]), {}
 
 

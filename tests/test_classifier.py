@@ -47,7 +47,7 @@ def fitted(request, ripley):
 def test_get_set_params_and_clone():
     clf = SparseBayesClassifier(engine="em", width=0.5, seed=3)
     assert clf.get_params() == {"model": "pcvm", "engine": "em", "width": 0.5, "seed": 3,
-                                "basis": "rbf", "q": None, "gamma": None}
+                                "basis": "rbf", "q": None, "gamma": None, "table_shape": None, "delta": None}
     assert clf.set_params(width=0.9) is clf and clf.width == 0.9
     twin = clone(clf)
     assert twin is not clf and twin.get_params() == clf.get_params()
@@ -175,10 +175,19 @@ def test_wrong_number_of_features_at_predict(fitted, ripley):
 
 
 @pytest.mark.parametrize("params, match", [
-    (dict(model="pcvm", q=0.5), "q and gamma do not apply"),
+    (dict(model="pcvm", q=0.5), "q does not apply to pcvm"),
     (dict(model="pcvm", basis="linear"), "kernel model"),
+    (dict(model="pcvm", table_shape=(1, 2)), "table_shape does not apply to pcvm"),
+    (dict(model="ggsm-probit", engine="mm", basis="table"), "takes basis 'rbf' or 'linear'"),
+    (dict(model="grid-rvm", engine="vb", basis="table"), "table_shape goes with basis='table'"),
+    (dict(model="grid-rvm", engine="vb", basis="table", table_shape=(3, 1)), "rows x columns"),
+    (dict(model="grid-rvm", engine="vb", basis="table", table_shape=(0, 2)), "no rows"),
+    (dict(model="grid-rvm", engine="vb", basis="rbf", delta=2.0), "per-dimension RBF's parameter"),
+    (dict(model="grid-rvm", engine="vb", basis="per-dimension-rbf", delta=-1.0), "delta must be a positive"),
+    (dict(model="grid-rvm", engine="vb", q=1.0), "q does not apply to grid-rvm"),
+    (dict(model="grid-rvm", engine="laplace"), "no end-to-end mode"),
     (dict(model="ggsm-probit", engine="mm", gamma=0.4), "lap engine's rate"),
-    (dict(model="ggsm-probit", engine="mm", basis="poly"), "basis must be"),
+    (dict(model="ggsm-probit", engine="mm", basis="poly"), "basis must be one of"),
     (dict(model="ggsm-probit", engine="mm", q=3.0), "q must lie in"),
     (dict(model="ggsm-probit", engine="laplace"), "no engine"),
 ])
@@ -198,3 +207,28 @@ def test_ggsm_probit_classifier_predicts_with_the_columns_it_kept():
     proba = clf.predict_proba(X)
     assert proba.shape == (80, 2) and np.all((proba >= 0) & (proba <= 1))
     assert np.mean(clf.predict(X) == y) > 0.85
+
+
+@pytest.mark.parametrize("engine, prior", [("vb", "p-grid"), ("vb-s-grid", "s-grid"), ("vb-rvm", "rvm")])
+def test_grid_rvm_classifier_on_a_table(engine, prior):
+    """Images as tables: 2 x 3 'pictures' whose class is carried by row 0; the classifier
+    fits the engine's prior and reports its relevance summary."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 6))
+    y = (X[:, 0] + X[:, 1] + X[:, 2] + 0.5 * rng.normal(size=120) > 0).astype(int)
+    clf = SparseBayesClassifier(model="grid-rvm", engine=engine, basis="table", table_shape=(2, 3)).fit(X, y)
+    assert clf.posterior_.spec.prior == prior and clf.posterior_.spec.shape == (2, 3)
+    assert clf.n_basis_ == 6
+    assert np.mean(clf.predict(X) == y) > 0.85
+    alpha = clf.posterior_.info.extra["alpha_mean"]
+    if prior != "rvm":  # row 0 carries the signal: its precision is the smaller
+        assert alpha[0] < alpha[1]
+    assert set(clf.posterior_.info.extra["pruning"]) >= {"relevant_weights", "relevant_rows", "relevant_columns"}
+
+
+def test_grid_rvm_classifier_per_dimension_rbf_table(ripley):
+    X, y = ripley[0], ripley[1]
+    clf = SparseBayesClassifier(model="grid-rvm", engine="vb", basis="per-dimension-rbf").fit(X, y)
+    assert clf.posterior_.spec.shape == (2, 78)  # (input dimension, training point)
+    assert list(clf.classes_) == ["a", "b"]
+    assert clf.predict_proba(ripley[2][:5]).shape == (5, 2)

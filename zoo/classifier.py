@@ -11,6 +11,9 @@
     GridSearchCV(SparseBayesClassifier(model="ggsm-probit", engine="mm", basis="linear"),
                  {"q": [0.1, 0.5, 1.0, 1.5, 2.0]}, cv=5).fit(X, y)
 
+    # gridRVM on 8 x 8 images: row and column relevance (engines vb, vb-s-grid, vb-rvm)
+    SparseBayesClassifier(model="grid-rvm", engine="vb", basis="table", table_shape=(8, 8)).fit(X, y)
+
 ``fit`` runs the engine end to end (it selects its own hyper-parameters and basis
 functions, as its paper does). Inputs are used as given: standardize them first (the
 papers do, and `zoo.data.load` does).
@@ -26,22 +29,36 @@ from zoo.models.checks import check_binary_labels, check_features
 from zoo.validation import registry
 
 
+#: the bases a model's classifier design may offer (each model says which it takes)
+BASES = ("rbf", "linear", "table", "per-dimension-rbf")
+
+
 class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     """Sparse Bayesian kernel classifier.
 
     Parameters
     ----------
     model : str, default "pcvm"       a registered model with a classifier design
-                                      (:func:`classifier_models`: "pcvm", "ggsm-probit")
+                                      (:func:`classifier_models`: "pcvm", "ggsm-probit",
+                                      "grid-rvm")
     engine : str, default "laplace"   an engine of that model with an end-to-end mode
                                       (pcvm: "laplace", "ep", "em"; ggsm-probit: "mm",
-                                      "mm-laplace", "lap", "gj", "stu")
+                                      "mm-laplace", "lap", "gj", "stu"; grid-rvm: "vb",
+                                      "vb-s-grid", "vb-rvm")
     width : float, default 1.0        RBF kernel width (k = exp(-r^2 / (2 width^2)))
     seed : int, default 0             for engines with random initialization (em)
-    basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit only; PCVM is a kernel
-                                      model); ggsm-probit puts a bias column in front
+    basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit, grid-rvm; PCVM is a
+                                      kernel model); ggsm-probit puts a bias column in
+                                      front. grid-rvm also: "table" (X is the table itself,
+                                      ``table_shape`` says its rows and columns) and
+                                      "per-dimension-rbf" (exp(-delta (x_i - c_j,i)^2): an
+                                      input dimension x training point table)
     q : float or None                 ggsm-probit's prior shape, in (0, 2] (None: 1.0)
     gamma : float or None             the lap engine's Laplace rate (None: 1.0)
+    table_shape : (int, int) or None  grid-rvm with basis="table": rows and columns of X's
+                                      features (row-major; rows x columns = X's width)
+    delta : float or None             grid-rvm with basis="per-dimension-rbf" (None: the
+                                      paper's 5.55)
 
     Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
     ``active_`` (indices of the design columns kept: training points for a kernel basis;
@@ -49,7 +66,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
-                 basis: str = "rbf", q: float | None = None, gamma: float | None = None):
+                 basis: str = "rbf", q: float | None = None, gamma: float | None = None,
+                 table_shape: tuple[int, int] | None = None, delta: float | None = None):
         self.model = model
         self.engine = engine
         self.width = width
@@ -57,6 +75,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         self.basis = basis
         self.q = q
         self.gamma = gamma
+        self.table_shape = table_shape
+        self.delta = delta
 
     def fit(self, X, y):
         X = check_features(X)
@@ -90,9 +110,10 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     def _design(self, record, X, y01):
         """(basis, extra keyword arguments of the engine's end-to-end fit): the model's
         record says how (its ``classifier`` design)."""
-        if self.basis not in ("rbf", "linear"):
-            raise ValueError(f"basis must be 'rbf' or 'linear', got {self.basis!r}")
-        options = {"width": self.width, "basis": self.basis, "q": self.q, "gamma": self.gamma}
+        if self.basis not in BASES:
+            raise ValueError(f"basis must be one of {', '.join(map(repr, BASES))}, got {self.basis!r}")
+        options = {"width": self.width, "basis": self.basis, "q": self.q, "gamma": self.gamma,
+                   "table_shape": self.table_shape, "delta": self.delta}
         return record.classifier(X, y01, self.engine, options)
 
     def predict_proba(self, X):

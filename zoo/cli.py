@@ -85,6 +85,7 @@ def summary_table(res) -> str:
         width = int(spec.split(".")[0])
         return format(v, spec) if v is not None else format("null", f">{width}")
 
+    variant_rows = []
     for name, r in res["engines"].items():
         label = name + ("*" if r.get("other_model") else "")
         if r.get("failure"):
@@ -95,9 +96,21 @@ def summary_table(res) -> str:
             f"{f(r['sd_ratio_median'], '10.3f')}{f(r['khat'], '8.2f')}{f(r['test_error'], '10.4f')}"
             f"{f(r['seconds'], '10.4f')}{f(r['speedup_vs_reference'], '9.0f')}"
         )
+        for key, v in r.items():
+            if key.startswith("vs_") and isinstance(v, dict):
+                variant = key[3:]
+                variant_rows.append((f"{name} vs {variant}", v))
+                # the engine against the reference of the model it fits: its approximation error
+                vs_label = f"  vs {variant}"
+                lines.append(f"{vs_label:<{name_width}}{f(v.get('pred_mae'), '10.5f')}"
+                             f"{f(v.get('std_mean_err_median'), '11.3f')}{f(v.get('sd_ratio_median'), '10.3f')}"
+                             f"{f(v.get('khat'), '8.2f')}{f(v.get('test_error'), '10.4f')}")
     if any(r.get("other_model") for r in res["engines"].values()):
         lines.append("* fits another model (prior) than the reference's: its row is a distance, not an approximation error")
+    if variant_rows:
+        lines.append("  vs X: the same engine against the reference of the model variant X it fits")
     verdicts = [(name, r["verdict"]) for name, r in res["engines"].items() if r.get("verdict")]
+    verdicts += [(label, v["verdict"]) for label, v in variant_rows if v.get("verdict")]
     if verdicts:
         lines += ["", "verdicts (an exact engine is called different about 5% of the time, in any dimension):"]
         lines += ["  " + summary_line(name, v) for name, v in verdicts]

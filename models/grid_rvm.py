@@ -168,7 +168,11 @@ class GridRVM:
         Phi = jnp.asarray(Phi)
         self.check_design_width(Phi.shape[1])
         alpha, beta = self._hyper_sites()
-        prec = self.precision(alpha, beta)
+        # a Gamma(1e-6, .) draw underflows to exactly 0 in float64 (the paper's constants put
+        # almost all prior mass there); the smallest normal float keeps w finite for such a
+        # draw (NumPyro traces the model with one prior draw before NUTS starts) and changes
+        # nothing anywhere a sampler moves (log alpha > -708)
+        prec = jnp.maximum(self.precision(alpha, beta), jnp.finfo(jnp.float64).tiny)
         if self.parameterization == "centred":
             w = numpyro.sample("w", dist.Normal(0.0, jax.lax.rsqrt(prec)).to_event(1))
         else:

@@ -17,7 +17,8 @@ The generic defects act on the returned posterior and so apply to any engine wit
 distribution (Gaussian or draws): the covariance scaled by 0.5 or 2, the mean moved by 0.5
 posterior sd in one coordinate or in all. Engine-specific ones switch on a documented
 defect of the engine itself: PCVM's EP with the truncation sites off (the untruncated
-prior), and GIG's VB with Horii's printed a-update. A user's own defect is any function
+prior), GIG's VB with Horii's printed a-update, and gridRVM's VB with the variance left out of
+E[w^2]. A user's own defect is any function
 ``defect(fit) -> fit``, or a :class:`Defect` built from one.
 """
 from __future__ import annotations
@@ -118,6 +119,11 @@ SPECIFIC = (
     Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
            _config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"),
            engines=(("gig-logistic", "vb"),)),
+    # the classic slip of a hand-derived VB: E[w_ij^2] taken as mu_ij^2 in the precision
+    # updates (eq. 6 forgotten), which shrinks the precisions' rates and over-prunes
+    Defect("variance forgotten", "gridRVM's VB with E[w^2] = mu^2 in the q(alpha), q(beta) updates",
+           _config_defect("zoo.inference.grid_vb:VBConfig", second_moment="mean-only"),
+           engines=(("grid-rvm", "vb"), ("grid-rvm", "vb-s-grid"), ("grid-rvm", "vb-rvm"))),
     # EP's answer is its fixed point, which damping does not move; only convergence can
     # suffer. Detectors should therefore flag it at their false-alarm rate (a control of
     # specificity) unless the naive iteration fails to converge.

@@ -108,13 +108,22 @@ def rbf_design(n: int = 60, n_basis: int = 6, n_new: int = 3, *, width: float = 
     return Phi_all[:n], Phi_all[n:]
 
 
-def problem_for(record, *, n: int = 60, n_basis: int = 6, n_new: int = 3, seed: int = 0) -> SBCProblem:
+#: RBF features of the SBC design, unless the model's spec fixes its width
+DEFAULT_N_BASIS = 6
+
+
+def problem_for(record, *, n: int = 60, n_basis: int | None = None, n_new: int = 3, seed: int = 0) -> SBCProblem:
     """The SBC problem of a registered model: its record's ``sbc_spec`` (a spec with a
-    proper prior, and its variants) on :func:`rbf_design`."""
+    proper prior, and its variants) on :func:`rbf_design`. n_basis None: the spec's own
+    number of weights where it fixes one (gridRVM's table: ``n_weights``), else
+    :data:`DEFAULT_N_BASIS`; a width the spec cannot take is refused by the spec."""
     if record.sbc_spec is None:
         raise ValueError(f"model {record.name!r} names no SBC spec (ModelRecord.sbc_spec)")
     spec, variants = record.sbc_spec()
+    if n_basis is None:
+        n_basis = int(getattr(spec, "n_weights", DEFAULT_N_BASIS))
     Phi, Phi_new = rbf_design(n, n_basis, n_new, seed=seed)
+    spec.sites(Phi.shape[1])  # a spec with a fixed width says here, by name, if it cannot take this one
     return SBCProblem(spec, Phi, Phi_new, dict(variants))
 
 
@@ -205,7 +214,9 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         return ResolvedEngine(getattr(engine, "__name__", "engine"), engine)
     if engine in record.engine_names:
         entry = record.engine(engine)
-        if entry.other_model:
+        # an engine of another model is ranked against that model's prior when the record
+        # has it as a variant (gridRVM's s-grid and rvm), and has no SBC otherwise
+        if entry.other_model and entry.variant is None:
             return ResolvedEngine(engine, None, not_applicable=(
                 f"it fits another model ({entry.other_model}); its ranks against this model's prior "
                 "would only restate that"))
@@ -575,8 +586,8 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
             raise ValueError(f"{record.title} has no variant {variant!r}; variants: {', '.join(problem.variants)}")
         resolved = replace(resolved, variant=variant)
     base = {"model": model, "engine": resolved.label, "settings": asdict(settings),
-            "design": {"n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
-                       "n_new": int(problem.Phi_new.shape[0]), **problem_kwargs},
+            "design": {**problem_kwargs, "n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
+                       "n_new": int(problem.Phi_new.shape[0])},
             "spec": (problem.spec if resolved.variant is None else problem.variants[resolved.variant]).to_dict(),
             "variant": resolved.variant}
     if resolved.not_applicable:

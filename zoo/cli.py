@@ -218,7 +218,8 @@ def _cmd_sbc(args) -> int:
         rows.append((name, summary, figure))
     lines = [f"# SBC: {args.model}", "",
              f"{args.sims} simulations, {args.draws} posterior draws ranked in each, design of {args.n} points and "
-             f"{args.n_basis} RBF features (validation/sbc.py); each engine is called miscalibrated when a "
+             f"{rows[0][1]['design']['n_basis'] if rows else args.n_basis} RBF features (validation/sbc.py); "
+             "each engine is called miscalibrated when a "
              "quantity's PIT ECDF leaves its simultaneous band, with a 5% family-wise false-alarm rate.", "",
              "| engine | verdict | fits ok / failed | median fit seconds | figure |", "|---|---|---|---|---|"]
     for name, summary, figure in rows:
@@ -250,7 +251,9 @@ def _add_sbc_parser(sub, records) -> None:
     p.add_argument("--sims", type=_positive_int, default=100, help="simulations (default 100)")
     p.add_argument("--draws", type=_positive_int, default=99, help="posterior draws ranked per simulation (default 99)")
     p.add_argument("--n", type=_positive_int, default=60, help="training points of the design (default 60)")
-    p.add_argument("--n-basis", type=_positive_int, default=6, help="RBF features of the design (default 6)")
+    p.add_argument("--n-basis", type=_positive_int, default=None,
+                   help="RBF features of the design (default 6, or the model's own number of weights where its "
+                        "spec fixes one: grid-rvm's 4 x 3 table)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="zoo-sbc", help="output folder (default ./zoo-sbc)")
     p.add_argument("--no-progress", action="store_true", help="no progress line")

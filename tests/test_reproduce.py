@@ -130,3 +130,115 @@ def test_agreement_is_a_band_of_two_standard_errors_or_the_floor():
     assert verdict == "NOT reproduced" and text == "abs(10.00 − 12.50) > 2.00"
     assert agreement({"mean": 0.1, "se": None, "sd": None, "n": 1}, 0.35, floor=0.2)[0] == "NOT reproduced"
     assert agreement({"mean": None, "se": None, "sd": None, "n": 0}, 0.1, floor=0.1) == ("not run", "")
+
+
+# ------------------------------------------------------------------------------------
+# gridRVM (Kropotov, Vetrov, Wolf & Hassner): Fig. 3 on the ESL mixture, digits in place of LFW
+# ------------------------------------------------------------------------------------
+GRIDRVM_TINY = {
+    # two noise values (so every claim has a k = 0 and a larger k), all three bases, few sweeps
+    "gridrvm-fig3": {"noise": "0,1", "max_sweeps": 100},
+    "gridrvm-digits": {"sizes": "30,60", "n_test": 300, "relevance_size": 60, "max_sweeps": 200},
+}
+GRIDRVM_MARKER = re.compile(r"→ \*\*(NOT reproduced|reproduced)\*\*")
+
+
+def test_registry_lists_the_gridrvm_entries(capsys):
+    for name in GRIDRVM_TINY:
+        entry = reproduce.ENTRIES[name]
+        assert entry.description and entry.default_sizes and entry.default_reps >= 1
+    with pytest.raises(SystemExit):
+        cli.main(["reproduce", "--help"])
+    text = capsys.readouterr().out
+    assert all(name in text for name in GRIDRVM_TINY)
+
+
+@pytest.mark.parametrize("name", sorted(GRIDRVM_TINY))
+def test_gridrvm_tiny_run_marks_every_claim_and_resumes(name, tmp_path):
+    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **GRIDRVM_TINY[name])
+    folder = tmp_path / name
+    md = (folder / "table.md").read_text()
+    table = json.loads((folder / "table.json").read_text())
+    assert table["entry"] == name and table["settings"]["reps"] == 1
+    assert result["cells_computed"] > 0 and result["cells_reused"] == 0
+    assert table["stopping_rule"]["max_sweeps"] == GRIDRVM_TINY[name]["max_sweeps"]
+    if name == "gridrvm-fig3":
+        assert result["cells_computed"] == 3 * 3 * 2                   # bases x methods x noise values
+        assert {(r["basis"], r["method"], r["noise"]) for r in table["rows"]} == {
+            (b, m, k) for b in ("linear", "rbf", "per-dimension-rbf") for m in ("rvm", "p-grid", "s-grid")
+            for k in (0, 1)}
+        for r in table["rows"]:
+            assert 0 <= r["test_error"]["mean"] <= 1 and r["n"] == 1
+            shape = {"linear": [2 + r["noise"], 1], "rbf": [200, 1],
+                     "per-dimension-rbf": [2 + r["noise"], 200]}[r["basis"]]
+            assert r["table_shape"] == shape and r["weights"] == shape[0] * shape[1]
+        assert set(table["claims"]) == {"a", "b", "d", "e"}
+        assert all(c["verdict"] in ("reproduced", "NOT reproduced") for c in table["claims"].values())
+        assert len(GRIDRVM_MARKER.findall(md)) == 4                    # one marker per claim
+        assert "Criterion:" in md and "read off its text" in md and "stopped on the 100-sweep cap" in md
+        assert (folder / "fig3.png").stat().st_size > 0
+    else:
+        assert "LFW: not run" in md and table["lfw"] == "not run"
+        assert {(r["method"], r["prior"], r["size"]) for r in table["rows"]} == {
+            (m, p, n) for n in (30, 60) for m, p in [(m, p) for p in ("paper", "proper")
+                                                   for m in ("rvm", "p-grid", "s-grid")] + [("svm", None), ("l1", None)]}
+        assert all(r["test_error"]["mean"] < 0.5 for r in table["rows"])  # better than guessing
+        assert {p: c["verdict"] in ("reproduced", "NOT reproduced") for p, c in table["claims"].items()} == {
+            "paper": True, "proper": True}
+        assert len(GRIDRVM_MARKER.findall(md)) == 2                    # one marker per hyper-prior
+        assert "tested in spirit only" in md
+        for figure in ("learning_curve.png", "relevance.png"):
+            assert (folder / figure).stat().st_size > 0
+
+    # a rerun over the same folder finds every cell and fits nothing
+    cells = sorted((folder / "cells").glob("*.json"))
+    stamps = {p: os.stat(p).st_mtime_ns for p in cells}
+    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **GRIDRVM_TINY[name])
+    assert again["cells_computed"] == 0 and again["cells_reused"] == result["cells_computed"]
+    assert {p: os.stat(p).st_mtime_ns for p in sorted((folder / "cells").glob("*.json"))} == stamps
+    assert again["claims"] == table["claims"]
+
+
+def test_gridrvm_bad_options_are_refused(tmp_path, capsys):
+    fig3 = "gridrvm-fig3"
+    for bad in ("0,-2", "2.5", "0,51", ""):
+        with pytest.raises(ValueError, match="--noise must be comma-separated integers from 0 to 50"):
+            reproduce.run(fig3, out=str(tmp_path), reps=1, noise=bad)
+    with pytest.raises(ValueError, match="--bases must be comma-separated names from linear, rbf, per-dimension-rbf"):
+        reproduce.run(fig3, out=str(tmp_path), reps=1, bases="linear,quadratic")
+    with pytest.raises(ValueError, match="--max-sweeps must be a positive integer"):
+        reproduce.run(fig3, out=str(tmp_path), reps=1, max_sweeps=0)
+    assert not any(tmp_path.iterdir())  # option errors come before anything is written
+    assert cli.main(["reproduce", fig3, "--noise", "-1", "--out", str(tmp_path)]) == 2
+    assert "--noise must be comma-separated integers from 0 to 50; got '-1'" in capsys.readouterr().err
+
+    digits = "gridrvm-digits"
+    with pytest.raises(ValueError, match="--sizes must all be at least 10"):
+        reproduce.run(digits, out=str(tmp_path), reps=1, sizes="6,60", relevance_size=60)
+    with pytest.raises(ValueError, match="--relevance-size must be one of the --sizes"):
+        reproduce.run(digits, out=str(tmp_path), reps=1, sizes="30,60")
+    with pytest.raises(ValueError, match="exceeds the 1797 digit images"):
+        reproduce.run(digits, out=str(tmp_path), reps=1, sizes="30,1500", relevance_size=30)
+    assert not list(tmp_path.glob("*/cells/*.json"))  # no fit ran
+
+
+def test_gridrvm_noise_is_nested_and_digits_splits_are_nested_stratified_and_disjoint():
+    import numpy as np
+
+    from zoo.validation.reproduce import gridrvm
+
+    five, thirty = gridrvm.noise_columns(7, 5, 40), gridrvm.noise_columns(7, 30, 40)
+    assert five.shape == (40, 5) and np.array_equal(five, thirty[:, :5])          # k = 5 is part of k = 30
+    assert not np.allclose(gridrvm.noise_columns(8, 5, 40), five)                 # a new repetition, new noise
+    assert gridrvm.noise_columns(7, 0, 40).shape == (40, 0)
+
+    _, y = gridrvm.digits_pool()
+    assert y.size == 1797
+    small_train, small_test = gridrvm.digits_indices(y, 60, 797, 3)
+    large_train, large_test = gridrvm.digits_indices(y, 1000, 797, 3)
+    assert np.array_equal(small_test, large_test) and small_test.size == 797       # one test set per repetition
+    assert set(small_train) <= set(large_train) and large_train.size == 1000       # nested training sets
+    assert not set(large_train) & set(large_test)
+    assert abs(y[small_train].mean() - y.mean()) < 1 / 60                          # stratified
+    other_train, _ = gridrvm.digits_indices(y, 60, 797, 4)
+    assert not np.array_equal(other_train, small_train)

@@ -108,9 +108,9 @@ class RunContext:
 
 
 def _entries() -> dict[str, Entry]:
-    from . import ggig, horii
+    from . import ggig, gridrvm, horii
 
-    return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES}
+    return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES + gridrvm.ENTRIES}
 
 
 ENTRIES: dict[str, Entry] = _entries()

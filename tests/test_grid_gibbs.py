@@ -236,7 +236,7 @@ def _posterior_draws(reference, names):
 
 # the p-grid run (with the ridge move on and off) stays in the fast tier; the s-grid's and
 # the rvm's conditionals are checked exactly above, and their whole chains here in the slow
-# tier (~30 s each on a loaded 2-core machine)
+# tier (their chains are the costly part of this file)
 @pytest.mark.parametrize("prior", ["p-grid", pytest.param("s-grid", marks=pytest.mark.slow),
                                    pytest.param("rvm", marks=pytest.mark.slow)])
 def test_agrees_with_nuts_where_nuts_certifies(prior, tmp_path):

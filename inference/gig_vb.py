@@ -56,7 +56,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.scipy.special import digamma, gammaln
 
 from ..models.gig_logistic import GIGLogistic
@@ -65,15 +64,14 @@ from ..models.checks import check_design, check_spec
 from .posterior import FitInfo, GaussianPosterior
 from .compile_cache import CompiledPrograms
 from .contracts import EndToEndFit
-from .jaakkola_jordan import (BRANCHES, full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound,
-                              scaled_cholesky, uses_woodbury)
+from .jaakkola_jordan import (BRANCHES, STATUS, check_iteration_settings, compiled_loop, coordinate_ascent,
+                              full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound, scaled_cholesky,
+                              uses_woodbury)
 
 __all__ = ["VBConfig", "VBResult", "BRANCHES", "run", "fit", "fit_end_to_end", "elbo"]
 
 ENGINE_NAME = "vb"
 _LOG_2PI = float(np.log(2.0 * np.pi))
-_RUNNING, _CONVERGED, _ITERATION_CAP, _NON_FINITE = 0, 1, 2, 3
-_STATUS = {_CONVERGED: "converged", _ITERATION_CAP: "iteration cap", _NON_FINITE: "non-finite"}
 
 
 @dataclass(frozen=True)
@@ -99,12 +97,7 @@ class VBConfig:
     a_update: str = "quotient"
 
     def __post_init__(self):
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        for name in ("tol", "beta_tol"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < 1):
-                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+        check_iteration_settings(self.max_iter, tol=self.tol, beta_tol=self.beta_tol)
         if self.branch not in BRANCHES:
             raise ValueError(f"branch must be one of {BRANCHES}, got {self.branch!r}")
         if self.a_update not in ("quotient", "printed"):
@@ -254,54 +247,25 @@ def _initial_q(X, r, hyper, fam: _Family) -> _Q:
     return _update_beta(q, X, r, hyper, fam)
 
 
-class _Loop(NamedTuple):
-    q: _Q
-    it: jnp.ndarray
-    status: jnp.ndarray
-    last: jnp.ndarray
-    by_update: jnp.ndarray  # (max_iter, 4)
-
-
 def _run_loop(X, y, hyper, *, fam: _Family, max_iter: int):
     r = y - 0.5
-    tol, beta_tol = hyper[3], hyper[4]
     q0 = _initial_q(X, r, hyper, fam)
     # the starting q(beta) is already optimal for the starting q(tau), so the first ELBO
     # is that of the paper's initialization after its step 1
     elbo0 = _elbo(q0, y, hyper, fam)
+    updates = (lambda q: _update_beta(q, X, r, hyper, fam), lambda q: _update_tau(q, hyper, fam),
+               lambda q: _update_h(q, hyper, fam), _update_xi)
 
-    def cond(state: _Loop):
-        return state.status == _RUNNING
-
-    def body(state: _Loop):
-        q = state.q
+    def sweep(q):
         values = []
-        q = _update_beta(q, X, r, hyper, fam)
-        values.append(_elbo(q, y, hyper, fam))
-        q = _update_tau(q, hyper, fam)
-        values.append(_elbo(q, y, hyper, fam))
-        q = _update_h(q, hyper, fam)
-        values.append(_elbo(q, y, hyper, fam))
-        q = _update_xi(q)
-        values.append(_elbo(q, y, hyper, fam))
-        vals = jnp.stack(values)
-        by_update = state.by_update.at[state.it].set(vals)
-        new = vals[-1]
-        it = state.it + 1
-        finite = jnp.all(jnp.isfinite(vals)) & jnp.all(jnp.isfinite(q.bbar))
-        # two stopping rules (module docstring): the ELBO has settled, or q(beta)'s mean has
-        # settled. E[beta] is updated first in a sweep, from the previous sweep's q(tau) and
-        # xi, and the starting q already holds step 1's E[beta]: so the mean's change is
-        # only informative from the second sweep on.
-        beta_moved = jnp.max(jnp.abs(q.bbar - state.q.bbar))
-        small = ((jnp.abs(new - state.last) <= tol * jnp.maximum(1.0, jnp.abs(new)))
-                 | ((state.it >= 1) & (beta_moved <= beta_tol * (1.0 + jnp.max(jnp.abs(q.bbar))))))
-        status = jnp.where(~finite, _NON_FINITE,
-                           jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _ITERATION_CAP, _RUNNING)))
-        return _Loop(q, it, status, new, by_update)
+        for update in updates:
+            q = update(q)
+            values.append(_elbo(q, y, hyper, fam))
+        return q, jnp.stack(values)
 
-    init = _Loop(q0, jnp.asarray(0), jnp.asarray(_RUNNING), elbo0, jnp.full((max_iter, 4), jnp.nan))
-    out = lax.while_loop(cond, body, init)
+    # two stopping rules (module docstring; jaakkola_jordan.coordinate_ascent): the ELBO or E[beta] settles
+    out = coordinate_ascent(q0, elbo0, sweep, lambda q: q.bbar, n_updates=4, max_iter=max_iter,
+                            tol=hyper[3], mean_tol=hyper[4])
     return out, elbo0
 
 
@@ -310,13 +274,8 @@ _PROGRAMS = CompiledPrograms("gig_vb")
 
 def _compiled(shape, fam: _Family, max_iter: int):
     """(executable, compile seconds spent in this call) of the VB loop for these shapes."""
-    def build():
-        fn = jax.jit(lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter))
-        args = (jax.ShapeDtypeStruct(shape, jnp.float64), jax.ShapeDtypeStruct(shape[:1], jnp.float64),
-                jax.ShapeDtypeStruct((N_HYPER,), jnp.float64))
-        return fn.lower(*args).compile()
-
-    return _PROGRAMS.get((shape, fam, max_iter), build)
+    return compiled_loop(_PROGRAMS, lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter),
+                         shape, N_HYPER, (fam, max_iter))
 
 
 def _check_spec(spec):
@@ -348,7 +307,7 @@ def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResul
     return VBResult(
         bbar=bbar, cov=cov, q={k: np.asarray(v) for k, v in q._asdict().items()},
         trace=by_update[:, -1].copy(), elbo_by_update=by_update, elbo_initial=float(elbo0),
-        n_iter=n_iter, status=_STATUS.get(int(out.status), "running"),
+        n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
         branch="woodbury" if woodbury else "primal", seconds=seconds, compile_seconds=compile_seconds,
     )
 

@@ -47,7 +47,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.nn import sigmoid
 from jax.scipy.special import digamma, gammaln, xlogy
 
@@ -55,8 +54,9 @@ from ..models.checks import check_design, check_spec
 from ..models.grid_rvm import GridRVM
 from .compile_cache import CompiledPrograms
 from .contracts import EndToEndFit
-from .jaakkola_jordan import (BRANCHES, full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound,
-                              scaled_cholesky, uses_woodbury)
+from .jaakkola_jordan import (BRANCHES, STATUS, check_iteration_settings, compiled_loop, coordinate_ascent,
+                              full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound, scaled_cholesky,
+                              uses_woodbury)
 from .posterior import FitInfo, GaussianPosterior
 
 __all__ = ["VBConfig", "VBResult", "UPDATES", "run", "fit", "fit_end_to_end", "elbo", "relevance"]
@@ -71,8 +71,6 @@ UPDATES = ("w", "alpha", "beta", "pi", "xi")
 #: never gets there; gamma splits the digits' weights cleanly into ~0 and ~0.6-1 instead
 RELEVANCE_GAMMA = 0.5
 _LOG_2PI = float(np.log(2.0 * np.pi))
-_RUNNING, _CONVERGED, _ITERATION_CAP, _NON_FINITE = 0, 1, 2, 3
-_STATUS = {_CONVERGED: "converged", _ITERATION_CAP: "iteration cap", _NON_FINITE: "non-finite"}
 
 
 @dataclass(frozen=True)
@@ -97,12 +95,7 @@ class VBConfig:
     second_moment: str = "full"
 
     def __post_init__(self):
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        for name in ("tol", "mu_tol"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < 1):
-                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+        check_iteration_settings(self.max_iter, tol=self.tol, mu_tol=self.mu_tol)
         if self.branch not in BRANCHES:
             raise ValueError(f"branch must be one of {BRANCHES}, got {self.branch!r}")
         if self.second_moment not in ("full", "mean-only"):
@@ -259,42 +252,22 @@ def _initial_q(X, r, fam: _Family) -> _Q:
     return _update_w(q, X, r, fam)
 
 
-class _Loop(NamedTuple):
-    q: _Q
-    it: jnp.ndarray
-    status: jnp.ndarray
-    last: jnp.ndarray
-    by_update: jnp.ndarray  # (max_iter, len(UPDATES))
-
-
 def _run_loop(X, y, hyper, *, fam: _Family, max_iter: int):
     r = y - 0.5
-    tol, mu_tol = hyper[4], hyper[5]
     q0 = _initial_q(X, r, fam)
-    elbo0 = _elbo(q0, r, hyper, fam)
+    updates = (lambda q: _update_w(q, X, r, fam), lambda q: _update_alpha(q, hyper, fam),
+               lambda q: _update_beta(q, hyper, fam), lambda q: _update_pi(q, fam), _update_xi)
 
-    def body(state: _Loop):
-        q = _update_w(state.q, X, r, fam)
-        values = [_elbo(q, r, hyper, fam)]
-        for update in (lambda q: _update_alpha(q, hyper, fam), lambda q: _update_beta(q, hyper, fam),
-                       lambda q: _update_pi(q, fam), _update_xi):
+    def sweep(q):
+        values = []
+        for update in updates:
             q = update(q)
             values.append(_elbo(q, r, hyper, fam))
-        vals = jnp.stack(values)
-        new = vals[-1]
-        it = state.it + 1
-        finite = jnp.all(jnp.isfinite(vals)) & jnp.all(jnp.isfinite(q.mu))
-        # E[w] is updated first, from the previous sweep's hyper-parameters; the starting
-        # q already holds step 1's E[w], so its change is informative from sweep 2 on
-        mu_moved = jnp.max(jnp.abs(q.mu - state.q.mu))
-        small = ((jnp.abs(new - state.last) <= tol * jnp.maximum(1.0, jnp.abs(new)))
-                 | ((state.it >= 1) & (mu_moved <= mu_tol * (1.0 + jnp.max(jnp.abs(q.mu))))))
-        status = jnp.where(~finite, _NON_FINITE,
-                           jnp.where(small, _CONVERGED, jnp.where(it >= max_iter, _ITERATION_CAP, _RUNNING)))
-        return _Loop(q, it, status, new, state.by_update.at[state.it].set(vals))
+        return q, jnp.stack(values)
 
-    init = _Loop(q0, jnp.asarray(0), jnp.asarray(_RUNNING), elbo0, jnp.full((max_iter, len(UPDATES)), jnp.nan))
-    out = lax.while_loop(lambda s: s.status == _RUNNING, body, init)
+    elbo0 = _elbo(q0, r, hyper, fam)
+    out = coordinate_ascent(q0, elbo0, sweep, lambda q: q.mu, n_updates=len(UPDATES), max_iter=max_iter,
+                            tol=hyper[4], mean_tol=hyper[5])
     return out, elbo0
 
 
@@ -305,13 +278,8 @@ _PROGRAMS = CompiledPrograms("grid_vb")
 
 def _compiled(shape, fam: _Family, max_iter: int):
     """(executable, compile seconds spent in this call) of the VB loop for these shapes."""
-    def build():
-        fn = jax.jit(lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter))
-        args = (jax.ShapeDtypeStruct(shape, jnp.float64), jax.ShapeDtypeStruct(shape[:1], jnp.float64),
-                jax.ShapeDtypeStruct((N_HYPER,), jnp.float64))
-        return fn.lower(*args).compile()
-
-    return _PROGRAMS.get((shape, fam, max_iter), build)
+    return compiled_loop(_PROGRAMS, lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter),
+                         shape, N_HYPER, (fam, max_iter))
 
 
 def _check(spec, Phi, y):
@@ -350,7 +318,7 @@ def run(spec: GridRVM, Phi, y, *, config: VBConfig | None = None) -> VBResult:
     return VBResult(
         mu=mu, cov=cov, q={k: np.asarray(v) for k, v in q._asdict().items()},
         trace=by_update[:, -1].copy(), elbo_by_update=by_update, elbo_initial=float(elbo0),
-        n_iter=n_iter, status=_STATUS.get(int(out.status), "running"),
+        n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
         branch="woodbury" if woodbury else "primal", seconds=seconds, compile_seconds=compile_seconds,
     )
 

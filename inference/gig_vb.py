@@ -49,11 +49,9 @@ Predictive: the paper's (14), sigmoid(x^T bbar / sqrt(1 + pi x^T Sigma x / 8)) -
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma, gammaln
@@ -61,12 +59,12 @@ from jax.scipy.special import digamma, gammaln
 from ..models.gig_logistic import GIGLogistic
 from ..models.special import log_bessel_kv
 from ..models.checks import check_design, check_spec
-from .posterior import FitInfo, GaussianPosterior
+from .posterior import GaussianPosterior
 from .compile_cache import CompiledPrograms
 from .contracts import EndToEndFit
-from .jaakkola_jordan import (BRANCHES, STATUS, check_iteration_settings, compiled_loop, coordinate_ascent,
-                              full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound, scaled_cholesky,
-                              uses_woodbury)
+from .jaakkola_jordan import (BRANCHES, ascent_fit_info, check_iteration_settings, compiled_loop,
+                              coordinate_ascent, gaussian_block, jj_lambda, jj_likelihood_bound, run_ascent,
+                              scaled_cholesky, uses_woodbury)
 
 __all__ = ["VBConfig", "VBResult", "BRANCHES", "run", "fit", "fit_end_to_end", "elbo"]
 
@@ -293,23 +291,8 @@ def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResul
     compiled, compile_seconds = _compiled(X.shape, fam, int(config.max_iter))
     hyper = jnp.asarray([spec.rho, spec.k, spec.theta, config.tol, config.beta_tol,
                          1.0 if config.a_update == "printed" else 0.0])
-    t0 = time.perf_counter()
-    out, elbo0 = jax.block_until_ready(compiled(jnp.asarray(X), jnp.asarray(y01), hyper))
-    seconds = time.perf_counter() - t0
-    n_iter = int(out.it)
-    q = out.q
-    e_inv_tau = np.asarray(q.e_inv_tau)
-    # the returned q(beta) is the one for the final q(tau) and xi (a last step 1), so that
-    # posterior and reported parameters belong together
-    cov = full_covariance(X, 1.0 / e_inv_tau, np.asarray(jj_lambda(q.xi)), woodbury)
-    bbar = cov @ (X.T @ (y01 - 0.5))
-    by_update = np.asarray(out.by_update)[:n_iter]
-    return VBResult(
-        bbar=bbar, cov=cov, q={k: np.asarray(v) for k, v in q._asdict().items()},
-        trace=by_update[:, -1].copy(), elbo_by_update=by_update, elbo_initial=float(elbo0),
-        n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
-        branch="woodbury" if woodbury else "primal", seconds=seconds, compile_seconds=compile_seconds,
-    )
+    res = run_ascent(compiled, compile_seconds, X, y01, hyper, lambda q: 1.0 / q.e_inv_tau, woodbury)
+    return VBResult(bbar=res.pop("mean"), **res)
 
 
 def elbo(spec: GIGLogistic, Phi, y, q: dict) -> float:
@@ -330,28 +313,10 @@ def _family(spec: GIGLogistic, woodbury: bool) -> _Family:
 def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> GaussianPosterior:
     """q(beta) = N(bbar, Sigma) of Algorithm 1 as a Gaussian posterior over ``beta``."""
     res = run(spec, Phi, y, config=config)
-    increases = np.diff(np.concatenate([[res.elbo_initial], res.elbo_by_update.ravel()]))
-    scale = max(1.0, float(np.max(np.abs(res.elbo_by_update))) if res.n_iter else 1.0)
-    info = FitInfo(
-        engine=ENGINE_NAME,
-        converged=res.status == "converged",
-        n_iter=res.n_iter,
-        reason="" if res.status == "converged" else f"stopped: {res.status} after {res.n_iter} sweeps",
-        seconds=res.seconds,
-        compile_seconds=res.compile_seconds,
-        objective="evidence lower bound (Jaakkola-Jordan bound, mean field q(beta) q(tau) q(h)) per sweep",
-        trace=res.trace,
-        extra={
-            "branch": res.branch,
-            "elbo_by_update": res.elbo_by_update,
-            "elbo_initial": res.elbo_initial,
-            # the largest fall of the ELBO in any coordinate update, relative to its size;
-            # above rounding (~1e-12) it would mean an update is not its factor's optimum
-            "largest_relative_decrease": float(max(0.0, -np.min(increases)) / scale) if increases.size else 0.0,
-            "tau_a": res.q["tau_a"], "tau_b": res.q["tau_b"],
-            "h_shape": res.q["h_shape"], "h_rate": res.q["h_rate"], "xi": res.q["xi"],
-        },
-    )
+    info = ascent_fit_info(
+        ENGINE_NAME, res, "evidence lower bound (Jaakkola-Jordan bound, mean field q(beta) q(tau) q(h)) per sweep",
+        {"tau_a": res.q["tau_a"], "tau_b": res.q["tau_b"], "h_shape": res.q["h_shape"], "h_rate": res.q["h_rate"],
+         "xi": res.q["xi"]})
     return GaussianPosterior(spec, spec.sites(res.bbar.size), res.bbar, scaled_cholesky(res.cov), info)
 
 

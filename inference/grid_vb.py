@@ -40,11 +40,9 @@ two over the training inputs.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.nn import sigmoid
@@ -54,10 +52,10 @@ from ..models.checks import check_design, check_spec
 from ..models.grid_rvm import GridRVM
 from .compile_cache import CompiledPrograms
 from .contracts import EndToEndFit
-from .jaakkola_jordan import (BRANCHES, STATUS, check_iteration_settings, compiled_loop, coordinate_ascent,
-                              full_covariance, gaussian_block, jj_lambda, jj_likelihood_bound, scaled_cholesky,
-                              uses_woodbury)
-from .posterior import FitInfo, GaussianPosterior
+from .jaakkola_jordan import (BRANCHES, ascent_fit_info, check_iteration_settings, compiled_loop,
+                              coordinate_ascent, gaussian_block, jj_lambda, jj_likelihood_bound, run_ascent,
+                              scaled_cholesky, uses_woodbury)
+from .posterior import GaussianPosterior
 
 __all__ = ["VBConfig", "VBResult", "UPDATES", "run", "fit", "fit_end_to_end", "elbo", "relevance"]
 
@@ -305,22 +303,9 @@ def run(spec: GridRVM, Phi, y, *, config: VBConfig | None = None) -> VBResult:
     woodbury = uses_woodbury(n, m, config.branch)
     fam = _family(spec, woodbury, config)
     compiled, compile_seconds = _compiled(X.shape, fam, int(config.max_iter))
-    t0 = time.perf_counter()
-    out, elbo0 = jax.block_until_ready(compiled(jnp.asarray(X), jnp.asarray(y01), _hyper(spec, config)))
-    seconds = time.perf_counter() - t0
-    n_iter = int(out.it)
-    q = out.q
-    # the returned q(w) is the one for the final hyper-parameters and xi (a last step 1),
-    # so that posterior and reported parameters belong together
-    cov = full_covariance(X, 1.0 / np.asarray(_expected_precision(q, fam)), np.asarray(jj_lambda(q.xi)), woodbury)
-    mu = cov @ (X.T @ (y01 - 0.5))
-    by_update = np.asarray(out.by_update)[:n_iter]
-    return VBResult(
-        mu=mu, cov=cov, q={k: np.asarray(v) for k, v in q._asdict().items()},
-        trace=by_update[:, -1].copy(), elbo_by_update=by_update, elbo_initial=float(elbo0),
-        n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
-        branch="woodbury" if woodbury else "primal", seconds=seconds, compile_seconds=compile_seconds,
-    )
+    res = run_ascent(compiled, compile_seconds, X, y01, _hyper(spec, config),
+                     lambda q: 1.0 / _expected_precision(q, fam), woodbury)
+    return VBResult(mu=res.pop("mean"), **res)
 
 
 def elbo(spec: GridRVM, Phi, y, q: dict) -> float:
@@ -366,8 +351,6 @@ def fit(spec: GridRVM, Phi, y, *, config: VBConfig | None = None, prior: str | N
         spec = spec.with_params(prior=prior)
     res = run(spec, Phi, y, config=config)
     X = np.asarray(Phi, dtype=float)
-    increases = np.diff(np.concatenate([[res.elbo_initial], res.elbo_by_update.ravel()]))
-    scale = max(1.0, float(np.max(np.abs(res.elbo_by_update))) if res.n_iter else 1.0)
     rel = relevance(spec, res.q)
     f_mean = X @ res.mu
     f_var = np.sum((X @ res.cov) * X, axis=1)
@@ -375,32 +358,14 @@ def fit(spec: GridRVM, Phi, y, *, config: VBConfig | None = None, prior: str | N
                                        - np.asarray(spec.gaussian_prob_exact(f_mean, f_var)))))
     gamma = 1.0 - rel["precision"] * spec.as_table(np.diag(res.cov))
     summary = pruning_summary(spec, gamma)
-    info = FitInfo(
-        engine=ENGINE_NAME,
-        converged=res.status == "converged",
-        n_iter=res.n_iter,
-        reason="" if res.status == "converged" else f"stopped: {res.status} after {res.n_iter} sweeps",
-        seconds=res.seconds,
-        compile_seconds=res.compile_seconds,
-        objective=f"evidence lower bound ({spec.prior}; Jaakkola-Jordan bound, mean field q(w) q(alpha) q(beta)) "
-                  "per sweep",
-        trace=res.trace,
-        extra={
-            "branch": res.branch,
-            "prior": spec.prior,
-            "elbo_by_update": res.elbo_by_update,
-            "elbo_initial": res.elbo_initial,
-            # the largest fall of the ELBO in any block update, relative to its size;
-            # above rounding (~1e-12) it would mean an update is not its block's optimum
-            "largest_relative_decrease": float(max(0.0, -np.min(increases)) / scale) if increases.size else 0.0,
-            "alpha_mean": rel["alpha"], "beta_mean": rel["beta"], "precision_mean": rel["precision"],
-            "q_alpha": (res.q["a"], res.q["b"]),
-            "q_beta": None if spec.prior == "rvm" else (res.q["c"], res.q["d"]),
-            "pruning": {k: v for k, v in summary.items() if k != "kept"},
-            "relevant": summary["kept"].ravel(), "well_determinedness": gamma.ravel(),
-            "mackay_error_train": mackay_error,
-        },
-    )
+    info = ascent_fit_info(
+        ENGINE_NAME, res,
+        f"evidence lower bound ({spec.prior}; Jaakkola-Jordan bound, mean field q(w) q(alpha) q(beta)) per sweep",
+        {"prior": spec.prior, "alpha_mean": rel["alpha"], "beta_mean": rel["beta"], "precision_mean": rel["precision"],
+         "q_alpha": (res.q["a"], res.q["b"]), "q_beta": None if spec.prior == "rvm" else (res.q["c"], res.q["d"]),
+         "pruning": {k: v for k, v in summary.items() if k != "kept"},
+         "relevant": summary["kept"].ravel(), "well_determinedness": gamma.ravel(),
+         "mackay_error_train": mackay_error})
     factors = {"alpha": (res.q["a"], res.q["b"])}
     if spec.prior != "rvm":
         factors["beta"] = (res.q["c"], res.q["d"])

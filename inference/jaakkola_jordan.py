@@ -23,6 +23,7 @@ once, for the returned posterior (:func:`full_covariance`).
 """
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
 import jax
@@ -168,3 +169,44 @@ def compiled_loop(programs, run_loop, shape, n_hyper: int, key):
         return fn.lower(*args).compile()
 
     return programs.get((shape, *key), build)
+
+
+def run_ascent(compiled, compile_seconds: float, X, y01, hyper, prior_variance, woodbury: bool) -> dict[str, Any]:
+    """Run a compiled loop of :func:`compiled_loop` and collect what both engines return:
+    {mean, cov, q, trace, elbo_by_update, elbo_initial, n_iter, status, branch, seconds,
+    compile_seconds}. ``prior_variance(q)``: the Gaussian block's prior variances s at the
+    final q. The returned q(w) is the one for the final other blocks and xi (a last
+    Gaussian update), so that the posterior and the reported parameters belong together."""
+    t0 = time.perf_counter()
+    out, elbo0 = jax.block_until_ready(compiled(jnp.asarray(X), jnp.asarray(y01), hyper))
+    seconds = time.perf_counter() - t0
+    n_iter = int(out.it)
+    cov = full_covariance(X, np.asarray(prior_variance(out.q)), np.asarray(jj_lambda(out.q.xi)), woodbury)
+    by_update = np.asarray(out.by_update)[:n_iter]
+    return {"mean": cov @ (X.T @ (y01 - 0.5)), "cov": cov, "q": {k: np.asarray(v) for k, v in out.q._asdict().items()},
+            "trace": by_update[:, -1].copy(), "elbo_by_update": by_update, "elbo_initial": float(elbo0),
+            "n_iter": n_iter, "status": STATUS.get(int(out.status), "running"),
+            "branch": "woodbury" if woodbury else "primal", "seconds": seconds, "compile_seconds": compile_seconds}
+
+
+def ascent_fit_info(engine: str, res, objective: str, extra: dict[str, Any]):
+    """FitInfo of a finished ascent (an engine's VBResult): convergence, timings, the ELBO
+    trace, and the largest fall of the ELBO in any block update relative to its size (above
+    rounding, ~1e-12, an update would not be its block's optimum), beside ``extra``."""
+    from .posterior import FitInfo
+
+    increases = np.diff(np.concatenate([[res.elbo_initial], res.elbo_by_update.ravel()]))
+    scale = max(1.0, float(np.max(np.abs(res.elbo_by_update))) if res.n_iter else 1.0)
+    return FitInfo(
+        engine=engine,
+        converged=res.status == "converged",
+        n_iter=res.n_iter,
+        reason="" if res.status == "converged" else f"stopped: {res.status} after {res.n_iter} sweeps",
+        seconds=res.seconds,
+        compile_seconds=res.compile_seconds,
+        objective=objective,
+        trace=res.trace,
+        extra={"branch": res.branch, "elbo_by_update": res.elbo_by_update, "elbo_initial": res.elbo_initial,
+               "largest_relative_decrease": float(max(0.0, -np.min(increases)) / scale) if increases.size else 0.0,
+               **extra},
+    )

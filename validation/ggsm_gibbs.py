@@ -49,7 +49,7 @@ from jax.scipy.special import log_ndtr
 
 from ..models.checks import check_design
 from .reference import ReferenceSampler
-from .slice_sampling import GibbsRun, progress_bar, record_blocks, slice_1d
+from .slice_sampling import GibbsRun, progress_bar, record_blocks, run_chain_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
@@ -183,13 +183,7 @@ _block_parallel = jax.pmap(_block, in_axes=(0, 0, None, None, None, None, None, 
 
 
 def _blocks(state: ChainState, widths: Widths, Phi, s, q, a, b, n_sweeps: int):
-    chains = state.w.shape[0]
-    if jax.local_device_count() >= chains:
-        return _block_parallel(state, widths, Phi, s, q, a, b, n_sweeps)
-    outs = [_block_one(jax.tree_util.tree_map(lambda x: x[c], state),
-                       jax.tree_util.tree_map(lambda x: x[c], widths), Phi, s, q, a, b, n_sweeps)
-            for c in range(chains)]
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)
+    return run_chain_blocks(_block_one, _block_parallel, state, widths, Phi, s, q, a, b, n_sweeps)
 
 
 def _adapted_widths(w_draws: np.ndarray) -> Widths:

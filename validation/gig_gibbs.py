@@ -45,7 +45,7 @@ from ..models.distributions import LogBetaPrime
 from ..models.checks import check_design
 from .polya_gamma import sample_pg1
 from .reference import ReferenceSampler
-from .slice_sampling import GibbsRun, progress_bar, record_blocks, slice_1d
+from .slice_sampling import GibbsRun, progress_bar, record_blocks, run_chain_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the widths after every block
 BLOCK = 100
@@ -121,12 +121,7 @@ _block_parallel = jax.pmap(_block, in_axes=(0, 0, None, None, None, None, None, 
 
 
 def _blocks(state, widths, X, kappa, rho, k, theta, n_sweeps):
-    chains = state.beta.shape[0]
-    if jax.local_device_count() >= chains:
-        return _block_parallel(state, widths, X, kappa, rho, k, theta, n_sweeps)
-    outs = [_block_one(jax.tree_util.tree_map(lambda x: x[c], state), widths[c], X, kappa, rho, k, theta, n_sweeps)
-            for c in range(chains)]
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)
+    return run_chain_blocks(_block_one, _block_parallel, state, widths, X, kappa, rho, k, theta, n_sweeps)
 
 
 class PGGibbsChains:

@@ -64,7 +64,7 @@ from ..models.grid_rvm import GridRVM
 from .gig_gibbs import draw_beta
 from .polya_gamma import sample_pg1
 from .reference import ReferenceSampler
-from .slice_sampling import GibbsRun, progress_bar, record_blocks, slice_1d
+from .slice_sampling import GibbsRun, progress_bar, record_blocks, run_chain_blocks, slice_1d
 
 #: sweeps per compiled block; warm-up adapts the slice widths after every block
 BLOCK = 100
@@ -213,12 +213,8 @@ _block_parallel = jax.pmap(_block, in_axes=(0, 0) + (None,) * 8, static_broadcas
 
 
 def _blocks(state, widths, Phi, kappa, hyper, ridge, prior, shape, bcm, n_sweeps):
-    chains = state.w.shape[0]
-    args = (Phi, kappa, hyper, ridge, prior, shape, bcm, n_sweeps)
-    if jax.local_device_count() >= chains:
-        return _block_parallel(state, widths, *args)
-    outs = [_block_one(jax.tree_util.tree_map(lambda x: x[c], state), widths[c], *args) for c in range(chains)]
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)
+    return run_chain_blocks(_block_one, _block_parallel, state, widths, Phi, kappa, hyper, ridge, prior, shape, bcm,
+                            n_sweeps)
 
 
 class GridGibbsChains:

@@ -129,3 +129,18 @@ class GibbsRun:
     def layout(self) -> dict:
         # each chain has its own key, so the draws are the same either way
         return {"chain_method": "parallel" if jax.local_device_count() >= self.num_chains else "sequential"}
+
+
+def run_chain_blocks(block_one, block_parallel, state, widths, *args):
+    """One compiled block of sweeps for every chain of a Gibbs sampler: one chain per CPU
+    device (``block_parallel``, a pmap) when the process has enough devices, else one after
+    another (``block_one``, a jit): a vmapped while_loop would run every chain until the
+    slowest is done. ``state`` and ``widths`` carry the chains in their leading axis;
+    ``args`` are shared by every chain. Each chain has its own key, so both layouts give the
+    same draws."""
+    chains = jax.tree_util.tree_leaves(state)[0].shape[0]
+    if jax.local_device_count() >= chains:
+        return block_parallel(state, widths, *args)
+    outs = [block_one(jax.tree_util.tree_map(lambda x: x[c], state), jax.tree_util.tree_map(lambda x: x[c], widths),
+                      *args) for c in range(chains)]
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)

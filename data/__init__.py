@@ -21,7 +21,7 @@ from __future__ import annotations
 from .catalog import describe, load, load_libsvm, names
 from .files import checksums, open_text, read_bytes, verify
 from .generators import (CROSS_SD, GGIG_WEAK_WEIGHT, OVERLAP_MEANS, cross_sample, ggig_linear, horii_beta_star,
-                         horii_synthetic, overlap_sample, spiral_points, waveform_pool)
+                         horii_synthetic, noise_features, overlap_sample, spiral_points, waveform_pool)
 from .parsers import EslMixture, load_esl_mixture
 from .splits import PROJECT_SEED, Split, Standardization
 

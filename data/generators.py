@@ -219,3 +219,20 @@ def horii_synthetic(repetition: int = 0, *, n_train: int = 100, n_test: int = 10
         source=(f"generated: Horii Section 4.1 design, repetition {repetition}, "
                 f"SeedSequence[{PROJECT_SEED}, {_HORII_SEED_ID}, {repetition}, stream, n]"),
     )
+
+
+#: the stream of noise_features (a fixed word, never used by another generator)
+NOISE_FEATURE_STREAM = 310_001
+
+
+def noise_features(seed: int, k: int, n_rows: int) -> np.ndarray:
+    """(n_rows, k) N(0, 1) noise features, appended to a data set's inputs to see how a
+    model copes with irrelevant inputs (the gridRVM paper's ESL experiment). Column j comes
+    from its own numpy Generator seeded by [NOISE_FEATURE_STREAM, seed, j], so the first k
+    columns are the same whatever the largest k of a grid (the noise of k = 5 is part of the
+    noise of k = 30: nested, as adding features to one data set). Draw the training and
+    test rows in one call and split them, so that both get noise from the same columns."""
+    if k == 0:
+        return np.zeros((n_rows, 0))
+    return np.stack([np.random.default_rng([NOISE_FEATURE_STREAM, int(seed), j]).standard_normal(n_rows)
+                     for j in range(k)], axis=1)

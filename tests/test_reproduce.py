@@ -225,12 +225,13 @@ def test_gridrvm_bad_options_are_refused(tmp_path, capsys):
 def test_gridrvm_noise_is_nested_and_digits_splits_are_nested_stratified_and_disjoint():
     import numpy as np
 
+    from zoo.data import noise_features as datasets_noise
     from zoo.validation.reproduce import gridrvm
 
-    five, thirty = gridrvm.noise_columns(7, 5, 40), gridrvm.noise_columns(7, 30, 40)
+    five, thirty = datasets_noise(7, 5, 40), datasets_noise(7, 30, 40)
     assert five.shape == (40, 5) and np.array_equal(five, thirty[:, :5])          # k = 5 is part of k = 30
-    assert not np.allclose(gridrvm.noise_columns(8, 5, 40), five)                 # a new repetition, new noise
-    assert gridrvm.noise_columns(7, 0, 40).shape == (40, 0)
+    assert not np.allclose(datasets_noise(8, 5, 40), five)                 # a new repetition, new noise
+    assert datasets_noise(7, 0, 40).shape == (40, 0)
 
     _, y = gridrvm.digits_pool()
     assert y.size == 1797

@@ -96,8 +96,8 @@ A_FEW = 5
 #: the paper's test-error bands (read off its text; it prints no numbers)
 LINEAR_FLOOR = 0.27
 GRID_BAND = (0.22, 0.23)
-# seed streams (labels of numpy SeedSequences, never reused for anything else)
-_NOISE_STREAM = 310_001
+# seed stream of the digits subsamples (a label of a numpy SeedSequence, never reused;
+# the noise features' stream is zoo.data.generators.NOISE_FEATURE_STREAM)
 _DIGITS_STREAM = 310_002
 #: scikit-learn's C grid for both linear baselines, 10^(-3..3) in half-decades, and their
 #: folds: the Horii entry's, whose L1-LR is reused here
@@ -225,17 +225,6 @@ def _band_plot(ax, x, cells_by_x, key, color, style, label, lw=1.4):
 # ------------------------------------------------------------------------------------
 # Fig. 3: the ESL mixture with noise features
 # ------------------------------------------------------------------------------------
-def noise_columns(noise_seed: int, k: int, n_rows: int) -> np.ndarray:
-    """(n_rows, k) N(0, 1) noise features. Column j comes from its own stream
-    [_NOISE_STREAM, noise_seed, j], so the first k columns are the same whatever the largest
-    k of the grid: the noise of k = 5 is part of the noise of k = 30 (nested, as adding
-    features to one data set), and a repetition's draw is shared by every method and basis."""
-    if k == 0:
-        return np.zeros((n_rows, 0))
-    return np.stack([np.random.default_rng([_NOISE_STREAM, int(noise_seed), j]).standard_normal(n_rows)
-                     for j in range(k)], axis=1)
-
-
 def fig3_design(basis: str, X_train, X_test, delta: float):
     """(Phi_train, Phi_test, table shape) of one of the paper's three bases; every RBF is
     centred on the training objects, and no bias column is added (the paper's model has none)."""
@@ -263,7 +252,7 @@ def fig3_cell(basis: str, method: str, noise: int, repetition: int, noise_seed: 
 
     s = datasets.load("esl_mixture", 0, standardize=False)
     n_tr, n_te = s.y_train.size, s.y_test.size
-    Z = noise_columns(noise_seed, noise, n_tr + n_te)
+    Z = datasets.noise_features(noise_seed, noise, n_tr + n_te)
     X_tr, X_te = np.hstack([s.X_train, Z[:n_tr]]), np.hstack([s.X_test, Z[n_tr:]])
     Phi_tr, Phi_te, shape = fig3_design(basis, X_tr, X_te, delta)
     post = grid_vb.fit(GridRVM.paper_prior(shape, method), Phi_tr, s.y_train, config=_vb_config(max_sweeps, mu_tol))

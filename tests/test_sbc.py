@@ -61,6 +61,13 @@ def test_uniformity_test_catches_and_names_a_broken_posterior(defect, words):
     assert words in S.describe_failure(test["worst"][0])
 
 
+def test_a_failure_without_a_clear_shape_names_no_direction():
+    # a band exceeded with near-even shares (seen on grid-rvm's vb-s-grid, 23% / 48%):
+    # "biased downwards" on 52% above the median would mislead
+    words = S.describe_failure({"name": "w[11]", "share_in_outer_tenths": 0.23, "share_below_half": 0.48})
+    assert "no simple shape" in words and "biased" not in words
+
+
 def test_factor_terms_are_the_rejection_weights_of_the_prior():
     # PCVM's EPCVM surrogate has a factor term (its smooth indicator); ancestral simulation
     # ignores it, and SBC accepts each draw with probability exp(term) instead

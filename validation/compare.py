@@ -154,7 +154,9 @@ def _without_undefined_moments(rows, moments):
     return [{**r, **{k: None for k in drop}} for r in rows]
 
 
-def _reference_summary(ref) -> dict[str, Any]:
+def reference_summary(ref) -> dict[str, Any]:
+    """One reference run as the results (and the reference tables of benchmarks/) record it:
+    certificate, diagnostics, timings, sampler."""
     d = ref.diagnostics
     return {
         "certified": bool(ref.certified),
@@ -179,7 +181,7 @@ def _reference_summary(ref) -> dict[str, Any]:
 
 
 def _no_draws_summary(sampler_name: str | None, failures: list[str]) -> dict[str, Any]:
-    """The keys of :func:`_reference_summary` for samplers that ran out of time: no draws,
+    """The keys of :func:`reference_summary` for samplers that ran out of time: no draws,
     so no diagnostics and no timings, only which ran out and why."""
     return {
         "certified": False,
@@ -210,14 +212,14 @@ def _missing_reference_summary(err: NoReference) -> dict[str, Any]:
     return _no_draws_summary(None, [_timeout_sentence(s, limit) for s, limit in err.timed_out])
 
 
-def _timed_out_summary(err: ReferenceTimeout) -> dict[str, Any]:
+def timed_out_summary(err: ReferenceTimeout) -> dict[str, Any]:
     """One sampler that ran out of time, as an entry of references_tried."""
     return {**_no_draws_summary(err.sampler, [str(err)]), "time_limit": err.time_limit}
 
 
 def _timed_out_samplers(err: NoReference) -> list[dict[str, Any]]:
     """references_tried when every sampler ran out of time: each with its time limit."""
-    return [_timed_out_summary(ReferenceTimeout(s, limit)) for s, limit in err.timed_out]
+    return [timed_out_summary(ReferenceTimeout(s, limit)) for s, limit in err.timed_out]
 
 
 def reference_ran_out_of_time(summary: dict[str, Any]) -> bool:
@@ -341,12 +343,12 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         "selection": prepared.selection,
         "moments": prepared.moments,
         "spec": spec.to_dict(),
-        "reference": _missing_reference_summary(no_reference) if reference is None else _reference_summary(reference),
+        "reference": _missing_reference_summary(no_reference) if reference is None else reference_summary(reference),
         # every sampler tried, in order: the report names the one used and why the others not
         "references_tried": _timed_out_samplers(no_reference) if reference is None else [
-            _timed_out_summary(r) if isinstance(r, ReferenceTimeout) else _reference_summary(r) for r in tried],
+            timed_out_summary(r) if isinstance(r, ReferenceTimeout) else reference_summary(r) for r in tried],
         "variant_references": {
-            v: _reference_summary(variant_refs[v]) if v in variant_refs
+            v: reference_summary(variant_refs[v]) if v in variant_refs
             else _missing_reference_summary(variants_without_reference[v]) for v in needed_variants},
         "reference_test_error": None if reference is None else float(np.mean(
             (reference.posterior.predict_proba(prepared.Phi_test) > 0.5) != (prepared.y_test == 1))),

@@ -1,6 +1,7 @@
-"""Building blocks of the reference tables (benchmarks/ggsm_references.py and
-gig_references.py): one JSON cell per setting, written atomically and skipped when it
-exists, each recording the reference samplers tried and rendering them the same way."""
+"""Building blocks of the reference tables (benchmarks/ggsm_references.py,
+gig_references.py, grid_references.py): one JSON cell per setting, written atomically and
+skipped when it exists, each recording the reference samplers tried and rendering them the
+same way, and the agreement of two references where both certify."""
 from __future__ import annotations
 
 import json
@@ -43,3 +44,27 @@ def load_or_run(path: str, label: str, run: Callable[[], dict[str, Any]]) -> dic
     print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "
           f"({cell['wall_seconds']:.0f} s)", flush=True)
     return cell
+
+
+def median_agreement(post_a, post_b, Phi_test) -> dict[str, Any]:
+    """How far two reference posteriors of the same model are apart: the largest |z| over
+    all coordinates of the difference of posterior medians, z = (median_a - median_b) /
+    sqrt(mcse_a^2 + mcse_b^2) with ArviZ's Monte Carlo standard error of the median
+    (medians always exist, means may not), and the mean |p_a - p_b| of the test-set
+    predictive probabilities. Two correct samplers give a largest |z| around 2-3 over a few
+    dozen coordinates (about sqrt(2 log d))."""
+    import arviz as az
+    import numpy as np
+
+    fa, fb = post_a.flat_draws(), post_b.flat_draws()  # (chains * draws, d)
+    ca = fa.reshape(post_a.n_chains, post_a.n_draws, -1)
+    cb = fb.reshape(post_b.n_chains, post_b.n_draws, -1)
+    z = []
+    for j in range(fa.shape[1]):
+        se = np.hypot(float(az.mcse(ca[..., j], method="median")), float(az.mcse(cb[..., j], method="median")))
+        z.append(float((np.median(fa[:, j]) - np.median(fb[:, j])) / se))
+    z = np.abs(np.array(z))
+    p_a = np.asarray(post_a.predict_proba(Phi_test))
+    p_b = np.asarray(post_b.predict_proba(Phi_test))
+    return {"max_abs_z_median": float(z.max()), "n_coordinates": int(z.size),
+            "n_abs_z_above_3": int(np.sum(z > 3)), "pred_mae_between": float(np.mean(np.abs(p_a - p_b)))}

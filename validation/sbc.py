@@ -490,10 +490,14 @@ def describe_failure(q: dict[str, Any]) -> str:
         shape = f"{100 * ends:.0f}% of truths in the outer tenths (expected 20%): too narrow"
     elif ends < 0.2 - 0.1:
         shape = f"{100 * ends:.0f}% of truths in the outer tenths (expected 20%): too wide"
-    elif below > 0.5:
+    elif below > 0.5 + 0.1:
         shape = f"{100 * below:.0f}% of truths below the posterior median: posterior biased upwards"
-    else:
+    elif below < 0.5 - 0.1:
         shape = f"{100 * (1 - below):.0f}% of truths above the posterior median: posterior biased downwards"
+    else:
+        # the ECDF left its band somewhere in between: naming a direction would mislead
+        shape = (f"rank ECDF outside its band, no simple shape: {100 * ends:.0f}% in the outer tenths, "
+                 f"{100 * below:.0f}% below the median")
     return f"{q['name']} ({shape})"
 
 

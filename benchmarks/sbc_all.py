@@ -24,7 +24,7 @@ import time
 import zoo  # noqa: F401  (float64)
 from zoo.validation import registry
 from zoo.validation.atomic import write_json_atomic
-from zoo.validation.sbc import SBCSettings, plot_sbc, run_sbc, summary_line
+from zoo.validation.sbc import SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line
 
 
 def main(argv=None) -> None:
@@ -54,8 +54,8 @@ def main(argv=None) -> None:
         executor = client.get_executor()
     for model in args.models.split(","):
         record = registry.get_model(model)
-        names = ((list(record.engine_names) if args.only != "samplers" else [])
-                 + (list(record.sampler_names) if args.only != "engines" else []))
+        # samplers also on each model variant (grid-rvm: grid-gibbs@s-grid, nuts@rvm, ...)
+        names = sbc_names(record, engines=args.only != "samplers", samplers=args.only != "engines")
         for name in (n for n in names if not only or n in only):
             t0 = time.perf_counter()
             folder = os.path.join(args.out, model, name)

@@ -168,8 +168,8 @@ def test_zoo_sbc_runs_a_users_engine_from_module_and_function(tmp_path, monkeypa
 
 
 def _every_engine_and_sampler():
-    return [(m, e) for m in registry.model_names()
-            for e in registry.get_model(m).engine_names + registry.get_model(m).sampler_names]
+    # samplers on the model and on each of its variants (grid-rvm's grid-gibbs@s-grid)
+    return [(m, e) for m in registry.model_names() for e in S.sbc_names(registry.get_model(m))]
 
 
 @pytest.mark.slow
@@ -186,7 +186,7 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     summary = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100), out_dir=tmp_path)
     assert summary["status"] in (S.CALIBRATED, S.MISCALIBRATED, S.NOT_APPLICABLE)
     assert summary["reason"]
-    if engine in registry.get_model(model).sampler_names and summary["status"] != S.CALIBRATED:
+    if engine.split("@")[0] in registry.get_model(model).sampler_names and summary["status"] != S.CALIBRATED:
         again = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100, seed=1), out_dir=tmp_path)
         assert again["status"] == S.CALIBRATED, (summary["reason"], again["reason"])
 
@@ -219,3 +219,24 @@ def test_a_reference_sampler_runs_in_sbc_as_its_models_chain_sets_it():
     assert (pg.sampler, pg.num_warmup, pg.num_samples, pg.max_doublings) == ("pg-gibbs", 1000, 10000, 0)
     nuts = S.resolve_engine(record, "nuts", settings).fit.keywords["reference"]
     assert (nuts.target_accept, nuts.num_warmup, nuts.num_samples) == (0.95, 200, 200)
+
+
+def test_a_reference_sampler_is_checked_on_each_model_variant(monkeypatch, tmp_path):
+    # grid-gibbs has its own code path per prior (slice updates on the s-grid), so SBC
+    # runs it on every variant: "sampler@variant" ranks against that variant's prior
+    names = S.sbc_names(registry.get_model("grid-rvm"))
+    assert {"grid-gibbs@s-grid", "grid-gibbs@rvm", "nuts@s-grid"} <= set(names)
+    with pytest.raises(ValueError, match="no variant 's-grid'"):
+        S.run_sbc("pcvm", "nuts@s-grid", settings=S.SBCSettings(n_sims=10), out_dir=tmp_path)
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(spec, *args, **kwargs):
+        seen.append(spec.prior)
+        raise Stop
+    monkeypatch.setattr(S, "simulate_one", spy)
+    with pytest.raises(Stop):
+        S.run_sbc("grid-rvm", "grid-gibbs@s-grid", settings=S.SBCSettings(n_sims=10), out_dir=tmp_path)
+    assert seen == ["s-grid"]

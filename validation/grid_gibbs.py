@@ -76,14 +76,24 @@ W_METHODS = ("auto", "cholesky", "bcm")
 
 
 class ChainState(NamedTuple):
+    """One chain's state. The s-grid keeps its precisions as logs: its slice updates work
+    on that scale, and under a vague prior a factor the data do not need has its exact
+    conditional near e^(-1/c0) = e^(-1e6) (DERIVATIONS.md §5.7), which a float64 cannot
+    hold (it would round to 0 and its log to -inf)."""
     w: jnp.ndarray  # (M,)
-    alpha: jnp.ndarray  # (M1,), or (M,) for the rvm
-    beta: jnp.ndarray  # (M2,), or (0,) for the rvm
+    alpha: jnp.ndarray  # (M1,), or (M,) for the rvm; log alpha for the s-grid
+    beta: jnp.ndarray  # (M2,), or (0,) for the rvm; log beta for the s-grid
     key: jnp.ndarray
 
 
 def _precision(prior, shape, alpha, beta):
-    """The flat precisions, by the model's own definition (GridRVM.precision)."""
+    """The flat precisions, by the model's own definition (GridRVM.precision); for the
+    s-grid from the logs of the state (ChainState), alpha_i + beta_j = exp(logaddexp),
+    floored at the smallest normal float as the model floors it."""
+    if prior == "s-grid":
+        log_table = jnp.logaddexp(alpha[..., :, None], beta[..., None, :])
+        prec = jnp.maximum(jnp.exp(log_table), jnp.finfo(log_table.dtype).tiny)
+        return prec.reshape(prec.shape[:-2] + (shape[0] * shape[1],))
     return GridRVM(shape, prior).precision(alpha, None if prior == "rvm" else beta)
 
 
@@ -127,21 +137,24 @@ def beta_gamma_params(shape, w, alpha, c0, d0):
     return c0 + 0.5 * shape[0] + jnp.zeros(shape[1]), d0 + 0.5 * alpha @ W2
 
 
-def sgrid_log_conditional(x, w_line, other, shape0, rate0):
+def sgrid_log_conditional(x, w_line, log_other, shape0, rate0):
     """log density of x = log alpha_i given the row's weights w_i. and beta (or of
     x = log beta_j given the column's weights and alpha), up to a constant, Jacobian of
-    the log included: shape0 x - rate0 e^x + sum [1/2 log(e^x + other) - 1/2 e^x w^2]."""
+    the log included: shape0 x - rate0 e^x + sum [1/2 log(e^x + other) - 1/2 e^x w^2],
+    with the other factors given as logs (log(e^x + other) = logaddexp(x, log other):
+    finite however small either is)."""
     t = jnp.exp(x)
-    value = shape0 * x - rate0 * t + jnp.sum(0.5 * jnp.log(t + other) - 0.5 * t * w_line * w_line)
+    value = shape0 * x - rate0 * t + jnp.sum(0.5 * jnp.logaddexp(x, log_other) - 0.5 * t * w_line * w_line)
     # e^x overflows far out on the right: such points are outside any slice, not NaN
     return jnp.where(jnp.isfinite(value), value, -jnp.inf)
 
 
-def _slice_lines(key, log_values, W, other, shape0, rate0, widths):
-    """A slice update of every log precision of one kind (rows of W against ``other``)."""
+def _slice_lines(key, log_values, W, log_other, shape0, rate0, widths):
+    """A slice update of every log precision of one kind (rows of W against the other
+    kind, given as logs)."""
     def update(key_i, x_i, w_line, width_i):
         def logf(x):
-            return sgrid_log_conditional(x, w_line, other, shape0, rate0)
+            return sgrid_log_conditional(x, w_line, log_other, shape0, rate0)
 
         x_new, _, evals, capped = slice_1d(key_i, x_i, logf(x_i), logf, width_i)
         return x_new, evals, capped
@@ -176,10 +189,9 @@ def _sweep(state: ChainState, widths, Phi, kappa, hyper, ridge, prior, shape, bc
     if prior == "s-grid":
         m1 = shape[0]
         W = w.reshape(shape)
-        log_alpha, ev_a, cap_a = _slice_lines(k_alpha, jnp.log(state.alpha), W, state.beta, a0, b0, widths[:m1])
-        alpha = jnp.exp(log_alpha)
-        log_beta, ev_b, cap_b = _slice_lines(k_beta, jnp.log(state.beta), W.T, alpha, c0, d0, widths[m1:])
-        beta = jnp.exp(log_beta)
+        # the state holds log alpha, log beta (ChainState)
+        alpha, ev_a, cap_a = _slice_lines(k_alpha, state.alpha, W, state.beta, a0, b0, widths[:m1])
+        beta, ev_b, cap_b = _slice_lines(k_beta, state.beta, W.T, alpha, c0, d0, widths[m1:])
         evals, caps = ev_a + ev_b, cap_a + cap_b
     else:
         sh, rate = alpha_gamma_params(prior, shape, w, state.beta, a0, b0)
@@ -254,8 +266,10 @@ class GridGibbsChains:
         lo, hi = INIT_RANGE
         alpha0 = jnp.clip(jax.random.gamma(k_alpha, spec.a0, (chains, n_alpha)) / spec.b0, lo, hi)
         beta0 = jnp.clip(jax.random.gamma(k_beta, spec.c0, (chains, n_beta)) / spec.d0, lo, hi)
-        prec0 = _precision(self.prior, self.shape, alpha0, beta0)
+        prec0 = GridRVM(self.shape, self.prior).precision(alpha0, None if self.prior == "rvm" else beta0)
         w0 = jax.random.normal(k_w, (chains, m)) / jnp.sqrt(prec0)
+        if self.prior == "s-grid":  # its state holds the logs (ChainState)
+            alpha0, beta0 = jnp.log(alpha0), jnp.log(beta0)
         self.state = jax.tree_util.tree_map(np.asarray, ChainState(w0, alpha0, beta0,
                                                                    jax.random.split(k_chains, chains)))
         # slice widths of log alpha then log beta (used by the s-grid only)
@@ -276,8 +290,9 @@ class GridGibbsChains:
         for _ in range(blocks):
             _, alpha_blk, beta_blk, _ = self._run(BLOCK)
             if self.prior == "s-grid":
-                # three posterior sds of each log precision (per chain), within sane bounds
-                logs = np.log(np.concatenate([np.asarray(alpha_blk), np.asarray(beta_blk)], axis=2))
+                # three posterior sds of each log precision (per chain; the state's own
+                # coordinates, always finite), within sane bounds
+                logs = np.concatenate([np.asarray(alpha_blk), np.asarray(beta_blk)], axis=2)
                 self.widths = np.clip(3.0 * np.std(logs, axis=1), 1e-2, 1e2)
             bar.update(1)
         bar.close()
@@ -296,6 +311,8 @@ class GridGibbsChains:
 
         def run_block():
             w_blk, alpha_blk, beta_blk, st = self._run(BLOCK)
+            if self.prior == "s-grid":  # the model's sites are the precisions themselves
+                alpha_blk, beta_blk = np.exp(alpha_blk), np.exp(beta_blk)
             draws = {"w": w_blk, "alpha": alpha_blk}
             if self.prior != "rvm":
                 draws["beta"] = beta_blk

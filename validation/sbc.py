@@ -203,6 +203,16 @@ def import_engine(target: str) -> Callable:
     return fn
 
 
+def sbc_names(record, *, engines: bool = True, samplers: bool = True) -> list[str]:
+    """Everything SBC can check for a model: its engines (each on the prior it fits) and
+    its reference samplers on the model and, as ``sampler@variant``, on each variant."""
+    names = list(record.engine_names) if engines else []
+    if samplers:
+        variants = list(record.sbc_spec()[1]) if record.sbc_spec is not None else []
+        names += list(record.sampler_names) + [f"{s}@{v}" for s in record.sampler_names for v in variants]
+    return names
+
+
 def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSettings()) -> ResolvedEngine:
     """A model's engine by name, one of its reference samplers by name, a
     ``"module:function"`` path, or a callable with the fixed-spec contract."""
@@ -514,6 +524,8 @@ class _Task:
     settings: SBCSettings
     index: int
     path: str
+    # a reference sampler run on one of the model's variants (gridRVM's s-grid): its name
+    variant: str | None = None
 
 
 def _problem(model: str, problem_kwargs) -> tuple[Any, SBCProblem]:
@@ -530,6 +542,8 @@ def _run_task(task: _Task) -> dict[str, Any]:
 
     record, problem = _problem(task.model, task.problem_kwargs)
     resolved = resolve_engine(record, task.engine, task.settings)
+    if task.variant is not None:
+        resolved = replace(resolved, variant=task.variant)
     spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
     result = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, task.index, task.settings)
     write_json_atomic(result, task.path)
@@ -574,6 +588,8 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
 
     from . import registry
 
+    if isinstance(engine, str) and "@" in engine and ":" not in engine and variant is None:
+        engine, variant = engine.split("@", 1)  # "grid-gibbs@s-grid": a sampler on a variant
     record = registry.get_model(model)
     if record.sbc_spec is None:
         return {"model": model, "engine": engine if isinstance(engine, str) else getattr(engine, "__name__", "engine"),
@@ -583,12 +599,16 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
     problem_kwargs = dict(problem_kwargs or {})
     problem = problem_for(record, **problem_kwargs)
     resolved = resolve_engine(record, engine, settings)
-    if variant is not None:  # a function that approximates one of the model's variants
-        if not callable(engine):
-            raise ValueError("variant= is for engines given as functions; a registry engine names its own")
+    if variant is not None:
+        # a function that approximates one of the model's variants, or a reference sampler
+        # run on a variant's posterior (our ground truth there needs SBC as much)
+        if not callable(engine) and engine not in record.sampler_names:
+            raise ValueError("variant= is for engines given as functions and for reference samplers; "
+                             "a registry engine names its own")
         if variant not in problem.variants:
-            raise ValueError(f"{record.title} has no variant {variant!r}; variants: {', '.join(problem.variants)}")
-        resolved = replace(resolved, variant=variant)
+            raise ValueError(f"{record.title} has no variant {variant!r}; variants: {', '.join(problem.variants) or 'none'}")
+        resolved = replace(resolved, variant=variant,
+                           label=resolved.label if callable(engine) else f"{resolved.label}@{variant}")
     base = {"model": model, "engine": resolved.label, "settings": asdict(settings),
             "design": {**problem_kwargs, "n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
                        "n_new": int(problem.Phi_new.shape[0])},
@@ -625,7 +645,8 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
                 if progress:
                     progress(len(results), settings.n_sims)
         else:
-            tasks = [_Task(model, engine, tuple(sorted(problem_kwargs.items())), settings, i, paths[i]) for i in todo]
+            tasks = [_Task(model, engine, tuple(sorted(problem_kwargs.items())), settings, i, paths[i],
+                           variant=variant) for i in todo]
             mapper = map if executor is None else executor.map
             for r in mapper(_run_task, tasks):
                 results[r["index"]] = r

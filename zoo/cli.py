@@ -179,7 +179,7 @@ def _positive_int(text: str) -> int:
 def _cmd_sbc(args) -> int:
     from zoo.validation import registry
     from zoo.validation.atomic import atomic_write, write_json_atomic
-    from zoo.validation.sbc import SBCSettings, plot_sbc, run_sbc, summary_line
+    from zoo.validation.sbc import SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line
 
     # a user's engine given as module:function is imported like `python -m` would: from
     # the current folder first
@@ -189,7 +189,7 @@ def _cmd_sbc(args) -> int:
         record = registry.get_model(args.model)
         names = [e.strip() for e in args.engine.split(",") if e.strip()]
         if names == ["all"]:
-            names = list(record.engine_names) + list(record.sampler_names)
+            names = sbc_names(record)
         if not names:
             raise ValueError("--engine names no engine")
         settings = SBCSettings(n_sims=args.sims, n_draws=args.draws, seed=args.seed)
@@ -244,7 +244,8 @@ def _add_sbc_parser(sub, records) -> None:
     )
     p.add_argument("--model", default="pcvm", help="model name: " + ", ".join(r.name for r in records))
     p.add_argument("--engine", default="all", metavar="NAMES",
-                   help="comma-separated: the model's engines, its reference samplers (nuts, ...), or "
+                   help="comma-separated: the model's engines, its reference samplers (nuts, ...; "
+                        "sampler@variant on a model variant, e.g. grid-gibbs@s-grid), or "
                         "module:function of your own with the contract fit(spec, Phi, y, *, config=None) "
                         "(default: all engines and samplers of the model). Engines: "
                         + "; ".join(f"{r.name} {', '.join(r.engine_names + r.sampler_names)}" for r in records))

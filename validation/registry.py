@@ -5,7 +5,7 @@ classifier, ``zoo reproduce`` and the benchmarks - so a model enters the zoo by 
 files plus one :func:`register` call (the built-in ones are at the bottom of this file).
 
     from zoo.validation import registry
-    registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic', 'grid-rvm')
+    registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic', 'grid-rvm', 'bblr')
     record = registry.get_model("pcvm")
     registry.get_engine("pcvm", "ep").fit()      # the fixed-spec fit of PCVM's EP engine
     prepared = registry.prepare("pcvm", split, {"width": 0.7})
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .model_record import ModelRecord
-from .protocols import gig_logistic, ggsm_probit, grid_rvm, pcvm
+from .protocols import bblr, gig_logistic, ggsm_probit, grid_rvm, pcvm
 from .reference import register_sampler
 
 _MODELS: dict[str, ModelRecord] = {}
@@ -77,5 +77,5 @@ def prepare(model: str, split, params: dict | None = None, *, progress=None):
 
 
 # The built-in models, in the order listings show them.
-for _record in (pcvm.RECORD, ggsm_probit.RECORD, gig_logistic.RECORD, grid_rvm.RECORD):
+for _record in (pcvm.RECORD, ggsm_probit.RECORD, gig_logistic.RECORD, grid_rvm.RECORD, bblr.RECORD):
     register(_record)

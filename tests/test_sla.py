@@ -1,0 +1,98 @@
+"""SLA and the Laplace approximation at its mode (inference/sla.py) on BBLR."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64)
+from zoo.inference import sla
+from zoo.inference.posterior import ApproximationFailed
+from zoo.models.bblr import BBLR
+
+
+def _data(n=120, d=3, seed=0, flip=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = (X @ np.linspace(1.0, -0.5, d) + 0.3 * rng.standard_normal(n) > 0).astype(float)
+    flipped = rng.random(n) < flip  # label noise: the bounded likelihood's business
+    y[flipped] = 1 - y[flipped]
+    return np.column_stack([X, np.ones(n)]), y
+
+
+def test_the_gamma_schedule_ends_at_the_models_gamma():
+    cfg = sla.SLAConfig()
+    assert sla.gamma_schedule(200.0, cfg) == [2.0, 20.0, 200.0]
+    assert sla.gamma_schedule(50.0, cfg) == [2.0, 20.0, 50.0]
+    assert sla.gamma_schedule(1.0, cfg) == [1.0]  # below gamma_min: one stage at the target
+    assert list(sla.probe_steps(0.2, 0.6)) == pytest.approx([0.2, -0.2, 0.4, -0.4, 0.6, -0.6])
+
+
+@pytest.mark.parametrize("gamma", [1.0, 30.0])
+def test_the_objective_never_rises_within_a_stage_and_the_answer_is_a_local_minimum(gamma):
+    Phi, y = _data()
+    spec = BBLR.from_counts(y, gamma=gamma, lam=0.5)
+    post = sla.fit(spec, Phi, y)
+    trace, stage = post.info.trace, post.info.extra["stage_of"]
+    for k in np.unique(stage):
+        assert np.all(np.diff(trace[stage == k]) <= 1e-9 * abs(trace[stage == k][0])), k
+    assert post.info.converged
+    # the last stage's value is the negative log joint at the model's gamma
+    w = post.mean_flat()
+    assert trace[-1] == pytest.approx(-float(spec.log_joint(w, Phi, y)), rel=1e-10)
+    # no coordinate probe step and no small gradient step lowers it any further
+    f = -float(spec.log_joint(w, Phi, y))
+    for d in range(w.size):
+        for step in (1e-3, -1e-3, 0.05, -0.05):
+            v = w.copy()
+            v[d] += step
+            assert -float(spec.log_joint(v, Phi, y)) > f - 1e-8 * len(y)
+
+
+def test_the_logistic_start_is_the_l2_logistic_regression_solution():
+    Phi, y = _data(seed=1)
+    w = sla.logistic_start(Phi, y, 2.0)
+    f = Phi @ w
+    grad = Phi.T @ (y - 1 / (1 + np.exp(-f))) - 2.0 * w
+    assert np.max(np.abs(grad)) < 1e-8
+
+
+def test_laplace_sits_at_a_stationary_point_with_the_inverse_hessian():
+    Phi, y = _data(seed=2)
+    spec = BBLR.from_counts(y, gamma=3.0, lam=1.0)
+    post = sla.fit_laplace(spec, Phi, y)
+    w = jnp.asarray(post.mean_flat())
+    g = jax.grad(lambda v: spec.log_joint(v, Phi, y))(w)
+    assert float(jnp.max(jnp.abs(g))) < 1e-6
+    H = -jax.hessian(lambda v: spec.log_joint(v, Phi, y))(w)
+    np.testing.assert_allclose(post.cov @ np.asarray(H), np.eye(w.size), atol=1e-8)
+
+
+def test_laplace_refuses_where_the_curvature_is_not_positive():
+    # a duplicated feature under a prior of precision 1e-300: along w_1 - w_2 neither the
+    # likelihood nor (to float precision) the prior curves, so there is no Gaussian to
+    # give, and the engine says so instead of inverting rounding noise
+    Phi, y = _data(n=60, seed=3)
+    Phi = np.column_stack([Phi[:, :1], Phi])
+    spec = BBLR.from_counts(y, gamma=2.0, lam=1e-300)
+    with pytest.raises(ApproximationFailed, match="not positive definite"):
+        sla.fit_laplace(spec, Phi, y)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"r_gamma": 1.0}, "r_gamma must be > 1"), ({"r_radius": 0.0}, "r_radius must lie in"),
+    ({"step": 10.0}, "step .* must not exceed radius"), ({"eta0": -1.0}, "eta0 must be a positive"),
+    ({"max_rounds": 0}, "max_rounds must be an integer"), ({"start": "svm"}, "start must be one of"),
+])
+def test_bad_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sla.SLAConfig(**kwargs)
+
+
+def test_sla_refuses_another_models_spec_and_bad_labels():
+    from zoo.models.pcvm import PCVM
+
+    Phi, y = _data(n=30)
+    with pytest.raises(TypeError, match="PCVM"):
+        sla.fit(PCVM(), Phi, y)
+    with pytest.raises(ValueError, match="exactly two classes"):
+        sla.fit(BBLR(), Phi, np.arange(30.0))

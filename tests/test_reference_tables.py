@@ -65,3 +65,36 @@ def test_ggsm_table_shows_a_sampler_that_ran_out_of_time(ggsm):
                         "mm-laplace": {"failure": "ApproximationFailed: ..."}}}
     row = ggsm.table([cell]).splitlines()[-1]
     assert "ran out of time (1800 s)" in row and "**none certified**" in row and "failed" in row
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return _load("grid_references")
+
+
+def test_grid_table_shows_agreement_ess_rates_and_cells_without_a_reference(grid):
+    both = {"case": "digits", "prior": "proper", "variant": "s-grid", "n_train": 500, "n_weights": 64,
+            "reference": {"sampler": "nuts", "certified": True},
+            "tried": [_tried("nuts", True), _tried("grid-gibbs", True)],
+            "agreement": {"max_abs_z_median": 2.68, "n_abs_z_above_3": 0, "n_coordinates": 64,
+                          "pred_mae_between": 0.001},
+            "moments": {"mean_exists": True, "sd_exists": True},
+            "vb": {"test_error": 0.099, "reference_test_error": 0.099, "sd_ratio_median": 0.74, "khat": 1.24,
+                   "pred_mae": 0.0071, "verdict": "differs"}}
+    none = {"case": "esl", "prior": "paper", "variant": "rvm", "n_train": 200, "n_weights": 400,
+            "reference": {"sampler": None, "certified": False},
+            "tried": [_tried("nuts", False), _tried("grid-gibbs", False, time_limit=300.0)],
+            "agreement": None, "moments": {"mean_exists": False, "sd_exists": False},
+            "vb": {"test_error": 0.25}}
+    rows = grid.table([both, none]).splitlines()[-2:]
+    # 600 ESS in 60 s: 10 per second; both samplers certified and their agreement shown
+    assert "| 10.0 |" in rows[0] and "2.68 (0 of 64 > 3)" in rows[0] and "**nuts**" in rows[0]
+    assert "| 0.74 | 1.24 | 0.0071 | differs |" in rows[0]
+    assert "ran out of time (300 s)" in rows[1] and "**none certified**" in rows[1]
+    assert "| none | - | - | - | - | 0.250 (-) |" in rows[1]
+
+
+def test_grid_table_refuses_unknown_cases(grid, capsys):
+    with pytest.raises(SystemExit):
+        grid.main(["--cases", "mnist"])
+    assert "unknown case" in capsys.readouterr().err

@@ -217,7 +217,7 @@ class _State(NamedTuple):
     trace: jnp.ndarray  # (max_iter + 1,) f at the start and after each step (NaN beyond)
 
 
-def _newton_program(objective: Callable, max_iter: int) -> Callable:
+def newton_program(objective: Callable, max_iter: int) -> Callable:
     """run(x0, tol, Phi, y) -> _State: damped Newton to the mode of objective(x, Phi, y).
 
     The model appears twice in the compiled program (Hessian with value and gradient,
@@ -312,7 +312,7 @@ _PROGRAMS = CompiledPrograms("generic_laplace", max_entries=32)
 
 def _programs(spec, layout: _Layout, objective, x0, Phi, y, config) -> tuple[_Programs, float]:
     def build():
-        run = _newton_program(objective, config.max_iter)
+        run = newton_program(objective, config.max_iter)
         compiled = jax.jit(run).lower(x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
         return _Programs(spec, layout, compiled, {})
 

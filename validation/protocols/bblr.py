@@ -19,6 +19,7 @@ import numpy as np
 from ...inference.contracts import EngineEntry
 from ...models.basis import LinearBasis, WithBias
 from ...models.bblr import BBLR
+from ..bblr_report import comparison_figures
 from ..model_record import ModelRecord
 from . import Prepared, auto_laplace_engine
 
@@ -103,4 +104,5 @@ RECORD = ModelRecord(
     default_engines=("sla", "laplace", "auto-laplace"),
     references=({"sampler": "nuts"},),
     sbc_spec=sbc_spec,
+    figures=comparison_figures,
 )

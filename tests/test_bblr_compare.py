@@ -1,0 +1,45 @@
+"""`zoo compare --model bblr` end to end at a size the fast tier affords: the BBLR2 spec
+from the class counts, SLA / laplace / auto-laplace rows, and the modes figure."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64)
+from zoo.validation.compare import CompareConfig, compare
+from zoo.validation.reference import ReferenceConfig
+from zoo.validation.report import write_report
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    # 4 x 500 NUTS draws: certifies this 9-weight posterior (R-hat ~1.005 at 4 x 1000)
+    short = ReferenceConfig(num_warmup=500, num_samples=500, max_doublings=0)
+    comp = compare(CompareConfig(model="bblr", reference=short))
+    out = tmp_path_factory.mktemp("bblr")
+    return comp, write_report(comp, str(out)), str(out)
+
+
+def test_the_default_is_bblr2_on_pima_with_its_three_engines(run):
+    comp, _, _ = run
+    res = comp.results
+    y = comp.prepared.y_train
+    assert res["data"] == "diabetis" and res["hyper"]["b"] == 0.5
+    assert res["hyper"]["a"] == pytest.approx(np.mean(y) / 2)  # a = N+ / 2N
+    assert set(res["engines"]) == {"sla", "laplace", "auto-laplace"}
+    assert res["engines"]["sla"]["kind"] == "point" and res["engines"]["laplace"]["kind"] == "gaussian"
+    # the two Laplace engines reach the same mode (one from SLA, one from a random start)
+    lap, auto = comp.posteriors["laplace"], comp.posteriors["auto-laplace"]
+    np.testing.assert_allclose(lap.mean_flat(), auto.info.extra["mode"][:lap.dim], atol=1e-5)
+
+
+def test_the_report_places_slas_answer_among_the_posteriors_modes(run):
+    comp, files, out = run
+    text = open(files["report"]).read()
+    assert "Modes of the posterior" in text and os.path.getsize(os.path.join(out, "modes.png")) > 1000
+    modes = json.load(open(os.path.join(out, "modes.json")))
+    assert modes["n_starts"] == 200 and modes["point"]["stationary"]
+    # the caption says which mode SLA's is, in the words of the analysis
+    word = "main mode" if modes["point"]["is_main_mode"] else "not the main mode"
+    assert word in text

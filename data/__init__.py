@@ -21,7 +21,7 @@ from __future__ import annotations
 from .catalog import describe, load, load_libsvm, names
 from .files import checksums, open_text, read_bytes, verify
 from .generators import (CROSS_SD, GGIG_WEAK_WEIGHT, OVERLAP_MEANS, cross_sample, ggig_linear, horii_beta_star,
-                         horii_synthetic, noise_features, overlap_sample, spiral_points, waveform_pool)
+                         horii_synthetic, noise_features, flipped_labels, overlap_sample, spiral_points, waveform_pool)
 from .parsers import EslMixture, load_esl_mixture
 from .splits import PROJECT_SEED, Split, Standardization
 
@@ -29,6 +29,6 @@ __all__ = [
     "PROJECT_SEED", "Split", "Standardization", "EslMixture",
     "names", "load", "describe", "load_libsvm", "load_esl_mixture",
     "waveform_pool", "spiral_points", "cross_sample", "overlap_sample", "CROSS_SD", "OVERLAP_MEANS",
-    "ggig_linear", "GGIG_WEAK_WEIGHT", "horii_synthetic", "horii_beta_star",
+    "ggig_linear", "GGIG_WEAK_WEIGHT", "horii_synthetic", "horii_beta_star", "noise_features", "flipped_labels",
     "open_text", "read_bytes", "checksums", "verify",
 ]

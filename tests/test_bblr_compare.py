@@ -1,5 +1,6 @@
-"""`zoo compare --model bblr` end to end at a size the fast tier affords: the BBLR2 spec
-from the class counts, SLA / laplace / auto-laplace rows, and the modes figure."""
+"""`zoo compare --model bblr --param flip=0.1` end to end at a size the fast tier affords:
+the BBLR2 spec from the (observed) class counts, SLA / laplace / auto-laplace rows, the
+modes figure and the label-noise figure."""
 import json
 import os
 
@@ -14,18 +15,19 @@ from zoo.validation.report import write_report
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    # 4 x 500 NUTS draws: certifies this 9-weight posterior (R-hat ~1.005 at 4 x 1000)
-    short = ReferenceConfig(num_warmup=500, num_samples=500, max_doublings=0)
-    comp = compare(CompareConfig(model="bblr", reference=short))
+    # NUTS 4 x 1000 without doublings: certifies this 9-weight posterior (R-hat 1.008;
+    # 4 x 500 did not, R-hat 1.02)
+    short = ReferenceConfig(max_doublings=0)
+    comp = compare(CompareConfig(model="bblr", params={"flip": 0.1}, reference=short))
     out = tmp_path_factory.mktemp("bblr")
     return comp, write_report(comp, str(out)), str(out)
 
 
-def test_the_default_is_bblr2_on_pima_with_its_three_engines(run):
+def test_bblr2_on_pima_with_its_three_engines(run):
     comp, _, _ = run
     res = comp.results
     y = comp.prepared.y_train
-    assert res["data"] == "diabetis" and res["hyper"]["b"] == 0.5
+    assert res["data"] == "diabetis" and res["hyper"]["b"] == 0.5 and res["reference"]["certified"]
     assert res["hyper"]["a"] == pytest.approx(np.mean(y) / 2)  # a = N+ / 2N
     assert set(res["engines"]) == {"sla", "laplace", "auto-laplace"}
     assert res["engines"]["sla"]["kind"] == "point" and res["engines"]["laplace"]["kind"] == "gaussian"
@@ -43,3 +45,19 @@ def test_the_report_places_slas_answer_among_the_posteriors_modes(run):
     # the caption says which mode SLA's is, in the words of the analysis
     word = "main mode" if modes["point"]["is_main_mode"] else "not the main mode"
     assert word in text
+
+
+def test_flipped_labels_are_the_same_draw_everywhere_and_the_report_shows_them(run):
+    from zoo import data as datasets
+
+    comp, files, out = run
+    clean = datasets.load("diabetis", 0).y_train
+    noisy, idx = datasets.flipped_labels(clean, 0.1, 0)
+    assert len(idx) == round(0.1 * len(clean)) and np.all(noisy[idx] != clean[idx])
+    np.testing.assert_array_equal(comp.prepared.y_train, noisy)  # what the engines and NUTS saw
+    np.testing.assert_array_equal(datasets.flipped_labels(clean, 0.1, 0)[1], idx)
+    text = open(files["report"]).read()
+    assert f"{len(idx)} of {len(clean)} training labels flipped" in text
+    assert os.path.getsize(os.path.join(out, "label_noise.png")) > 1000
+    with pytest.raises(ValueError, match="fraction of flipped labels"):
+        datasets.flipped_labels(clean, 0.6, 0)

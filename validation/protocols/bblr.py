@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...data import flipped_labels
 from ...inference.contracts import EngineEntry
 from ...models.basis import LinearBasis, WithBias
 from ...models.bblr import BBLR
@@ -34,9 +35,11 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
 
     params (all optional): ``gamma`` (default 4), ``lam`` (the Gaussian prior's precision,
     default 1), ``config`` (2: a, b from the class counts, the default; 1: from the weak
-    Beta(1, 1) prior with n = 100), ``a`` and ``b`` (both, instead of ``config``).
+    Beta(1, 1) prior with n = 100), ``a`` and ``b`` (both, instead of ``config``), ``flip``
+    (a fraction of training labels flipped, the robustness case; default 0).
     """
-    y = split.y_train
+    flip = float(params.get("flip", 0.0))
+    y, flipped = flipped_labels(split.y_train, flip, split.split) if flip else (split.y_train, np.zeros(0, int))
     gamma, lam = float(params.get("gamma", DEFAULT_GAMMA)), float(params.get("lam", DEFAULT_LAM))
     given_ab = {"a", "b"} & set(params)
     if given_ab and given_ab != {"a", "b"}:
@@ -58,6 +61,8 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
     basis = WithBias(LinearBasis.fit(split.X_train))
     hyper = {"a": spec.a, "b": spec.b, "c": spec.c, "gamma": spec.gamma, "lam": spec.lam,
              "gamma2_over_lam": spec.gamma ** 2 / spec.lam, "n_basis": int(basis.n_basis)}
+    if flip:
+        hyper["flip"] = flip
     return Prepared(
         spec=spec,
         Phi_train=basis.transform(split.X_train),
@@ -72,6 +77,9 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
                           + f"; the posterior depends on gamma^2 / lam = {spec.gamma ** 2 / spec.lam:g} "
                             "(DERIVATIONS.md §6.2)",
             "basis": "linear with a bias column, standardized inputs",
+            **({"label noise": f"{len(flipped)} of {len(y)} training labels flipped (fraction {flip:g}, drawn "
+                               f"uniformly with the split's seed, zoo.data.flipped_labels); test labels clean"}
+               if flip else {}),
         },
         basis=basis,
     )
@@ -89,7 +97,7 @@ RECORD = ModelRecord(
     summary="generalized Beta-Bernoulli logistic regression: a bounded likelihood (Hasan & Pal)",
     spec_class=BBLR,
     prepare=prepare,
-    params=("gamma", "lam", "config", "a", "b"),
+    params=("gamma", "lam", "config", "a", "b", "flip"),
     selection="a, b from the class counts (BBLR2); gamma, lam as given",
     default_data="diabetis",
     engines=(

@@ -17,7 +17,7 @@ import numpy as np
 from .generators import (GGIG_WEAK_WEIGHT, esl_test_sample, ggig_linear_arrays, horii_synthetic_arrays,
                          cross_sample, overlap_sample, spiral_points, waveform_pool)
 from .parsers import (LIBSVM_FEATURES, FixedSplit, Pool, read_banana, read_breast_cancer, read_diabetis,
-                      read_flare_solar, read_german, read_heart, read_image, read_libsvm,
+                      read_flare_solar, read_german, read_heart, read_pima, read_liver, read_breast_wisconsin, read_image, read_libsvm,
                       read_digits, read_ringnorm, read_ripley, read_splice, read_thyroid, read_titanic,
                       read_twonorm, make_fixed, make_pool, load_esl_mixture)
 from .splits import (PROJECT_SEED, SEED_IDS, Split, bitgen, fit_standardization, permutation,
@@ -91,6 +91,19 @@ _ENTRIES: tuple[_Entry, ...] = (
            "UCI Statlog heart (amritmaj/SVM-Tree copy)", _NUMERIC + " (13 inputs)",
            "the KEEL copy was not used: its oldpeak column is only partly scaled by 10",
            read_heart),
+    # the BBLR paper's UCI sets (Hasan & Pal, after Nguyen & Sanner): all rows, 80 / 20
+    # random stratified splits (its protocol cross-validates inside each training set)
+    _Entry("pima", "pool", 614, 154, 100, "diabetic (class 1)",
+           "UCI Pima Indians Diabetes (cdvel/Datasets copy), all 768 records", _NUMERIC,
+           "the file of diabetis (IDA: 468 / 300); zeros stand for missing values, kept", read_pima),
+    _Entry("liver", "pool", 276, 69, 100, "selector = 2",
+           "UCI Liver Disorders, BUPA (amritmaj/SVM-Tree copy), 345 records", _NUMERIC + " (6 inputs)",
+           "the class is the file's train/test selector, as benchmarks use it - not a diagnosis",
+           read_liver),
+    _Entry("breast_wisconsin", "pool", 546, 137, 100, "malignant (class 4)",
+           "UCI Breast Cancer Wisconsin, original (cdvel/Datasets copy), 683 complete records",
+           _NUMERIC + " (9 inputs 1-10; sample id dropped)",
+           "16 records with a missing bare_nuclei removed (699 -> 683)", read_breast_wisconsin),
     _Entry("image", "pool", 1300, 1010, 100,
            "natural scene: sky, foliage or grass (KEEL classes 2, 3, 7)",
            f"{_KEEL}: segment.dat (UCI image segmentation)",

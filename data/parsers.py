@@ -199,6 +199,34 @@ def read_diabetis() -> Pool:
     return make_pool(A[:, :8], A[:, 8] == 1.0, _PIMA_NAMES)
 
 
+def read_pima() -> Pool:
+    """All 768 Pima records (the BBLR paper's protocol); the same file as diabetis."""
+    return read_diabetis()
+
+
+_LIVER_NAMES = ("mcv", "alkphos", "sgpt", "sgot", "gammagt", "drinks")
+
+
+def read_liver() -> Pool:
+    """BUPA liver disorders, 345 rows, the six inputs; the class is the file's last column,
+    the original train/test *selector* (1: 145, 2: 200), as the classification benchmarks
+    (and, we assume, the BBLR paper) use it - it is not a diagnosis (McDermott & Forsyth
+    2016). Positive: selector 2."""
+    A = read_numeric("uci/bupa.data", skip=1)
+    return make_pool(A[:, :6], A[:, 6] == 2.0, _LIVER_NAMES)
+
+
+_WISCONSIN_NAMES = ("clump_thickness", "cell_size", "cell_shape", "adhesion", "epithelial_size",
+                    "bare_nuclei", "chromatin", "nucleoli", "mitoses")
+
+
+def read_breast_wisconsin() -> Pool:
+    """Breast Cancer Wisconsin (original), the 683 complete rows; the sample id dropped,
+    nine inputs 1-10. Positive: malignant (class 4)."""
+    A = read_numeric("uci/breast-cancer-wisconsin_complete.csv", skip=1)
+    return make_pool(A[:, 1:10], A[:, 10] == 4.0, _WISCONSIN_NAMES)
+
+
 _FLARE_LEVELS = {
     "largest_spot_size": ("X", "R", "S", "A", "H", "K"),
     "spot_distribution": ("X", "O", "I", "C"),

@@ -74,6 +74,9 @@ SEED_IDS = {
     "ggig_linear_weak": 22,
     "horii_synthetic": 23,
     "digits_even_odd": 24,
+    "pima": 25,
+    "liver": 26,
+    "breast_wisconsin": 27,
 }
 # Third word for the stream that generates a fixed pool (split streams use 0..99).
 POOL_STREAM = 2**31 - 1

@@ -40,6 +40,10 @@ def test_datasets_lists_every_data_set(capsys):
     assert status == 0
     listed = {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
     assert listed == set(datasets.names())
+    # every row's numbers start in the header's columns, however long the name
+    lines = [line for line in out.splitlines() if line.strip()]
+    column = lines[0].index("train")
+    assert all(line[column - 2:column + len("train")].strip().isdigit() for line in lines[1:])
 
 
 # (extra argv, words the message must contain). Each case would otherwise reach the

@@ -144,9 +144,10 @@ def _cmd_datasets(args) -> int:
     from zoo import data as datasets
 
     rows = datasets.describe()
-    print(f"{'name':<15}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  source")
+    width = max(len("name"), *(len(r["name"]) for r in rows)) + 2  # the longest name sets the column
+    print(f"{'name':<{width}}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  source")
     for r in rows:
-        print(f"{r['name']:<15}{r['n_train']:>7}{r['n_test']:>7}{r['dim']:>5}{r['n_splits']:>8}  {r['source']}")
+        print(f"{r['name']:<{width}}{r['n_train']:>7}{r['n_test']:>7}{r['dim']:>5}{r['n_splits']:>8}  {r['source']}")
     return 0
 
 

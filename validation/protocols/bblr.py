@@ -99,7 +99,7 @@ RECORD = ModelRecord(
     prepare=prepare,
     params=("gamma", "lam", "config", "a", "b", "flip"),
     selection="a, b from the class counts (BBLR2); gamma, lam as given",
-    default_data="diabetis",
+    default_data="pima",
     engines=(
         EngineEntry("sla", "point",
                     "Nguyen & Sanner's smoothed loss approximation as Hasan & Pal run it: gamma annealed "

@@ -101,7 +101,7 @@ def gauss_laplace_log_prob(w, pi, s2, ell):
 
 def gauss_laplace_responsibility(w, pi, s2, ell):
     """r = pi N / (pi N + (1 - pi) Lap): the Gaussian component's share of each weight
-    (DERIVATIONS.md §6.5; the hard EM assigns w_j to the Gaussian where r >= 1/2)."""
+    (DERIVATIONS.md §6.2; the hard EM assigns w_j to the Gaussian where r >= 1/2)."""
     w = jnp.asarray(w)
     gauss = jnp.log(pi) - 0.5 * jnp.log(2 * jnp.pi * s2) - 0.5 * w * w / s2
     lap = jnp.log1p(-pi) - jnp.log(2 * ell) - jnp.abs(w) / ell
@@ -199,7 +199,7 @@ class BBLR:
     @classmethod
     def weak_prior(cls, alpha: float = 1.0, beta: float = 1.0, n: float = 100.0, **kwargs) -> "BBLR":
         """BBLR1: a, b from a weak Beta prior (the paper's constants were lost; these are
-        our choice, stated in DERIVATIONS.md §6.6)."""
+        our choice, stated in DERIVATIONS.md §6.1)."""
         a, b = cls.ab_from_beta_prior(alpha, beta, n)
         return cls(a=a, b=b, **kwargs)
 

@@ -190,6 +190,9 @@ def test_wrong_number_of_features_at_predict(fitted, ripley):
     (dict(model="ggsm-probit", engine="mm", basis="poly"), "basis must be one of"),
     (dict(model="ggsm-probit", engine="mm", q=3.0), "q must lie in"),
     (dict(model="ggsm-probit", engine="laplace"), "no engine"),
+    (dict(model="bblr", engine="sla", basis="rbf"), "takes basis 'linear'"),
+    (dict(model="bblr", engine="sla", basis="linear", q=1.0), "q does not apply to bblr"),
+    (dict(model="bblr", engine="auto-laplace", basis="linear"), "no end-to-end mode"),
 ])
 def test_invalid_model_options_raise_clear_errors(params, match):
     rng = np.random.default_rng(0)
@@ -232,3 +235,20 @@ def test_grid_rvm_classifier_per_dimension_rbf_table(ripley):
     assert clf.posterior_.spec.shape == (2, 78)  # (input dimension, training point)
     assert list(clf.classes_) == ["a", "b"]
     assert clf.predict_proba(ripley[2][:5]).shape == (5, 2)
+
+
+@pytest.mark.parametrize("engine", ["sla", "laplace"])
+def test_bblr_classifier_chooses_lam_by_validation_and_keeps_string_labels(engine):
+    """BBLR3 as the classifier runs it: a, b from the class counts, lam by SLAM's
+    held-out fifth (fewest errors, ties to the larger lam), gamma as given."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(150, 3))
+    y = np.where(X[:, 0] - 0.5 * X[:, 2] + 0.4 * rng.normal(size=150) > 0, "pos", "neg")
+    clf = SparseBayesClassifier(model="bblr", engine=engine, basis="linear", gamma=2.0).fit(X, y)
+    sel = clf.posterior_.info.extra["selection"]
+    errors = np.asarray(sel["validation_errors"])
+    assert clf.spec_.gamma == 2.0 and clf.spec_.lam == sel["lam"]
+    assert sel["lam"] == max(l for l, e in zip(sel["lam_grid"], errors) if e == errors.min())
+    assert clf.spec_.b == 0.5 and clf.spec_.a == pytest.approx(np.mean(y == "pos") / 2)
+    assert clf.n_basis_ == 4 and list(clf.classes_) == ["neg", "pos"]
+    assert np.mean(clf.predict(X) == y) > 0.85

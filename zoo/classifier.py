@@ -40,21 +40,24 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     ----------
     model : str, default "pcvm"       a registered model with a classifier design
                                       (:func:`classifier_models`: "pcvm", "ggsm-probit",
-                                      "grid-rvm")
+                                      "grid-rvm", "bblr")
     engine : str, default "laplace"   an engine of that model with an end-to-end mode
                                       (pcvm: "laplace", "ep", "em"; ggsm-probit: "mm",
                                       "mm-laplace", "lap", "gj", "stu"; grid-rvm: "vb",
-                                      "vb-s-grid", "vb-rvm")
+                                      "vb-s-grid", "vb-rvm"; bblr: "sla", "laplace", with
+                                      lam chosen on a held-out fifth)
     width : float, default 1.0        RBF kernel width (k = exp(-r^2 / (2 width^2)))
     seed : int, default 0             for engines with random initialization (em)
-    basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit, grid-rvm; PCVM is a
+    basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit, grid-rvm; bblr: "linear"
+                                      only, with a bias column; PCVM is a
                                       kernel model); ggsm-probit puts a bias column in
                                       front. grid-rvm also: "table" (X is the table itself,
                                       ``table_shape`` says its rows and columns) and
                                       "per-dimension-rbf" (exp(-delta (x_i - c_j,i)^2): an
                                       input dimension x training point table)
     q : float or None                 ggsm-probit's prior shape, in (0, 2] (None: 1.0)
-    gamma : float or None             the lap engine's Laplace rate (None: 1.0)
+    gamma : float or None             ggsm-probit's lap engine: its Laplace rate (None: 1.0);
+                                      bblr: the sigmoid's sharpness (None: 4)
     table_shape : (int, int) or None  grid-rvm with basis="table": rows and columns of X's
                                       features (row-major; rows x columns = X's width)
     delta : float or None             grid-rvm with basis="per-dimension-rbf" (None: the

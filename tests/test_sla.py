@@ -96,3 +96,22 @@ def test_sla_refuses_another_models_spec_and_bad_labels():
         sla.fit(PCVM(), Phi, y)
     with pytest.raises(ValueError, match="exactly two classes"):
         sla.fit(BBLR(), Phi, np.arange(30.0))
+
+
+def test_asymptotic_a_b_are_one_minus_tnr_and_tpr_plus_tnr_minus_one():
+    # 4 positives, 3 predicted positive (TPR 3/4); 4 negatives, 3 predicted negative (TNR 3/4)
+    Phi = np.array([[1.0], [1.0], [1.0], [-1.0], [-1.0], [-1.0], [-1.0], [1.0]])
+    y = np.array([1, 1, 1, 1, 0, 0, 0, 0.0])
+    a, b = sla.asymptotic_ab(BBLR(), np.array([1.0]), Phi, y)
+    assert (a, b) == pytest.approx((0.25, 0.5))
+
+
+def test_bblr4_learns_a_b_gamma_and_records_how_they_moved():
+    Phi, y = _data(n=150, seed=4)
+    fit = sla.fit_end_to_end(Phi, y, learn_likelihood=True)
+    spec, learned = fit.spec, fit.posterior.info.extra["learned"]
+    assert 0 < spec.a and spec.c >= 0 and spec.gamma > 0
+    history = learned["history_a_b_gamma"]
+    assert 2 <= len(history) <= 6 and history[-1] == pytest.approx((spec.a, spec.b, spec.gamma))
+    assert learned["rounds"] == len(history) - 1 and isinstance(learned["settled"], bool)
+    assert fit.posterior.info.extra["selection"]["lam"] == spec.lam

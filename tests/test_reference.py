@@ -383,6 +383,33 @@ def test_code_digest_follows_the_source_and_its_imports(tmp_path, monkeypatch):
     assert code_digest(["user_model_for_digest"]) != first
 
 
+def test_import_statements_are_read_without_ast_and_agree_with_it():
+    """code_digest reads imports with the tokenizer (ast.parse can fail in a threaded Dask
+    worker under CPython 3.11); on every module of the project it finds what ast finds."""
+    import ast
+    import pathlib
+
+    from zoo.validation.code_digest import import_statements
+
+    src = "from ... import a, b as c\nfrom .x.y import (\n    z,  # note\n)\nimport p.q as r, s\n" \
+          "def f():\n    import t\n"
+    assert import_statements(src) == [(3, "", ["a", "b"]), (1, "x.y", ["z"]), (0, "p.q", []), (0, "s", []),
+                                      (0, "t", [])]
+    root = pathlib.Path(__file__).resolve().parents[1]
+    files = [f for d in ("models", "inference", "validation", "zoo", "data", "benchmarks", "tests")
+             for f in (root / d).rglob("*.py")]
+    assert len(files) > 100
+    for f in files:
+        source = f.read_text(encoding="utf-8")
+        expected = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                expected += [(0, a.name, []) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                expected.append((node.level, node.module or "", [a.name for a in node.names]))
+        assert sorted(map(repr, import_statements(source))) == sorted(map(repr, expected)), f
+
+
 def test_every_sampled_site_is_diagnosed(problem, reference):
     """NUTS moves exactly the measured site here; the latent case is the GIG test below.
     A latent block that does not mix must fail certification like a measured one."""

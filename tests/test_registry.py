@@ -317,7 +317,7 @@ def test_unknown_names_are_answered_with_the_registered_ones():
     assert all(name in str(err.value) for name in registry.model_names())
     with pytest.raises(ValueError, match="gig-logistic.*has no classifier; available: pcvm, ggsm-probit"):
         SparseBayesClassifier(model="gig-logistic", engine="vb").fit(np.eye(4)[:, :2], [0, 1, 0, 1])
-    assert classifier_models() == ("pcvm", "ggsm-probit", "grid-rvm")
+    assert classifier_models() == ("pcvm", "ggsm-probit", "grid-rvm", "bblr")
     with pytest.raises(ValueError, match="has no engine 'nope'; available: em, laplace, ep, auto-laplace"):
         registry.get_engine("pcvm", "nope")
 

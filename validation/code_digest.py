@@ -12,11 +12,13 @@ recomputation, never a wrong answer.
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib.util
 import inspect
+import io
+import keyword
 import pathlib
+import tokenize
 
 _PACKAGE = "zoo"
 
@@ -35,23 +37,85 @@ def _package_of(module: str, path: pathlib.Path) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
+def import_statements(source: str) -> list[tuple[int, str, list[str]]]:
+    """Every import statement of ``source`` as (level, module, names): ``import a.b, c``
+    gives (0, "a.b", []) and (0, "c", []); ``from ..x import y, z`` gives (2, "x", ["y", "z"]).
+
+    Read with the tokenizer, not ``ast``: under CPython 3.11 an ``ast.parse`` in one thread of
+    a process whose other threads also build ASTs can fail with "SystemError: AST
+    constructor recursion depth mismatch" (CPython gh-106905), which is what a Dask worker
+    computing a cache key met. The tokenizer builds no AST. Statements are logical lines
+    that begin with ``import`` or ``from`` (also indented ones, inside functions); a
+    statement after a colon on the same line (``if x: import y``) is not seen - the zoo has
+    none (a test compares this with ``ast`` on every module)."""
+    out: list[tuple[int, str, list[str]]] = []
+    line: list[str] = []
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            if line:
+                out.extend(_statement(line))
+            line = []
+        elif tok.type not in skip:
+            line.append(tok.string)
+    return out
+
+
+def _dotted(tokens: list[str], i: int) -> tuple[str, int]:
+    """The dotted name starting at tokens[i] and the index after it."""
+    parts = []
+    while i < len(tokens) and ((tokens[i].isidentifier() and not keyword.iskeyword(tokens[i])) or tokens[i] == "."):
+        parts.append(tokens[i])
+        i += 1
+    return "".join(parts), i
+
+
+def _statement(tokens: list[str]) -> list[tuple[int, str, list[str]]]:
+    if tokens[0] == "import":
+        found, i = [], 1
+        while i < len(tokens):
+            name, i = _dotted(tokens, i)
+            found.append((0, name, []))
+            while i < len(tokens) and tokens[i] != ",":  # "as alias"
+                i += 1
+            i += 1
+        return found
+    if tokens[0] != "from" or "import" not in tokens:
+        return []
+    i, level = 1, 0
+    while tokens[i] and set(tokens[i]) == {"."}:  # "." or "..." (one token) count their dots
+        level += len(tokens[i])
+        i += 1
+    module, i = _dotted(tokens, i) if tokens[i] != "import" else ("", i)
+    names, i, expect_name = [], tokens.index("import", i) + 1, True
+    for t in tokens[i:]:
+        if t in ("(", ")"):
+            continue
+        if t == ",":
+            expect_name = True
+        elif expect_name:
+            names.append(t)
+            expect_name = False  # what follows until the next comma is "as alias"
+    return [(level, module, names)]
+
+
 def _imported_modules(module: str, path: pathlib.Path) -> set[str]:
     """Modules of the zoo package that ``module`` (source at ``path``) imports."""
     package = _package_of(module, path)
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                parent = ".".join(base + ([node.module] if node.module else []))
-            else:
-                parent = node.module or ""
-            found.add(parent)
-            # "from . import registry" imports a module; "from .x import name" a name
-            found.update(f"{parent}.{alias.name}" for alias in node.names)
+    for level, name, names in import_statements(path.read_text(encoding="utf-8")):
+        if not names:  # "import a.b"
+            found.add(name)
+            continue
+        if level:
+            base = package.split(".")
+            base = base[: len(base) - (level - 1)] if level > 1 else base
+            parent = ".".join(base + ([name] if name else []))
+        else:
+            parent = name
+        found.add(parent)
+        # "from . import registry" imports a module; "from .x import name" a name
+        found.update(f"{parent}.{alias}" for alias in names)
     return {m for m in found if (m == _PACKAGE or m.startswith(_PACKAGE + ".")) and _source_path(m) is not None}
 
 

@@ -356,6 +356,14 @@ def select_lam(Phi, y, *, gamma: float, seed: int, config: SLAConfig | None = No
                     "lam": chosen, "rule": "fewest validation errors, ties to the larger lam"}
 
 
+def _selected_spec(Phi_all, y, gamma, seed, config) -> tuple[BBLR, dict[str, Any]]:
+    """BBLR2's a, b from all points' counts, the given gamma (None: the default) and SLAM's
+    lam: the spec every end-to-end fit of this module is made on."""
+    gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
+    lam, selection = select_lam(Phi_all, y, gamma=gamma, seed=seed, config=config)
+    return BBLR.from_counts(np.asarray(y), gamma=gamma, lam=lam), selection
+
+
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SLAConfig | None = None, gamma: float | None = None,
                    learn_likelihood: bool = False):
     """BBLR3 as the zoo runs it: a, b from the class counts (BBLR2), lam by SLAM's
@@ -363,9 +371,7 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SLAConfig | None = None
 
     learn_likelihood: BBLR4 - then (a, b, gamma) are learned as well (:func:`learn_ab_gamma`),
     starting from the asymptotic a, b of the BBLR3 solution's training TPR and TNR."""
-    gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
-    lam, selection = select_lam(Phi_all, y, gamma=gamma, seed=seed, config=config)
-    spec = BBLR.from_counts(np.asarray(y), gamma=gamma, lam=lam)
+    spec, selection = _selected_spec(Phi_all, y, gamma, seed, config)
     post = fit(spec, Phi_all, y, config=config)
     post.info.extra["selection"] = selection
     if learn_likelihood:
@@ -436,9 +442,7 @@ def learn_ab_gamma(spec: BBLR, post: PointPosterior, Phi, y, *, config: SLAConfi
 def fit_laplace_end_to_end(Phi_all, y, *, seed: int = 0, config: SLAConfig | None = None,
                            gamma: float | None = None):
     """The Laplace Gaussian at the mode of the spec :func:`fit_end_to_end` chooses."""
-    gamma = DEFAULT_GAMMA if gamma is None else float(gamma)
-    lam, selection = select_lam(Phi_all, y, gamma=gamma, seed=seed, config=config)
-    spec = BBLR.from_counts(np.asarray(y), gamma=gamma, lam=lam)
+    spec, selection = _selected_spec(Phi_all, y, gamma, seed, config)
     post = fit_laplace(spec, Phi_all, y, config=config)
     post.info.extra["selection"] = selection
     return EndToEndFit(post, spec, np.arange(np.asarray(Phi_all).shape[1]))

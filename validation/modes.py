@@ -96,10 +96,11 @@ def basins(log_density: Callable, draws: np.ndarray, *, n_starts: int = 200, mer
     out = {"n_starts": n, "n_failed": int(n - ok[:n].sum()), "merge_sd": merge_sd, "modes": modes,
            "main_share": modes[0]["share"] if modes else None}
     if point is not None:
-        lab, ok_point = labels[-1], bool(ok[-1])
-        # which of the listed modes is it (same cluster label as its best member)?
+        ok_point = bool(ok[-1])
+        # the listed mode its own ascent ends at (within merge_sd sds), if it reached a mode
         match = next((i for i, m in enumerate(modes)
-                      if np.all(np.abs(np.asarray(m["mode"]) - ends[-1]) <= merge_sd * scale)), None)
+                      if np.all(np.abs(np.asarray(m["mode"]) - ends[-1]) <= merge_sd * scale)), None) \
+            if ok_point else None
         out["point"] = {"stationary": ok_point, "log_density": float(values[-1]), "mode_index": match,
-                        "is_main_mode": match == 0, "cluster": int(lab)}
+                        "is_main_mode": match == 0}
     return out

@@ -168,6 +168,9 @@ def _probe(w, Phi, y, hyper, steps, eps_loss, prior):
 
 
 _descent_jit = jax.jit(_descent, static_argnums=(6,))
+_mean_value = jax.jit(mean_objective, static_argnums=(4,))
+_mean_grad = jax.jit(jax.grad(mean_objective), static_argnums=(4,))
+_mean_hess = jax.jit(jax.hessian(mean_objective), static_argnums=(4,))
 _probe_jit = jax.jit(_probe, static_argnums=(6,))
 
 
@@ -177,24 +180,29 @@ def probe_steps(step: float, radius: float) -> np.ndarray:
     return step * mult
 
 
+def _lr_objective(w, Phi, y, lam):
+    f = Phi @ w
+    return -jnp.sum(y * jax.nn.log_sigmoid(f) + (1 - y) * jax.nn.log_sigmoid(-f)) + 0.5 * lam * w @ w
+
+
+# compiled once per data shape (data and lam are arguments, not constants of the program)
+_lr_value = jax.jit(_lr_objective)
+_lr_grad = jax.jit(jax.grad(_lr_objective))
+_lr_hess = jax.jit(jax.hessian(_lr_objective))
+
+
 def logistic_start(Phi, y, lam: float, *, max_iter: int = 100) -> np.ndarray:
     """The L2 logistic regression solution (a = 0, b = 1, gamma = 1, prior N(0, 1/lam)) by
     Newton's method with step halving: SLA's default start."""
-    Phi, y = jnp.asarray(Phi), jnp.asarray(y)
-
-    def neg(w):
-        f = Phi @ w
-        return -jnp.sum(y * jax.nn.log_sigmoid(f) + (1 - y) * jax.nn.log_sigmoid(-f)) + 0.5 * lam * w @ w
-
-    grad, hess = jax.jit(jax.grad(neg)), jax.jit(jax.hessian(neg))
+    Phi, y, lam = jnp.asarray(Phi), jnp.asarray(y, float), jnp.asarray(lam, float)
     w = jnp.zeros(Phi.shape[1])
     for _ in range(max_iter):
-        g, H = grad(w), hess(w)
+        g, H = _lr_grad(w, Phi, y, lam), _lr_hess(w, Phi, y, lam)
         # a tiny ridge only steers the start where the prior is nearly flat along a
         # direction the data do not see (a duplicated column); the start is no estimate
         d = jnp.linalg.solve(H + 1e-10 * (1.0 + jnp.max(jnp.diag(H))) * jnp.eye(H.shape[0]), g)
-        t, f0 = 1.0, neg(w)
-        while neg(w - t * d) > f0 and t > 1e-10:
+        t, f0 = 1.0, _lr_value(w, Phi, y, lam)
+        while _lr_value(w - t * d, Phi, y, lam) > f0 and t > 1e-10:
             t *= 0.5
         w = w - t * d
         if float(jnp.max(jnp.abs(g))) < 1e-10 * Phi.shape[0]:
@@ -284,9 +292,14 @@ def fit_laplace(spec, Phi, y, *, config: SLAConfig | None = None, newton_steps: 
     n = Phi.shape[0]
 
     def neg(v):
-        return n * mean_objective(v, Phi_j, y_j, hyper, spec.prior)
+        return n * _mean_value(v, Phi_j, y_j, hyper, spec.prior)
 
-    grad, hess = jax.jit(jax.grad(neg)), jax.jit(jax.hessian(neg))
+    def grad(v):
+        return n * _mean_grad(v, Phi_j, y_j, hyper, spec.prior)
+
+    def hess(v):
+        return n * _mean_hess(v, Phi_j, y_j, hyper, spec.prior)
+
     w = jnp.asarray(w)
     decrement = np.inf
     for _ in range(newton_steps):

@@ -49,6 +49,7 @@ from jax import lax
 from ..models.bblr import BBLR, DEFAULT_GAMMA, bb_log_prob, log_prior
 from ..models.checks import check_design, check_spec
 from .contracts import EndToEndFit
+from .generic_laplace import CONVERGED, newton_program
 from .posterior import ApproximationFailed, FitInfo, GaussianPosterior, PointPosterior
 
 ENGINE_NAME = "sla"
@@ -168,9 +169,6 @@ def _probe(w, Phi, y, hyper, steps, eps_loss, prior):
 
 
 _descent_jit = jax.jit(_descent, static_argnums=(6,))
-_mean_value = jax.jit(mean_objective, static_argnums=(4,))
-_mean_grad = jax.jit(jax.grad(mean_objective), static_argnums=(4,))
-_mean_hess = jax.jit(jax.hessian(mean_objective), static_argnums=(4,))
 _probe_jit = jax.jit(_probe, static_argnums=(6,))
 
 
@@ -255,7 +253,11 @@ def fit(spec, Phi, y, *, config: SLAConfig | None = None) -> PointPosterior:
     config = config or SLAConfig()
     t0 = time.perf_counter()
     w, rec = run_sla(spec, Phi, y, config)
-    seconds = time.perf_counter() - t0
+    return _point(spec, Phi, w, rec, time.perf_counter() - t0)
+
+
+def _point(spec, Phi, w, rec, seconds) -> PointPosterior:
+    """SLA's answer w, with the record of :func:`run_sla` that reached it, as a posterior."""
     last = rec["stages"][-1]
     reason = "" if rec["converged"] else (
         "a stage ended on its round cap (max_rounds) with the probe still improving: "
@@ -276,60 +278,53 @@ def _positive_definite(eig) -> bool:
     return bool(eig[0] > 1e-12 * abs(eig[-1]))
 
 
-def fit_laplace(spec, Phi, y, *, config: SLAConfig | None = None, newton_steps: int = 50) -> GaussianPosterior:
-    """N(w*, (-H)^-1) at the mode w* of the spec's log joint that SLA reaches: SLA's point
-    polished by Newton steps (each halved until the log joint rises) to a stationary point,
-    then the Hessian by autodiff. Raises ApproximationFailed where -H is not positive
-    definite there (a saddle or a plateau of the bounded likelihood: no Gaussian
-    approximates the posterior at such a point) or Newton does not reach a stationary one."""
+#: the Newton decrement at which Laplace's polish of SLA's point stops (the generic Laplace
+#: engine's tolerance: the mode within 1e-6 posterior sds)
+NEWTON_TOL = 1e-6
+#: compiled once per prior: the data and constants are arguments of the program
+_NEWTON_PROGRAMS: dict[str, Any] = {}
+
+
+def _newton(prior: str):
+    """The zoo's damped modified Newton (``generic_laplace.newton_program``) on the log
+    joint of BBLR with this prior, data passed as ((Phi, hyper), y)."""
+    if prior not in _NEWTON_PROGRAMS:
+        def log_joint(w, data, y):
+            Phi, hyper = data
+            return -Phi.shape[0] * mean_objective(w, Phi, y, hyper, prior)
+
+        _NEWTON_PROGRAMS[prior] = jax.jit(newton_program(log_joint, 100))
+    return _NEWTON_PROGRAMS[prior]
+
+
+def fit_laplace(spec, Phi, y, *, config: SLAConfig | None = None) -> GaussianPosterior:
+    """N(w*, H^-1) at the mode w* of the spec's log joint that SLA reaches: SLA's point
+    polished to a stationary point by the generic Laplace engine's damped Newton, H the
+    Hessian of -log joint there (autodiff). Raises ApproximationFailed where no mode with H
+    positive definite to float precision is reached (a saddle, or a plateau of the bounded
+    likelihood: no Gaussian approximates the posterior at such a point)."""
     check_spec(spec, BBLR, LAPLACE_NAME)
     Phi, y = check_design(Phi, y)
     config = config or SLAConfig()
     t0 = time.perf_counter()
     w, rec = run_sla(spec, Phi, y, config)
     Phi_j, y_j = jnp.asarray(Phi), jnp.asarray(y, float)
-    hyper = _hyper(spec, spec.gamma)
     n = Phi.shape[0]
-
-    def neg(v):
-        return n * _mean_value(v, Phi_j, y_j, hyper, spec.prior)
-
-    def grad(v):
-        return n * _mean_grad(v, Phi_j, y_j, hyper, spec.prior)
-
-    def hess(v):
-        return n * _mean_hess(v, Phi_j, y_j, hyper, spec.prior)
-
-    w = jnp.asarray(w)
-    decrement = np.inf
-    for _ in range(newton_steps):
-        H, g = hess(w), grad(w)
-        eig = np.linalg.eigvalsh(np.asarray(H))
-        if not _positive_definite(eig):
-            raise ApproximationFailed(
-                f"{LAPLACE_NAME}: the negative log joint's Hessian at SLA's point is not positive definite "
-                f"to float precision (eigenvalues {eig[0]:.3g} .. {eig[-1]:.3g}): no Gaussian approximation "
-                "exists there")
-        d = jnp.linalg.solve(H, g)
-        decrement = float(jnp.sqrt(g @ d))
-        if decrement < 1e-8:
-            break
-        t, f0 = 1.0, float(neg(w))
-        while float(neg(w - t * d)) > f0 and t > 1e-12:
-            t *= 0.5
-        w = w - t * d
-    H = hess(w)
-    eig = np.linalg.eigvalsh(np.asarray(H))
-    if not _positive_definite(eig) or decrement >= 1e-6:
+    state = _newton(spec.prior)(jnp.asarray(w), NEWTON_TOL, (Phi_j, _hyper(spec, spec.gamma)), y_j)
+    w, H = state.x, -np.asarray(state.hess)  # H: the Hessian of E = -log joint at w
+    eig = np.linalg.eigvalsh(H)
+    if int(state.status) != CONVERGED or not _positive_definite(eig):
         raise ApproximationFailed(
-            f"{LAPLACE_NAME}: no positive definite mode reached from SLA's point (Newton decrement "
-            f"{decrement:.3g}, smallest Hessian eigenvalue {eig[0]:.3g})")
+            f"{LAPLACE_NAME}: from SLA's point no mode with a Hessian positive definite to float precision "
+            f"was reached (Newton status {int(state.status)} after {int(state.n_iter)} steps; eigenvalues of "
+            f"the negative log joint's Hessian {eig[0]:.3g} .. {eig[-1]:.3g}): this is not positive definite "
+            "curvature, and no Gaussian approximation exists there")
     cov = np.linalg.inv(np.asarray(H))
     chol = np.linalg.cholesky(0.5 * (cov + cov.T))
     seconds = time.perf_counter() - t0
     info = FitInfo(LAPLACE_NAME, True, len(rec["trace"]), "", seconds, 0.0, "log joint at the mode",
-                   np.asarray([-float(neg(w))]),
-                   {"sla_stages": rec["stages"], "newton_decrement": decrement, "min_eig": float(eig[0])})
+                   np.asarray([float(state.value)]),
+                   {"sla_stages": rec["stages"], "newton_steps": int(state.n_iter), "min_eig": float(eig[0])})
     return GaussianPosterior(spec, spec.sites(Phi.shape[1]), np.asarray(w, float), chol, info)
 
 
@@ -342,7 +337,7 @@ VALIDATION_SHARE = 0.2
 
 def select_lam(Phi, y, *, gamma: float, seed: int, config: SLAConfig | None = None,
                lam_grid=LAM_GRID) -> tuple[float, dict[str, Any]]:
-    """SLAM's meta-optimization as the zoo runs it (DERIVATIONS.md §6.4): hold out a
+    """SLAM's meta-optimization as the zoo runs it (DERIVATIONS.md §6.5): hold out a
     stratified fifth of the training points (seeded), fit SLA on the rest for every lam of
     the grid (BBLR2's a, b from the fitting part's counts), and keep the lam with the fewest
     validation errors, ties to the larger lam (the stronger prior). The paper also tunes
@@ -393,7 +388,7 @@ def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SLAConfig | None = None
     return EndToEndFit(post, spec, np.arange(np.asarray(Phi_all).shape[1]))
 
 
-def asymptotic_ab(spec: BBLR, w, Phi, y) -> tuple[float, float]:
+def asymptotic_ab(w, Phi, y) -> tuple[float, float]:
     """(a, b) = (1 - TNR, TPR + TNR - 1) of the hard predictions sign(f) on (Phi, y)
     (eqs. 27-30: as gamma -> infinity the largest P(y = 1) is a + b = TPR and the largest
     P(y = 0) is 1 - a = TNR), clipped so that a, c >= 0.01 and b >= 0.05."""
@@ -408,15 +403,17 @@ def asymptotic_ab(spec: BBLR, w, Phi, y) -> tuple[float, float]:
 
 def learn_ab_gamma(spec: BBLR, post: PointPosterior, Phi, y, *, config: SLAConfig | None = None,
                    rounds: int = 5) -> tuple[BBLR, PointPosterior]:
-    """BBLR4's alternation (DERIVATIONS.md §6.4): (a, b, gamma) by maximizing the log
+    """BBLR4's alternation (DERIVATIONS.md §6.5): (a, b, gamma) by maximizing the log
     likelihood at fixed w (L-BFGS over a softmax of (a, b, c) and log gamma; the gradients
     are eqs. 31-35, here by autodiff), then w by SLA's last stage at the new constants, from
     the previous w; ``rounds`` times or until (a, b, gamma) move by less than 1e-4 (relative).
-    Starts from the asymptotic a, b of the given solution (:func:`asymptotic_ab`)."""
+    Starts from the asymptotic a, b of the given solution (:func:`asymptotic_ab`); the
+    answer is the w of the last SLA run, at the last constants."""
     from scipy.optimize import minimize
 
+    t0 = time.perf_counter()
     Phi_j, y_j = jnp.asarray(Phi), jnp.asarray(y, float)
-    a, b = asymptotic_ab(spec, post.mean_flat(), Phi, y)
+    a, b = asymptotic_ab(post.mean_flat(), Phi, y)
     spec = spec.with_params(a=a, b=b)
     w = jnp.asarray(post.mean_flat())
     history, settled = [(spec.a, spec.b, spec.gamma)], False
@@ -438,14 +435,14 @@ def learn_ab_gamma(spec: BBLR, post: PointPosterior, Phi, y, *, config: SLAConfi
                        jac=True, method="L-BFGS-B")
         a_, b_, g_ = (float(v) for v in unpack(jnp.asarray(res.x)))
         new = spec.with_params(a=a_, b=min(b_, 1.0 - a_), gamma=g_)
-        w_new, _ = run_sla(new, Phi, y, dataclass_replace(one_stage, gamma_min=new.gamma), w0=w)
+        w_new, rec = run_sla(new, Phi, y, dataclass_replace(one_stage, gamma_min=new.gamma), w0=w)
         moved = max(abs(x - y_) / max(abs(y_), 1e-12) for x, y_ in zip((new.a, new.b, new.gamma), history[-1]))
         spec, w = new, jnp.asarray(w_new)
         history.append((spec.a, spec.b, spec.gamma))
         if moved < 1e-4:
             settled = True
             break
-    final = fit(spec, Phi, y, config=dataclass_replace(one_stage, gamma_min=spec.gamma))
+    final = _point(spec, np.asarray(Phi), np.asarray(w), rec, time.perf_counter() - t0)
     # gamma and the scale of w trade against each other (only the prior holds the scale),
     # so (a, b, gamma) may still drift slowly after the rounds: said, not hidden
     final.info.extra["learned"] = {"history_a_b_gamma": history, "settled": settled, "rounds": len(history) - 1}

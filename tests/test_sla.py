@@ -102,7 +102,7 @@ def test_asymptotic_a_b_are_one_minus_tnr_and_tpr_plus_tnr_minus_one():
     # 4 positives, 3 predicted positive (TPR 3/4); 4 negatives, 3 predicted negative (TNR 3/4)
     Phi = np.array([[1.0], [1.0], [1.0], [-1.0], [-1.0], [-1.0], [-1.0], [1.0]])
     y = np.array([1, 1, 1, 1, 0, 0, 0, 0.0])
-    a, b = sla.asymptotic_ab(BBLR(), np.array([1.0]), Phi, y)
+    a, b = sla.asymptotic_ab(np.array([1.0]), Phi, y)
     assert (a, b) == pytest.approx((0.25, 0.5))
 
 

@@ -98,3 +98,37 @@ def test_grid_table_refuses_unknown_cases(grid, capsys):
     with pytest.raises(SystemExit):
         grid.main(["--cases", "mnist"])
     assert "unknown case" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def bblr():
+    return _load("bblr_references")
+
+
+def test_bblr_table_shows_modes_laplace_refusals_and_uncertified_mode_counts(bblr):
+    certified = {"data": "pima", "n_train": 614, "n_weights": 9, "gamma": 4.0, "gamma2_over_lam": 16.0, "config": 2,
+                 "prior": "gaussian", "reference": {"sampler": "nuts", "certified": True},
+                 "tried": [_tried("nuts", True), _tried("parallel-tempering", True)],
+                 "agreement": {"max_abs_z_median": 1.7, "n_abs_z_above_3": 0, "n_coordinates": 9},
+                 "modes": {"from": "nuts", "certified": True, "n_modes": 1, "main_share": 1.0, "main_share_se": 0.0,
+                           "sla_is_main_mode": True},
+                 "engines": {"sla": {"test_error": 0.26}, "reference": {"test_error": 0.255},
+                             "laplace": {"test_error": 0.234, "sd_ratio_median": 0.45, "khat": 0.92,
+                                         "pred_mae": 0.019, "verdict": "differs"}}}
+    rough = {"data": "pima", "n_train": 614, "n_weights": 9, "gamma": 63.0, "gamma2_over_lam": 3969.0, "config": 2,
+             "prior": "gaussian", "reference": {"sampler": None, "certified": False},
+             "tried": [_tried("nuts", False), _tried("parallel-tempering", False, time_limit=600.0)],
+             "agreement": None,
+             "modes": {"from": "nuts", "certified": False, "n_modes": 7, "main_share": 0.4, "main_share_se": 0.035,
+                       "sla_is_main_mode": False},
+             "engines": {"sla": {"test_error": 0.27},
+                         "laplace": {"failure": "ApproximationFailed: the Hessian is not positive definite"}}}
+    rows = bblr.table([certified, rough]).splitlines()[-2:]
+    # 600 ESS in 60 s; both certified and their agreement shown; Laplace measured
+    assert "| 10.0 |" in rows[0] and "1.70 (0 of 9 > 3)" in rows[0] and "**nuts**" in rows[0]
+    assert "1 / 1.00 ± 0.00 / yes |" in rows[0] and "0.260 / 0.234 / 0.255" in rows[0]
+    assert "| 0.45 | 0.92 | 0.0190 | differs |" in rows[0]
+    # no reference: the mode count says where it came from, Laplace's refusal is shown, no metrics
+    assert "**none certified**" in rows[1] and "ran out of time (600 s)" in rows[1]
+    assert "7 / 0.40 ± 0.04 / **no** (from uncertified nuts)" in rows[1]
+    assert "0.270 / failed: ApproximationFailed / -" in rows[1] and rows[1].endswith("| - | - | - | - |")

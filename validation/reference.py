@@ -91,6 +91,12 @@ class Certification:
     harmless, but many mean the chain moves by truncated trajectories and its ESS is not
     what the trajectories' length suggests.
     Neither NUTS check can be fixed by more draws, so both stop the doubling loop.
+    min_round_trips (parallel tempering): every run must carry states from its coldest
+    copy to its hottest (the prior) and back at least this often while it records draws.
+    Each round trip is a fresh descent from the prior into the posterior; a mode holding a
+    tenth of the mass is missed by ten independent descents with probability 0.9^10 = 0.35
+    per chain, and by all four chains' forty with 0.9^40 = 1.5 % (the descents are not
+    exactly independent, so this is a guide, not a guarantee).
     """
 
     rhat_max: float = 1.01
@@ -99,6 +105,7 @@ class Certification:
     max_divergences: int = 0
     ebfmi_min: float = 0.3
     max_treedepth_fraction: float = 0.01
+    min_round_trips: int = 10
 
 
 CERTIFICATION = Certification()

@@ -24,6 +24,7 @@ from ...models.basis import LinearBasis, WithBias
 from ...models.bblr import BBLR, DEFAULT_GAMMA
 from ..bblr_report import comparison_figures
 from ..model_record import ModelRecord
+from ..parallel_tempering import PARALLEL_TEMPERING
 from . import Prepared, auto_laplace_engine, reject_options
 
 #: the compare default's prior precision (DERIVATIONS.md §6.2: only gamma^2 / lam matters
@@ -119,7 +120,10 @@ RECORD = ModelRecord(
         auto_laplace_engine("auto-laplace"),
     ),
     default_engines=("sla", "laplace", "auto-laplace"),
-    references=({"sampler": "nuts"},),
+    # NUTS first; where its chains settle in different modes (R-hat) or diverge, parallel
+    # tempering, whose hottest copy samples the prior and carries states across (DERIVATIONS.md §6.7)
+    references=({"sampler": "nuts"}, {"sampler": "parallel-tempering"}),
+    samplers=(PARALLEL_TEMPERING,),
     classifier=classifier_design,
     sbc_spec=sbc_spec,
     figures=comparison_figures,

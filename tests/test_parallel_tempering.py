@@ -127,3 +127,22 @@ def test_nuts_does_not_certify_the_two_modes():
     ref = run_reference(spec, Phi, y, config=ReferenceConfig())
     assert not ref.certified
     assert any("R-hat" in f for f in ref.failures)
+
+
+def test_too_few_round_trips_is_a_failure_more_draws_can_mend():
+    # independent N(0, 1) draws pass R-hat and ESS; no round trips fails tempering's own
+    # check, as a kind the doubling loop may continue (unlike a sampler fault)
+    from zoo.models.base import Site
+    from zoo.validation.parallel_tempering import TemperingRun
+    from zoo.validation.reference import _certify_run
+
+    rng = np.random.default_rng(0)
+    draws = {"w": rng.normal(size=(4, 1000, 2))}
+    stats = {"diverging": np.zeros((4, 1000), bool), "round_trips": np.zeros((4, 1000), int),
+             "swap_accept": np.full((4, 1000), 0.5), "acceptance_rate": np.full((4, 1000), 0.8)}
+    stats["round_trips"][:, ::50] = 1  # 20 per chain ...
+    stats["round_trips"][3] = 0  # ... but none in chain 3
+    certified, failures, diagnostics, kinds = _certify_run(draws, stats, (Site("w", (2,)),), TemperingRun, {})
+    assert not certified and kinds == {"sampler_count"}
+    assert failures == [failures[0]] and failures[0].startswith("chain 3: 0 round trips")
+    assert diagnostics["round_trips_min"] == 0

@@ -391,6 +391,8 @@ class TemperingRun:
     exchange round)."""
 
     name = "zoo.parallel-tempering"
+    #: the round-trip check counts events: continuing the chains can meet it
+    checks_count_events = True
 
     def __init__(self, spec, Phi, y, config, progress: bool):
         self.chains = TemperedChains(spec, Phi, y, num_chains=config.num_chains, num_warmup=config.num_warmup,

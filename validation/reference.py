@@ -139,7 +139,9 @@ class ReferenceSampler:
     that runs it - ``runner(spec, Phi, y, config, progress)`` with ``first()`` and
     ``more(n)`` returning (draws, extra) - draws of every site it samples, the measured
     ones included - and ``sample_stats``, ``sampler_checks`` and ``layout`` as
-    :class:`NutsRun` has them. code_modules: the modules whose source defines the
+    :class:`NutsRun` has them (a runner whose ``sampler_checks`` count events over the
+    recorded draws, so that more draws can meet them, sets ``checks_count_events = True``:
+    then those failures, like R-hat's and ESS's, let the chains be continued). code_modules: the modules whose source defines the
     sampler; their digest (with what they import from the zoo, and the runner class's
     own source) is part of the cache key, so changed sampler code never reads stale draws.
 
@@ -396,7 +398,10 @@ def _certify_run(draws, stats, diagnosed, runner, settings):
     sampler_failures, sampler_numbers = runner.sampler_checks(stats, settings, CERTIFICATION)
     if sampler_failures:
         failures = failures + sampler_failures
-        kinds = kinds | {"sampler"}
+        # a check that counts events over the recorded draws (tempering's round trips) can
+        # be met by more draws; a fault of the sampler (a capped slice update, NUTS's
+        # energy) cannot
+        kinds = kinds | {"sampler_count" if getattr(runner, "checks_count_events", False) else "sampler"}
     diagnostics = _diagnostics_dict(diag, n_div, idata)
     diagnostics.update(sampler_numbers)
     diagnostics["diagnosed_sites"] = [s.name for s in diagnosed]
@@ -802,7 +807,8 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> R
         doublings = 0
         # More draws may fix too-small ESS or a slowly mixing chain; they cannot fix
         # divergences (a geometry problem) or a sampler fault, so those stop the loop.
-        while not certified and kinds <= {"rhat", "ess_bulk", "ess_tail"} and doublings < config.max_doublings:
+        while (not certified and kinds <= {"rhat", "ess_bulk", "ess_tail", "sampler_count"}
+               and doublings < config.max_doublings):
             n_more = next(iter(draws.values())).shape[1]
             start = time.perf_counter()
             more_draws, more_extra = runner.more(n_more)

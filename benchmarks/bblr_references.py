@@ -156,7 +156,9 @@ def _ess_rate(tried, sampler):
 def _modes_text(m):
     if m is None:
         return "-"
-    share = f"{m['main_share']:.2f} ± {m['main_share_se']:.2f}" if m["main_share"] is not None else "-"
+    if m["n_modes"] == 0:  # e.g. the Gauss-Laplace prior's cusp at 0: no Newton ascent converges
+        return f"none found ({m['n_failed']} of {m['n_starts']} ascents reached no proper mode)"
+    share = f"{m['main_share']:.2f} ± {m['main_share_se']:.2f}"
     main = {True: "yes", False: "**no**", None: "-"}[m["sla_is_main_mode"]]
     caveat = "" if m["certified"] else f" (from uncertified {m['from']})"
     return f"{m['n_modes']} / {share} / {main}{caveat}"

@@ -132,3 +132,6 @@ def test_bblr_table_shows_modes_laplace_refusals_and_uncertified_mode_counts(bbl
     assert "**none certified**" in rows[1] and "ran out of time (600 s)" in rows[1]
     assert "7 / 0.40 ± 0.04 / **no** (from uncertified nuts)" in rows[1]
     assert "0.270 / failed: ApproximationFailed / -" in rows[1] and rows[1].endswith("| - | - | - | - |")
+    # no ascent converged (a prior with a cusp): said so, not "0 modes, SLA not the main one"
+    rough["modes"].update(n_modes=0, main_share=None, n_failed=200, n_starts=200, sla_is_main_mode=False)
+    assert "none found (200 of 200 ascents reached no proper mode)" in bblr.table([rough]).splitlines()[-1]

@@ -260,6 +260,15 @@ def _block(prog, key, copies, adapt_state, beta, inv_mass, it0, Phi, y, *, n_ite
     return key, copies, adapt_state, out
 
 
+@partial(jax.jit, static_argnames=("prog",))
+def _start_values(prog, z, Phi, y):
+    """-log prior, log-likelihood and their gradients at every copy's start (C, K, D);
+    compiled once per program (a jit built per run would be compiled, and kept, per run:
+    an SBC of hundreds of runs ran out of memory for executables that way)."""
+    return jax.vmap(jax.vmap(partial(_value_and_grads, prog), in_axes=(0, None, None)), in_axes=(0, None, None))(
+        z, Phi, y)
+
+
 def place_ladder(beta: np.ndarray, reject: np.ndarray) -> tuple[np.ndarray, float]:
     """Syed et al.'s ladder update for one chain: ``beta`` descending from 1 to 0 (K
     values), ``reject`` the K - 1 neighbours' rejection rates. Returns the new ladder,
@@ -295,9 +304,7 @@ class TemperedChains:
         key = jax.random.PRNGKey(seed)
         key, k_init = jax.random.split(key)
         z = jax.random.uniform(k_init, (C, K, D), minval=-INIT_RADIUS, maxval=INIT_RADIUS)
-        vg = jax.jit(jax.vmap(jax.vmap(partial(_value_and_grads, self.prog), in_axes=(0, None, None)),
-                              in_axes=(0, None, None)))
-        nlp, ll, g_nlp, g_ll = vg(z, self.Phi, self.y)
+        nlp, ll, g_nlp, g_ll = _start_values(self.prog, z, self.Phi, self.y)
         ident = jnp.tile(jnp.arange(K), (C, 1))
         self.copies = _Copies(z, nlp, ll, g_nlp, g_ll, ident, jnp.zeros((C, K), jnp.int32))
         self.key = key

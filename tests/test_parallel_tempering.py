@@ -146,3 +146,14 @@ def test_too_few_round_trips_is_a_failure_more_draws_can_mend():
     assert not certified and kinds == {"sampler_count"}
     assert failures == [failures[0]] and failures[0].startswith("chain 3: 0 round trips")
     assert diagnostics["round_trips_min"] == 0
+
+
+def test_equal_specs_share_one_compiled_program():
+    # specs compare by identity; SBC builds a new one per simulation, and a cache keyed by
+    # identity recompiled the sampler in every simulation until LLVM ran out of memory
+    from zoo.validation.parallel_tempering import _programs
+
+    a, b = BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5), BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5)
+    assert a != b  # identity semantics, as the models have them
+    assert _programs(a, 12, 3) is _programs(b, 12, 3)
+    assert _programs(a, 12, 3) is not _programs(BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.7), 12, 3)

@@ -55,7 +55,8 @@ serves every data set of one shape (SBC, tables).
 """
 from __future__ import annotations
 
-import functools
+import collections
+import json
 from functools import partial
 from typing import NamedTuple
 
@@ -98,13 +99,24 @@ class _Programs(NamedTuple):
     size: int
 
 
+#: the programs of the last few (spec, shape) pairs; keyed by the spec's content, since
+#: model specs compare by identity (an SBC run builds a new spec object per simulation,
+#: and a cache keyed by identity rebuilt and recompiled everything in each - until LLVM
+#: ran out of memory for executables)
+_PROGRAMS: "collections.OrderedDict[tuple, _Programs]" = collections.OrderedDict()
+_PROGRAMS_KEPT = 8
+
+
 def _programs(spec, n: int, m: int) -> _Programs:
-    """The programs of ``_build_programs``, cached per (spec, shape) where the spec is
-    hashable (a spec holding arrays is rebuilt, and its programs compiled, per run)."""
-    try:
-        return _cached_programs(spec, n, m)
-    except TypeError:
-        return _build_programs(spec, n, m)
+    """The programs of ``_build_programs`` for this spec's content and this shape."""
+    key = (type(spec).__module__, type(spec).__qualname__, json.dumps(spec.to_dict(), sort_keys=True, default=repr),
+           int(n), int(m))
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = _build_programs(spec, n, m)
+        while len(_PROGRAMS) > _PROGRAMS_KEPT:
+            _PROGRAMS.popitem(last=False)
+    _PROGRAMS.move_to_end(key)
+    return _PROGRAMS[key]
 
 
 def _build_programs(spec, n: int, m: int) -> _Programs:
@@ -139,9 +151,6 @@ def _build_programs(spec, n: int, m: int) -> _Programs:
         return sum(jnp.sum(v) for v in parts.values())
 
     return _Programs(neg_log_prior, log_lik, constrain, size)
-
-
-_cached_programs = functools.lru_cache(maxsize=8)(_build_programs)
 
 
 class _Copies(NamedTuple):

@@ -77,6 +77,7 @@ SEED_IDS = {
     "pima": 25,
     "liver": 26,
     "breast_wisconsin": 27,
+    "statlog_heart": 28,
 }
 # Third word for the stream that generates a fixed pool (split streams use 0..99).
 POOL_STREAM = 2**31 - 1

@@ -316,3 +316,18 @@ def test_digits_are_the_8_by_8_images_with_even_digits_positive():
     assert list(np.where(X.max(axis=0) == 0.0)[0]) == [0, 32, 39]
     y = np.concatenate([split.y_train, split.y_test])
     assert int(y.sum()) == 891  # 0, 2, 4, 6, 8: 178 + 177 + 181 + 181 + 174
+
+
+def test_statlog_heart_is_the_whole_heart_pool_split_80_20():
+    """The BBLR paper's Heart: heart's 270 Statlog records (same file and parser), split
+    216 / 54 with its own seed id, so the IDA-style heart splits are unchanged."""
+    r = ROWS["statlog_heart"]
+    assert (r["n_pool"], r["n_train"], r["n_test"], r["dim"]) == (270, 216, 54, 13)
+    pool = catalog._cached("heart")
+    assert np.array_equal(catalog._cached("statlog_heart").X, pool.X)
+    assert splits.SEED_IDS["statlog_heart"] not in {v for k, v in splits.SEED_IDS.items() if k != "statlog_heart"}
+    s = ds.load("statlog_heart", 4, standardize=False)
+    rows = np.concatenate([s.X_train, s.X_test])
+    assert np.array_equal(np.unique(rows, axis=0), np.unique(pool.X, axis=0)) and rows.shape == pool.X.shape
+    assert s.y_train.sum() + s.y_test.sum() == 120 and s.y_train.sum() == round(216 * 120 / 270)
+    assert not np.array_equal(s.X_train[:170], ds.load("heart", 4, standardize=False).X_train)

@@ -96,8 +96,10 @@ A_FEW = 5
 #: the paper's test-error bands (read off its text; it prints no numbers)
 LINEAR_FLOOR = 0.27
 GRID_BAND = (0.22, 0.23)
-# seed stream of the digits subsamples (a label of a numpy SeedSequence, never reused;
-# the noise features' stream is zoo.data.generators.NOISE_FEATURE_STREAM)
+# seed stream of the digits subsamples (a label of a numpy SeedSequence; the noise
+# features' stream is zoo.data.generators.NOISE_FEATURE_STREAM). The same number was later
+# given by mistake to zoo.data.generators.LABEL_FLIP_STREAM (BBLR's label noise); the two
+# never feed one experiment, and both are kept so that published numbers stay reproducible
 _DIGITS_STREAM = 310_002
 #: scikit-learn's C grid for both linear baselines, 10^(-3..3) in half-decades, and their
 #: folds: the Horii entry's, whose L1-LR is reused here

@@ -1,5 +1,5 @@
 """`zoo compare --model bblr --param flip=0.1` end to end at a size the fast tier affords:
-the BBLR2 spec from the (observed) class counts, SLA / laplace / auto-laplace rows, the
+the BBLR2 spec from the (observed) class counts, SLA / laplace / slam / auto-laplace rows, the
 modes figure and the label-noise figure."""
 import json
 import os
@@ -22,14 +22,17 @@ def run(tmp_path_factory):
     return comp, write_report(comp, str(out)), str(out)
 
 
-def test_bblr2_on_pima_with_its_three_engines(run):
+def test_bblr2_on_pima_with_its_four_engines(run):
     comp, _, _ = run
     res = comp.results
     y = comp.prepared.y_train
     assert res["data"] == "pima" and res["hyper"]["b"] == 0.5 and res["reference"]["certified"]
     assert res["hyper"]["a"] == pytest.approx(np.mean(y) / 2)  # a = N+ / 2N
-    assert set(res["engines"]) == {"sla", "laplace", "auto-laplace"}
+    assert set(res["engines"]) == {"sla", "laplace", "slam", "auto-laplace"}
     assert res["engines"]["sla"]["kind"] == "point" and res["engines"]["laplace"]["kind"] == "gaussian"
+    assert res["engines"]["slam"]["kind"] == "point"
+    slam = comp.posteriors["slam"].info.extra["slam"]
+    assert slam["eta0"] in slam["eta0_grid"] and slam["step"] in slam["step_grid"]
     # the two Laplace engines reach the same mode (one from SLA, one from a random start)
     lap, auto = comp.posteriors["laplace"], comp.posteriors["auto-laplace"]
     np.testing.assert_allclose(lap.mean_flat(), auto.info.extra["mode"][:lap.dim], atol=1e-5)

@@ -31,6 +31,25 @@ def squared_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.maximum(d2, 0.0)
 
 
+#: the median heuristic looks at no more than this many points (a seeded subsample beyond)
+MEDIAN_HEURISTIC_POINTS = 2000
+
+
+def median_heuristic_width(X: np.ndarray) -> float:
+    """The median heuristic for the RBF width: the median Euclidean distance between two
+    distinct training inputs (over a seeded subsample of MEDIAN_HEURISTIC_POINTS when there
+    are more). ValueError when it is not positive (fewer than two distinct inputs)."""
+    X = check_features(X)
+    if X.shape[0] > MEDIAN_HEURISTIC_POINTS:
+        rows = np.random.default_rng(0).choice(X.shape[0], MEDIAN_HEURISTIC_POINTS, replace=False)
+        X = X[np.sort(rows)]
+    d2 = squared_distances(X, X)[np.triu_indices(X.shape[0], 1)]
+    width = float(np.sqrt(np.median(d2))) if d2.size else 0.0
+    if not width > 0:
+        raise ValueError("the median heuristic needs at least two distinct inputs (the median distance is 0)")
+    return width
+
+
 def rbf_kernel(A: np.ndarray, B: np.ndarray, width: float) -> np.ndarray:
     """Gaussian kernel matrix k(a_i, b_j) = exp(-||a_i - b_j||^2 / (2 width^2))."""
     if not np.isfinite(width) or width <= 0:

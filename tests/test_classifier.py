@@ -193,6 +193,8 @@ def test_wrong_number_of_features_at_predict(fitted, ripley):
     (dict(model="bblr", engine="sla", basis="rbf"), "takes basis 'linear'"),
     (dict(model="bblr", engine="sla", basis="linear", q=1.0), "q does not apply to bblr"),
     (dict(model="bblr", engine="auto-laplace", basis="linear"), "no end-to-end mode"),
+    (dict(model="bblr", engine="laplace", basis="rbf"), "use engine 'sla-sparse'"),
+    (dict(model="bblr", engine="sla-sparse", basis="rbf", width="wide"), "positive number or 'median'"),
 ])
 def test_invalid_model_options_raise_clear_errors(params, match):
     rng = np.random.default_rng(0)
@@ -252,3 +254,22 @@ def test_bblr_classifier_chooses_lam_by_validation_and_keeps_string_labels(engin
     assert clf.spec_.b == 0.5 and clf.spec_.a == pytest.approx(np.mean(y == "pos") / 2)
     assert clf.n_basis_ == 4 and list(clf.classes_) == ["neg", "pos"]
     assert np.mean(clf.predict(X) == y) > 0.85
+
+
+def test_sparse_kernel_bblr_classifier_keeps_the_em_columns_with_the_median_width():
+    """Sparse KBBLR through the classifier: the median-heuristic width, BBLR2's a, b, the
+    Gaussian-Laplace prior at the EM's end point, and predictions from the kept columns
+    only. Two blobs 3 apart (seeded): here the EM keeps a few kernel functions (on other
+    draws of so few points it can keep none, tests/test_sparse_kbblr.py)."""
+    from zoo.models.basis import median_heuristic_width
+
+    rng = np.random.default_rng(1)
+    y = np.repeat(["neg", "pos"], 50)
+    X = rng.normal(size=(100, 2)) + np.where(y == "pos", 1.5, -1.5)[:, None] * np.array([1.0, 0.0])
+    clf = SparseBayesClassifier(model="bblr", engine="sla-sparse", basis="rbf", width="median").fit(X, y)
+    extra = clf.posterior_.info.extra
+    assert clf.basis_.width == median_heuristic_width(X) and clf.basis_.n_basis == clf.n_basis_
+    assert clf.spec_.prior == "gauss-laplace" and clf.spec_.b == 0.5 and clf.spec_.pi == extra["pi"]
+    assert 0 < clf.n_basis_ < 20 and list(clf.active_) == list(extra["kept"])
+    np.testing.assert_allclose(clf.basis_.centres, X[clf.active_])
+    assert np.mean(clf.predict(X) == y) > 0.9 and list(clf.classes_) == ["neg", "pos"]

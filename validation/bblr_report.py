@@ -9,6 +9,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from ..models.basis import WithBias
 from .atomic import write_json_atomic
 from .modes import basins
 
@@ -46,7 +47,9 @@ def label_noise_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
     prep = comp.prepared
     fraction = prep.hyper.get("flip")
     sla = comp.posteriors.get("sla")
-    if not fraction or sla is None:
+    if not fraction or sla is None or not isinstance(prep.basis, WithBias):
+        # the figure's distances read the last column as the bias: the linear design only
+        # (a kernel design has no bias column, and its boundary is not a hyperplane in x)
         return {}
     Phi, y_obs = np.asarray(prep.Phi_train), np.asarray(prep.y_train, float)
     _, idx = flipped_labels(y_obs, fraction, comp.split.split)  # the same draw as prepare's

@@ -14,6 +14,9 @@
     # gridRVM on 8 x 8 images: row and column relevance (engines vb, vb-s-grid, vb-rvm)
     SparseBayesClassifier(model="grid-rvm", engine="vb", basis="table", table_shape=(8, 8)).fit(X, y)
 
+    # sparse kernel BBLR (Gaussian-Laplace prior, hard EM), width by the median heuristic
+    SparseBayesClassifier(model="bblr", engine="sla-sparse", basis="rbf", width="median").fit(X, y)
+
 ``fit`` runs the engine end to end (it selects its own hyper-parameters and basis
 functions, as its paper does). Inputs are used as given: standardize them first (the
 papers do, and `zoo.data.load` does).
@@ -25,6 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 import zoo  # noqa: F401  (float64 on)
+from zoo.models.basis import median_heuristic_width
 from zoo.models.checks import check_binary_labels, check_features
 from zoo.validation import registry
 
@@ -45,11 +49,16 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       (pcvm: "laplace", "ep", "em"; ggsm-probit: "mm",
                                       "mm-laplace", "lap", "gj", "stu"; grid-rvm: "vb",
                                       "vb-s-grid", "vb-rvm"; bblr: "sla", "laplace", with
-                                      lam chosen on a held-out fifth)
-    width : float, default 1.0        RBF kernel width (k = exp(-r^2 / (2 width^2)))
+                                      lam chosen on a held-out fifth, and "sla-sparse": the
+                                      Gaussian-Laplace prior with its hard EM)
+    width : float or "median", default 1.0
+                                      RBF kernel width (k = exp(-r^2 / (2 width^2))); "median":
+                                      the median distance between two training inputs (the
+                                      median heuristic, models.basis.median_heuristic_width)
     seed : int, default 0             for engines with random initialization (em)
     basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit, grid-rvm; bblr: "linear"
-                                      only, with a bias column; PCVM is a
+                                      with a bias column, or "rbf" with engine "sla-sparse":
+                                      sparse kernel BBLR; PCVM is a
                                       kernel model); ggsm-probit puts a bias column in
                                       front. grid-rvm also: "table" (X is the table itself,
                                       ``table_shape`` says its rows and columns) and
@@ -92,8 +101,9 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                 f"y must hold exactly two classes; found {classes.size}"
                 + (" (one class only)" if classes.size == 1 else "")
             )
-        if not np.isfinite(self.width) or self.width <= 0:
-            raise ValueError(f"width must be a positive number, got {self.width!r}")
+        if not (isinstance(self.width, str) and self.width == "median") and not (
+                isinstance(self.width, (int, float)) and np.isfinite(self.width) and self.width > 0):
+            raise ValueError(f"width must be a positive number or 'median', got {self.width!r}")
         self.classes_ = classes
         y01 = check_binary_labels((y == classes[1]).astype(float), n_samples=X.shape[0])
         record = registry.get_model(self.model)
@@ -115,7 +125,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         record says how (its ``classifier`` design)."""
         if self.basis not in BASES:
             raise ValueError(f"basis must be one of {', '.join(map(repr, BASES))}, got {self.basis!r}")
-        options = {"width": self.width, "basis": self.basis, "q": self.q, "gamma": self.gamma,
+        width = median_heuristic_width(X) if isinstance(self.width, str) else float(self.width)
+        options = {"width": width, "basis": self.basis, "q": self.q, "gamma": self.gamma,
                    "table_shape": self.table_shape, "delta": self.delta}
         return record.classifier(X, y01, self.engine, options)
 

@@ -14,13 +14,14 @@ on standardized inputs), and R-hat is what notices chains that settle in differe
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ...data import flipped_labels
 from ...inference.contracts import EngineEntry
-from ...models.basis import LinearBasis, WithBias
+from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.bblr import BBLR, DEFAULT_GAMMA
 from ..bblr_report import comparison_figures
 from ..model_record import ModelRecord
@@ -39,6 +40,13 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
     default 1), ``config`` (2: a, b from the class counts, the default; 1: from the weak
     Beta(1, 1) prior with n = 100), ``a`` and ``b`` (both, instead of ``config``), ``flip``
     (a fraction of training labels flipped, the robustness case; default 0).
+
+    Kernel designs (KBBLR, eqs. 36-38): ``rbf`` (the RBF width: f(x) = sum_j w_j
+    k(x, x_j) over the training points, no bias column; absent: the linear design) and
+    ``sparse=1`` (the Gaussian-Laplace mixture prior of eq. 41 instead of N(0, 1 / lam):
+    its (pi, s2, ell) are those the sla-sparse engine's hard EM ends at on this training
+    design - Algorithm 3, run once here, so that every engine and the reference see the
+    model the EM chose - or as given by ``pi``, ``s2`` and ``ell``, all three).
     """
     flip = float(params.get("flip", 0.0))
     y, flipped = flipped_labels(split.y_train, flip, split.split) if flip else (split.y_train, np.zeros(0, int))
@@ -60,9 +68,11 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
         how = "BBLR1: the weak prior alpha = beta = 1, n = 100"
     else:
         raise ValueError(f"config must be 1 or 2 (BBLR1 or BBLR2; BBLR3 and 4 are end-to-end modes), got {config:g}")
-    basis = WithBias(LinearBasis.fit(split.X_train))
+    basis = WithBias(LinearBasis.fit(split.X_train)) if "rbf" not in params else RBFBasis.fit(
+        split.X_train, float(params["rbf"]))
+    spec, kernel_hyper, kernel_selection = _sparse_prior(spec, basis.transform(split.X_train), y, params)
     hyper = {"a": spec.a, "b": spec.b, "c": spec.c, "gamma": spec.gamma, "lam": spec.lam,
-             "gamma2_over_lam": spec.gamma ** 2 / spec.lam, "n_basis": int(basis.n_basis)}
+             "gamma2_over_lam": spec.gamma ** 2 / spec.lam, "n_basis": int(basis.n_basis), **kernel_hyper}
     if flip:
         hyper["flip"] = flip
     return Prepared(
@@ -78,7 +88,10 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
                           + ("(given)" if {"gamma", "lam"} & set(params) else "(defaults)")
                           + f"; the posterior depends on gamma^2 / lam = {spec.gamma ** 2 / spec.lam:g} "
                             "(DERIVATIONS.md §6.2)",
-            "basis": "linear with a bias column, standardized inputs",
+            "basis": "linear with a bias column, standardized inputs" if "rbf" not in params else (
+                f"RBF kernel on the {basis.n_basis} training points, width {basis.width:g} (given), "
+                "standardized inputs, no bias column (KBBLR, eq. 36)"),
+            **kernel_selection,
             **({"label noise": f"{len(flipped)} of {len(y)} training labels flipped (fraction {flip:g}, drawn "
                                f"uniformly with the split's seed, zoo.data.flipped_labels); test labels clean"}
                if flip else {}),
@@ -87,12 +100,54 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
     )
 
 
+def _sparse_prior(spec: BBLR, Phi, y, params) -> tuple[BBLR, dict[str, Any], dict[str, str]]:
+    """With ``sparse=1``: the spec with the Gaussian-Laplace prior - (pi, s2, ell) as given,
+    or where the sla-sparse engine's hard EM ends on (Phi, y) from its own start (its a, b
+    and gamma are the spec's). Without: the spec unchanged."""
+    sparse, given = float(params.get("sparse", 0.0)), {"pi", "s2", "ell"} & set(params)
+    if sparse not in (0.0, 1.0):
+        raise ValueError(f"sparse must be 0 or 1 (1: the Gaussian-Laplace prior with its hard EM), got {sparse:g}")
+    if given and (sparse != 1.0 or given != {"pi", "s2", "ell"}):
+        raise ValueError("pi, s2 and ell set the sparse prior: give all three, and sparse=1")
+    if sparse == 0.0:
+        return spec, {}, {}
+    if given:
+        spec = replace(spec, prior="gauss-laplace", pi=float(params["pi"]), s2=float(params["s2"]),
+                       ell=float(params["ell"]))
+        return spec, {"pi": spec.pi, "s2": spec.s2, "ell": spec.ell}, {"prior": "Gaussian-Laplace mixture (eq. 41), "
+                                                                        "pi, s2, ell as given"}
+    from ...inference import sparse_kbblr
+
+    _, chosen, rec, _ = sparse_kbblr.run_from_own_start(spec, Phi, y)
+    hyper = {"pi": chosen.pi, "s2": chosen.s2, "ell": chosen.ell, "em_kept": rec["n_kept"],
+             "em_converged": rec["converged"]}
+    return chosen, hyper, {"prior": (
+        f"Gaussian-Laplace mixture (eq. 41) at the sla-sparse engine's hard-EM end point on the training design "
+        f"(Algorithm 3 from its own start, DERIVATIONS.md §6.6): pi = {chosen.pi:.4g}, s2 = {chosen.s2:.4g}, "
+        f"ell = {chosen.ell:.4g}; the EM kept {rec['n_kept']} of {Phi.shape[1]} columns"
+        + ("" if rec["converged"] else " (not settled: a stage ended on its round cap)"))}
+
+
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
-    """The classifier's design: linear with a bias column (the kernel version is not yet
-    in the zoo); ``gamma`` as given (None: the default 4); lam by SLAM's validation inside
-    the end-to-end fit."""
-    reject_options("bblr", options, ("gamma",), ("linear",))
-    return WithBias(LinearBasis.fit(X)), ({} if options["gamma"] is None else {"gamma": float(options["gamma"])})
+    """The classifier's design and the end-to-end fit's options.
+
+    * ``basis="linear"``: linear with a bias column, for every engine (sla, laplace and
+      slam: BBLR3, lam by SLAM's validation inside the end-to-end fit; sla-sparse: the
+      Gaussian-Laplace prior with its hard EM);
+    * ``basis="rbf"``: sparse kernel BBLR (KBBLR with the mixture prior, Algorithm 3): the
+      ``sla-sparse`` engine only, an RBF kernel on the training points with the given
+      ``width`` (the classifier's ``width="median"`` is the median heuristic, the rule of
+      ``zoo reproduce bblr-kernel``), no bias column.
+
+    ``gamma`` as given (None: the default 4); a, b from the class counts (BBLR2)."""
+    reject_options("bblr", options, ("gamma",), ("linear", "rbf"))
+    kwargs = {} if options["gamma"] is None else {"gamma": float(options["gamma"])}
+    if options["basis"] == "rbf":
+        if engine != "sla-sparse":
+            raise ValueError(f"bblr's kernel classifier is sparse KBBLR: use engine 'sla-sparse' with basis 'rbf' "
+                             f"(engine {engine!r} takes basis 'linear')")
+        return RBFBasis.fit(X, options["width"]), kwargs
+    return WithBias(LinearBasis.fit(X)), kwargs
 
 
 def sbc_spec():
@@ -107,7 +162,7 @@ RECORD = ModelRecord(
     summary="generalized Beta-Bernoulli logistic regression: a bounded likelihood (Hasan & Pal)",
     spec_class=BBLR,
     prepare=prepare,
-    params=("gamma", "lam", "config", "a", "b", "flip"),
+    params=("gamma", "lam", "config", "a", "b", "flip", "rbf", "sparse", "pi", "s2", "ell"),
     selection="a, b from the class counts (BBLR2); gamma, lam as given",
     default_data="pima",
     engines=(
@@ -117,9 +172,19 @@ RECORD = ModelRecord(
                     "sla:fit", "sla:fit_end_to_end"),
         EngineEntry("laplace", "gaussian", "Gaussian at SLA's mode (Newton-polished), Hessian by autodiff",
                     "sla:fit_laplace", "sla:fit_laplace_end_to_end"),
+        EngineEntry("slam", "point",
+                    "SLA with its initial learning rate and probe spacing chosen on a held-out fifth of the "
+                    "training points (Hasan & Pal's SLAM; end to end also lam: BBLR3)",
+                    "sla:fit_slam", "sla:fit_slam_end_to_end"),
+        EngineEntry("sla-sparse", "point",
+                    "sparse kernel BBLR (Algorithm 3): SLA on the Gaussian-Laplace mixture prior with a hard-EM "
+                    "update of (pi, s2, ell) after every probe phase; ends at its own (pi, s2, ell)",
+                    "sparse_kbblr:fit", "sparse_kbblr:fit_end_to_end",
+                    other_model="bblr with the (pi, s2, ell) its hard EM ends at (a new spec; the given one is "
+                                "the EM's start)"),
         auto_laplace_engine("auto-laplace"),
     ),
-    default_engines=("sla", "laplace", "auto-laplace"),
+    default_engines=("sla", "laplace", "slam", "auto-laplace"),
     # NUTS first; where its chains settle in different modes (R-hat) or diverge, parallel
     # tempering, whose hottest copy samples the prior and carries states across (DERIVATIONS.md §6.7)
     references=({"sampler": "nuts"}, {"sampler": "parallel-tempering"}),

@@ -243,3 +243,31 @@ def test_gridrvm_noise_is_nested_and_digits_splits_are_nested_stratified_and_dis
     assert abs(y[small_train].mean() - y.mean()) < 1 / 60                          # stratified
     other_train, _ = gridrvm.digits_indices(y, 60, 797, 4)
     assert not np.array_equal(other_train, small_train)
+
+
+# ------------------------------------------------------------------------------------
+# Sparse kernel BBLR (Hasan & Pal, Table 15)
+# ------------------------------------------------------------------------------------
+def test_bblr_kernel_tiny_run_marks_the_paper_counts_and_resumes(tmp_path):
+    """Heart and Liver with 60 training points, one split, one SVC grid point: every count
+    gets a marker beside the paper's (85 / 148 on Heart), the claim a verdict per data set
+    and a, b rule, and a rerun computes nothing."""
+    name = "bblr-kernel"
+    tiny = {"data": "statlog_heart,liver", "max_train": 60, "svm_c_grid": "1", "svm_width_grid": "2"}
+    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **tiny)
+    md = (tmp_path / name / "table.md").read_text()
+    assert result["cells_computed"] == 2 * 3  # data x (svm, kbblr counts, kbblr weak)
+    rows = {(r["data"], r["method"]): r for r in result["rows"]}
+    assert set(rows) == {(d, m) for d in ("statlog_heart", "liver") for m in ("svm", "kbblr-counts", "kbblr-weak")}
+    assert rows[("statlog_heart", "svm")]["paper_count"] == 148 and rows[("liver", "kbblr-weak")]["paper_count"] == 111
+    for r in rows.values():
+        assert r["n_train"] == 60 and 0 <= r["error"]["mean"] <= 1
+        assert r["verdict_count"] in ("reproduced", "NOT reproduced")
+    svm = [c for c in result["cells"] if c["method"] == "svm"]
+    assert all(c["C"] == 1.0 and c["width"] == pytest.approx(2.0) and 0 < c["n_kernel"] <= 60 for c in svm)
+    assert set(result["claims"]) == {f"kbblr-{ab}/{d}" for ab in ("counts", "weak") for d in ("statlog_heart", "liver")}
+    # a count verdict per row, a ratio verdict per KBBLR row, a claim per KBBLR row, one overall per a, b rule
+    assert len(re.findall(r"\*\*(?:NOT reproduced|reproduced)\*\*", md)) == 6 + 4 + 4 + 2
+    assert "148" in md and "85" in md and "lost" in md
+    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **tiny)
+    assert again["cells_computed"] == 0 and again["claims"] == result["claims"]

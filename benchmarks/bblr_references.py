@@ -37,7 +37,6 @@ import dataclasses
 import glob
 import json
 import os
-import platform
 import time
 import warnings
 
@@ -49,11 +48,11 @@ import zoo
 from zoo import data as datasets
 from zoo.validation import registry
 from zoo.validation.atomic import write_text_atomic
-from zoo.validation.compare import default_references, reference_summary, timed_fit, timed_out_summary
+from zoo.validation.compare import timed_fit
 from zoo.validation.metrics import posterior_metrics
 from zoo.validation.modes import basins
-from zoo.validation.reference import ReferenceTimeout, run_reference
-from zoo.validation.reference_table import load_or_run, median_agreement, tried_record, tried_text
+from zoo.validation.reference_table import (ess_rate_text, fmt, load_or_run, machine, median_agreement,
+                                            run_every_sampler, tried_text)
 from zoo.validation.verdict import verdict
 
 MODEL = "bblr"
@@ -76,17 +75,7 @@ def run_cell(data: str, gamma: float, config: int, prior: str, time_limit: float
     spec = prepared.spec if prior == "gaussian" else dataclasses.replace(prepared.spec, prior="gauss-laplace")
     Phi, y = prepared.Phi_train, prepared.y_train
     t0 = time.perf_counter()
-    tried, runs = [], {}
-    for cfg in default_references(MODEL, time_limit=time_limit):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # an uncertified run is recorded, not warned about
-            try:
-                ref = run_reference(spec, Phi, y, config=cfg, cache_dir=None)  # no cache: the seconds are real
-            except ReferenceTimeout as err:
-                tried.append(tried_record(timed_out_summary(err)))
-                continue
-        runs[cfg.sampler] = ref
-        tried.append(tried_record(reference_summary(ref)))
+    tried, runs = run_every_sampler(MODEL, spec, Phi, y, time_limit)
     reference = next((r for r in runs.values() if r.certified), None)
     both = [r for r in runs.values() if r.certified]
     agreement = (median_agreement(both[0].posterior, both[1].posterior, prepared.Phi_test)
@@ -137,20 +126,8 @@ def run_cell(data: str, gamma: float, config: int, prior: str, time_limit: float
         "reference": {"sampler": None if reference is None else reference.sampler, "certified": reference is not None},
         "tried": tried, "agreement": agreement, "modes": modes, "engines": engines,
         "wall_seconds": time.perf_counter() - t0,
-        "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
-                    "cpus": os.cpu_count()},
+        "machine": machine(),
     }
-
-
-def _fmt(v, spec=".3f"):
-    return "-" if v is None else format(v, spec)
-
-
-def _ess_rate(tried, sampler):
-    t = next((t for t in tried if t["sampler"] == sampler), None)
-    if t is None or t.get("time_limit") is not None or not t.get("seconds"):
-        return "-"
-    return f"{t['ess_bulk_min'] / t['seconds']:.1f}"
 
 
 def _modes_text(m):
@@ -169,7 +146,7 @@ def _engine_text(e):
         return "-"
     if "failure" in e:
         return "failed: " + e["failure"].split(":")[0]
-    return _fmt(e.get("test_error"))
+    return fmt(e.get("test_error"))
 
 
 def table(cells: list[dict]) -> str:
@@ -199,12 +176,12 @@ def table(cells: list[dict]) -> str:
         lines.append(
             f"| {c['data']} ({c['n_train']}, {c['n_weights']}) | {c['gamma']:g} ({c['gamma2_over_lam']:g}) | "
             f"BBLR{c['config']} | {c['prior']} | "
-            f"{tried_text(c['tried'], 'nuts')} | {_ess_rate(c['tried'], 'nuts')} | "
-            f"{tried_text(c['tried'], 'parallel-tempering')} | {_ess_rate(c['tried'], 'parallel-tempering')} | "
+            f"{tried_text(c['tried'], 'nuts')} | {ess_rate_text(c['tried'], 'nuts')} | "
+            f"{tried_text(c['tried'], 'parallel-tempering')} | {ess_rate_text(c['tried'], 'parallel-tempering')} | "
             f"{used} | {agree} | {_modes_text(c.get('modes'))} | "
             f"{_engine_text(e.get('sla'))} / {_engine_text(lap)} / {_engine_text(e.get('reference'))} | "
-            f"{_fmt(lap.get('sd_ratio_median'), '.2f')} | {_fmt(lap.get('khat'), '.2f')} | "
-            f"{_fmt(lap.get('pred_mae'), '.4f')} | {lap.get('verdict', '-')} |")
+            f"{fmt(lap.get('sd_ratio_median'), '.2f')} | {fmt(lap.get('khat'), '.2f')} | "
+            f"{fmt(lap.get('pred_mae'), '.4f')} | {lap.get('verdict', '-')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 import warnings
 
@@ -46,10 +45,10 @@ import zoo
 from zoo import data as datasets
 from zoo.validation import registry
 from zoo.validation.atomic import write_text_atomic
-from zoo.validation.compare import default_references, reference_summary, timed_fit, timed_out_summary
+from zoo.validation.compare import timed_fit
 from zoo.validation.metrics import posterior_metrics
-from zoo.validation.reference import ReferenceTimeout, run_reference
-from zoo.validation.reference_table import load_or_run, median_agreement, tried_record, tried_text
+from zoo.validation.reference_table import (ess_rate_text, fmt, load_or_run, machine, median_agreement,
+                                            run_every_sampler, tried_text)
 from zoo.validation.verdict import verdict
 
 MODEL = "grid-rvm"
@@ -74,18 +73,7 @@ def run_cell(case: str, prior: str, variant: str, time_limit: float | None) -> d
     moments = prepared.moments if variant == "p-grid" else prepared.variant_moments.get(variant)
     Phi, y = prepared.Phi_train, prepared.y_train
     t0 = time.perf_counter()
-    tried, runs = [], {}
-    for config in default_references(MODEL, time_limit=time_limit):
-        # no cache: the seconds are what a user without one waits
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # an uncertified run is recorded, not warned about
-            try:
-                ref = run_reference(spec, Phi, y, config=config, cache_dir=None)
-            except ReferenceTimeout as err:
-                tried.append(tried_record(timed_out_summary(err)))
-                continue
-        runs[config.sampler] = ref
-        tried.append(tried_record(reference_summary(ref)))
+    tried, runs = run_every_sampler(MODEL, spec, Phi, y, time_limit)
     reference = next((r for r in runs.values() if r.certified), None)
     both = [r for r in runs.values() if r.certified]
     agreement = (median_agreement(both[0].posterior, both[1].posterior, prepared.Phi_test)
@@ -119,20 +107,8 @@ def run_cell(case: str, prior: str, variant: str, time_limit: float | None) -> d
         "moments": moments,
         "vb": vb,
         "wall_seconds": time.perf_counter() - t0,
-        "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
-                    "cpus": os.cpu_count()},
+        "machine": machine(),
     }
-
-
-def _fmt(v, spec=".3f"):
-    return "-" if v is None else format(v, spec)
-
-
-def _ess_rate(tried, sampler):
-    t = next((t for t in tried if t["sampler"] == sampler), None)
-    if t is None or t.get("time_limit") is not None or not t.get("seconds"):
-        return "-"
-    return f"{t['ess_bulk_min'] / t['seconds']:.1f}"
 
 
 def _moments_text(m):
@@ -165,11 +141,11 @@ def table(cells: list[dict]) -> str:
         vb = c["vb"]
         lines.append(
             f"| {c['case']} ({c['n_train']}, {c['n_weights']}) | {c['prior']} | {c['variant']} | "
-            f"{tried_text(c['tried'], 'nuts')} | {_ess_rate(c['tried'], 'nuts')} | "
-            f"{tried_text(c['tried'], 'grid-gibbs')} | {_ess_rate(c['tried'], 'grid-gibbs')} | {used} | {agree} | "
-            f"{_moments_text(c['moments'])} | {_fmt(vb.get('sd_ratio_median'), '.2f')} | {_fmt(vb.get('khat'), '.2f')} | "
-            f"{_fmt(vb.get('pred_mae'), '.4f')} | {vb.get('verdict', '-')} | "
-            f"{_fmt(vb['test_error'], '.3f')} ({_fmt(vb.get('reference_test_error'), '.3f')}) |")
+            f"{tried_text(c['tried'], 'nuts')} | {ess_rate_text(c['tried'], 'nuts')} | "
+            f"{tried_text(c['tried'], 'grid-gibbs')} | {ess_rate_text(c['tried'], 'grid-gibbs')} | {used} | {agree} | "
+            f"{_moments_text(c['moments'])} | {fmt(vb.get('sd_ratio_median'), '.2f')} | {fmt(vb.get('khat'), '.2f')} | "
+            f"{fmt(vb.get('pred_mae'), '.4f')} | {vb.get('verdict', '-')} | "
+            f"{fmt(vb['test_error'], '.3f')} ({fmt(vb.get('reference_test_error'), '.3f')}) |")
     return "\n".join(lines) + "\n"
 
 

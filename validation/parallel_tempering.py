@@ -69,7 +69,7 @@ from numpyro.infer.util import constrain_fn, initialize_model, log_likelihood, p
 
 from ..models.checks import check_design
 from .reference import ReferenceSampler
-from .slice_sampling import progress_bar
+from .slice_sampling import GibbsRun, progress_bar
 
 #: copies of the chain (temperatures), the coldest at the posterior, the hottest at the prior
 N_TEMPERATURES = 8
@@ -401,10 +401,11 @@ def round_trip_checks(stats, rule) -> tuple[list[str], dict]:
                       "swap_accept_mean": float(np.mean(np.asarray(stats["swap_accept"])))}
 
 
-class TemperingRun:
+class TemperingRun(GibbsRun):
     """Parallel tempering as a reference sampler (``ReferenceConfig(sampler="parallel-tempering")``):
     num_warmup and num_samples count iterations (one HMC transition of every copy and one
-    exchange round)."""
+    exchange round). ``first``, ``more`` and ``sample_stats`` are the Gibbs samplers'
+    (``self.chains.draw``); the checks and the layout are this sampler's own."""
 
     name = "zoo.parallel-tempering"
     #: the round-trip check counts events: continuing the chains can meet it
@@ -413,17 +414,7 @@ class TemperingRun:
     def __init__(self, spec, Phi, y, config, progress: bool):
         self.chains = TemperedChains(spec, Phi, y, num_chains=config.num_chains, num_warmup=config.num_warmup,
                                      seed=config.seed, progress=progress)
-        self.num_samples = config.num_samples
-
-    def first(self):
-        return self.chains.draw(self.num_samples)
-
-    def more(self, n_more: int):
-        return self.chains.draw(n_more)
-
-    @staticmethod
-    def sample_stats(extra):
-        return {k: np.asarray(v) for k, v in extra.items()}
+        self.num_samples, self.num_chains = config.num_samples, config.num_chains
 
     @staticmethod
     def sampler_checks(stats, settings, rule) -> tuple[list[str], dict]:

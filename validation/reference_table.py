@@ -1,7 +1,8 @@
 """Building blocks of the reference tables (benchmarks/ggsm_references.py,
-gig_references.py, grid_references.py): one JSON cell per setting, written atomically and
-skipped when it exists, each recording the reference samplers tried and rendering them the
-same way, and the agreement of two references where both certify."""
+gig_references.py, grid_references.py, bblr_references.py): one JSON cell per setting,
+written atomically and skipped when it exists, each running every sampler of the model's
+reference chain, recording them and rendering them the same way, and the agreement of two
+references where both certify."""
 from __future__ import annotations
 
 import json
@@ -68,3 +69,48 @@ def median_agreement(post_a, post_b, Phi_test) -> dict[str, Any]:
     p_b = np.asarray(post_b.predict_proba(Phi_test))
     return {"max_abs_z_median": float(z.max()), "n_coordinates": int(z.size),
             "n_abs_z_above_3": int(np.sum(z > 3)), "pred_mae_between": float(np.mean(np.abs(p_a - p_b)))}
+
+
+def run_every_sampler(model: str, spec, Phi, y, time_limit: float | None) -> tuple[list[dict[str, Any]], dict]:
+    """Every sampler of ``model``'s reference chain on (spec, Phi, y), not only the first
+    that certifies, each without a cache (the seconds are what a user without one waits)
+    and bounded by ``time_limit``. Returns (tried records, {sampler: Reference})."""
+    import warnings
+
+    from .compare import default_references, reference_summary, timed_out_summary
+    from .reference import ReferenceTimeout, run_reference
+
+    tried, runs = [], {}
+    for config in default_references(model, time_limit=time_limit):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an uncertified run is recorded, not warned about
+            try:
+                ref = run_reference(spec, Phi, y, config=config, cache_dir=None)
+            except ReferenceTimeout as err:
+                tried.append(tried_record(timed_out_summary(err)))
+                continue
+        runs[config.sampler] = ref
+        tried.append(tried_record(reference_summary(ref)))
+    return tried, runs
+
+
+def fmt(value, spec: str = ".3f") -> str:
+    """A number for a table cell, "-" for None."""
+    return "-" if value is None else format(value, spec)
+
+
+def ess_rate_text(tried: list[dict[str, Any]], sampler: str) -> str:
+    """The smallest bulk ESS per wall second of ``sampler`` in a cell's tried records ("-"
+    where it did not run or ran out of time)."""
+    t = next((t for t in tried if t["sampler"] == sampler), None)
+    if t is None or t.get("time_limit") is not None or not t.get("seconds"):
+        return "-"
+    return f"{t['ess_bulk_min'] / t['seconds']:.1f}"
+
+
+def machine() -> dict[str, Any]:
+    """Where a cell ran."""
+    import platform
+
+    return {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}

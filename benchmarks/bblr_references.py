@@ -51,8 +51,9 @@ from zoo.validation.atomic import write_text_atomic
 from zoo.validation.compare import timed_fit
 from zoo.validation.metrics import posterior_metrics
 from zoo.validation.modes import basins
-from zoo.validation.reference_table import (ess_rate_text, fmt, load_or_run, machine, median_agreement,
-                                            run_every_sampler, tried_text)
+from zoo.validation.reference_table import (agreement_text, ess_rate_text, fmt, load_or_run, machine,
+                                            median_agreement, reference_used_text, run_every_sampler,
+                                            tried_text)
 from zoo.validation.verdict import verdict
 
 MODEL = "bblr"
@@ -167,10 +168,7 @@ def table(cells: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        ref = c["reference"]
-        used = f"**{ref['sampler']}**" if ref["certified"] else "**none certified**"
-        a = c.get("agreement")
-        agree = "-" if a is None else f"{a['max_abs_z_median']:.2f} ({a['n_abs_z_above_3']} of {a['n_coordinates']} > 3)"
+        used, agree = reference_used_text(c["reference"]), agreement_text(c.get("agreement"))
         e = c["engines"]
         lap = e.get("laplace", {})
         lines.append(

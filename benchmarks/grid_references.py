@@ -47,8 +47,9 @@ from zoo.validation import registry
 from zoo.validation.atomic import write_text_atomic
 from zoo.validation.compare import timed_fit
 from zoo.validation.metrics import posterior_metrics
-from zoo.validation.reference_table import (ess_rate_text, fmt, load_or_run, machine, median_agreement,
-                                            run_every_sampler, tried_text)
+from zoo.validation.reference_table import (agreement_text, ess_rate_text, fmt, load_or_run, machine,
+                                            median_agreement, reference_used_text, run_every_sampler,
+                                            tried_text)
 from zoo.validation.verdict import verdict
 
 MODEL = "grid-rvm"
@@ -134,10 +135,7 @@ def table(cells: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        ref = c["reference"]
-        used = f"**{ref['sampler']}**" if ref["certified"] else "**none certified**"
-        a = c.get("agreement")
-        agree = "-" if a is None else f"{a['max_abs_z_median']:.2f} ({a['n_abs_z_above_3']} of {a['n_coordinates']} > 3)"
+        used, agree = reference_used_text(c["reference"]), agreement_text(c.get("agreement"))
         vb = c["vb"]
         lines.append(
             f"| {c['case']} ({c['n_train']}, {c['n_weights']}) | {c['prior']} | {c['variant']} | "

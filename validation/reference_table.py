@@ -114,3 +114,16 @@ def machine() -> dict[str, Any]:
 
     return {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
             "cpus": os.cpu_count()}
+
+
+def reference_used_text(reference: dict[str, Any]) -> str:
+    """A cell's reference column: the certified sampler `zoo compare` would use, or none."""
+    return f"**{reference['sampler']}**" if reference["certified"] else "**none certified**"
+
+
+def agreement_text(agreement: dict[str, Any] | None) -> str:
+    """The two samplers' agreement (:func:`median_agreement`), "-" unless both certified."""
+    if agreement is None:
+        return "-"
+    return (f"{agreement['max_abs_z_median']:.2f} ({agreement['n_abs_z_above_3']} of "
+            f"{agreement['n_coordinates']} > 3)")

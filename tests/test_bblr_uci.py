@@ -33,6 +33,9 @@ def test_tiny_run_writes_every_table_beside_the_paper(tiny):
     for number in ("| 26 |", "| 15.9 |", "| 15.2 |", "| 4.33 |"):
         assert number in md, number
     assert "PCS / CSA / BnB | not run" in md
+    # the experiments without data say so, each with its reason
+    assert [r["table"] for r in table["not_run"]] == ["9-10", "11-12", "13"]
+    assert md.count("**not run** - ") == 3 and "w1a" in md
     verdicts = re.findall(r"NOT reproduced|(?<!NOT )reproduced", md)
     assert len(verdicts) >= 4 + 2 * 11  # Table 8's four rows, 11 paper numbers per test table
     rows = {(r["method"]): r for r in table["training"]}

@@ -55,7 +55,6 @@ serves every data set of one shape (SBC, tables).
 """
 from __future__ import annotations
 
-import collections
 import json
 from functools import partial
 from typing import NamedTuple
@@ -67,6 +66,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.infer.util import constrain_fn, initialize_model, log_likelihood, potential_energy
 
+from ..inference.compile_cache import CompiledPrograms
 from ..models.checks import check_design
 from .reference import ReferenceSampler
 from .slice_sampling import GibbsRun, progress_bar
@@ -99,24 +99,18 @@ class _Programs(NamedTuple):
     size: int
 
 
-#: the programs of the last few (spec, shape) pairs; keyed by the spec's content, since
-#: model specs compare by identity (an SBC run builds a new spec object per simulation,
-#: and a cache keyed by identity rebuilt and recompiled everything in each - until LLVM
-#: ran out of memory for executables)
-_PROGRAMS: "collections.OrderedDict[tuple, _Programs]" = collections.OrderedDict()
-_PROGRAMS_KEPT = 8
+#: the programs of the last few (spec, shape) pairs, in the zoo's bounded cache; keyed by
+#: the spec's content, since model specs compare by identity (an SBC run builds a new spec
+#: object per simulation, and a cache keyed by identity rebuilt and recompiled everything
+#: in each - until LLVM ran out of memory for executables)
+_PROGRAMS = CompiledPrograms("parallel-tempering programs", max_entries=8)
 
 
 def _programs(spec, n: int, m: int) -> _Programs:
     """The programs of ``_build_programs`` for this spec's content and this shape."""
     key = (type(spec).__module__, type(spec).__qualname__, json.dumps(spec.to_dict(), sort_keys=True, default=repr),
            int(n), int(m))
-    if key not in _PROGRAMS:
-        _PROGRAMS[key] = _build_programs(spec, n, m)
-        while len(_PROGRAMS) > _PROGRAMS_KEPT:
-            _PROGRAMS.popitem(last=False)
-    _PROGRAMS.move_to_end(key)
-    return _PROGRAMS[key]
+    return _PROGRAMS.get(key, lambda: _build_programs(spec, n, m))[0]
 
 
 def _build_programs(spec, n: int, m: int) -> _Programs:

@@ -139,18 +139,11 @@ def likelihood_score(f, y, a, b, gamma):
     return jnp.where(y > 0.5, mag, -mag)
 
 
-def prior_score(w, pi, s2, ell):
-    """d log p(w_j) / d w_j = -r_j w_j / s2 - (1 - r_j) sign(w_j) / ell (eqs. 42-44), with
-    sign(0) = 0 (the kink's subgradient is handled by the descent)."""
-    r = gauss_laplace_responsibility(w, pi, s2, ell)
-    return -r * w / s2 - (1.0 - r) * jnp.sign(w) / ell
-
-
 def mean_gradient(w, Phi, y, hyper):
-    """The gradient of E / N at w (differentiable points: no w_j = 0)."""
-    a, b, gamma, _, pi, s2, ell = _split(hyper)
-    f = Phi @ w
-    return -(Phi.T @ likelihood_score(f, y, a, b, gamma) + prior_score(w, pi, s2, ell)) / Phi.shape[0]
+    """The gradient of E / N at w (differentiable points: no w_j = 0): the descent's own
+    smooth part plus the Laplace term's sign part, i.e. eq. 38 and eqs. 42-44."""
+    _, g_smooth, kink = _smooth_parts(w, Phi, y, hyper)
+    return g_smooth + kink * jnp.sign(w)
 
 
 def _pseudo_gradient(w, g_smooth, kink):
@@ -167,7 +160,7 @@ def _smooth_parts(w, Phi, y, hyper):
     a, b, gamma, _, pi, s2, ell = _split(hyper)
     n = Phi.shape[0]
     f = Phi @ w
-    e = (-jnp.sum(bb_log_prob(y, f, a, b, gamma)) - jnp.sum(gauss_laplace_log_prob(w, pi, s2, ell))) / n
+    e = mean_objective(w, Phi, y, hyper, "gauss-laplace")  # SLA's objective, this prior
     r = gauss_laplace_responsibility(w, pi, s2, ell)
     g_smooth = -(Phi.T @ likelihood_score(f, y, a, b, gamma) - r * w / s2) / n
     return e, g_smooth, (1.0 - r) / (ell * n)

@@ -115,3 +115,21 @@ def test_bblr4_learns_a_b_gamma_and_records_how_they_moved():
     assert 2 <= len(history) <= 6 and history[-1] == pytest.approx((spec.a, spec.b, spec.gamma))
     assert learned["rounds"] == len(history) - 1 and isinstance(learned["settled"], bool)
     assert fit.posterior.info.extra["selection"]["lam"] == spec.lam
+
+
+def test_the_planted_logistic_curvature_defect_is_lr_s_hessian_at_the_same_mode():
+    # defects.py's "logistic curvature": same mean, covariance = inverse of the Hessian of
+    # plain L2 logistic regression (a = 0, b = 1) there - narrower than the model's own
+    # Gaussian, because the bounded likelihood (a = 0.25, b = 0.5) curves less
+    Phi, y = _data(seed=2)
+    spec = BBLR(a=0.25, b=0.5, gamma=3.0, lam=1.0)
+    good = sla.fit_laplace(spec, Phi, y)
+    bad = sla.fit_laplace(spec, Phi, y, config=sla.SLAConfig(laplace_hessian="logistic"))
+    np.testing.assert_allclose(bad.mean_flat(), good.mean_flat(), atol=1e-12)
+    lr = BBLR(a=0.0, b=1.0, gamma=3.0, lam=1.0)
+    w = jnp.asarray(good.mean_flat())
+    H = -jax.hessian(lambda v: lr.log_joint(v, Phi, y))(w)
+    np.testing.assert_allclose(bad.cov @ np.asarray(H), np.eye(w.size), atol=1e-8)
+    assert np.all(bad.sd_flat() < good.sd_flat())
+    with pytest.raises(ValueError, match="laplace_hessian"):
+        sla.SLAConfig(laplace_hessian="lr")

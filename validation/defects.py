@@ -18,7 +18,7 @@ distribution (Gaussian or draws): the covariance scaled by 0.5 or 2, the mean mo
 posterior sd in one coordinate or in all. Engine-specific ones switch on a documented
 defect of the engine itself: PCVM's EP with the truncation sites off (the untruncated
 prior), GIG's VB with Horii's printed a-update, and gridRVM's VB with the variance left out of
-E[w^2]. A user's own defect is any function
+E[w^2], and BBLR's Laplace with plain logistic regression's curvature. A user's own defect is any function
 ``defect(fit) -> fit``, or a :class:`Defect` built from one.
 """
 from __future__ import annotations
@@ -124,6 +124,11 @@ SPECIFIC = (
     Defect("variance forgotten", "gridRVM's VB with E[w^2] = mu^2 in the q(alpha), q(beta) updates",
            _config_defect("zoo.inference.grid_vb:VBConfig", second_moment="mean-only"),
            engines=(("grid-rvm", "vb"), ("grid-rvm", "vb-s-grid"), ("grid-rvm", "vb-rvm"))),
+    # reusing LR's Laplace for the bounded likelihood: the Hessian with a = 0, b = 1 at
+    # BBLR's mode, steeper than the model's own wherever a > 0 or a + b < 1
+    Defect("logistic curvature", "BBLR's Laplace with L2 logistic regression's Hessian (a = 0, b = 1) at its mode",
+           _config_defect("zoo.inference.sla:SLAConfig", laplace_hessian="logistic"),
+           engines=(("bblr", "laplace"),)),
     # EP's answer is its fixed point, which damping does not move; only convergence can
     # suffer. Detectors should therefore flag it at their false-alarm rate (a control of
     # specificity) unless the naive iteration fails to converge.

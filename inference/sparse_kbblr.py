@@ -407,6 +407,8 @@ def _posterior(spec: BBLR, w, rec, seconds, *, columns=None) -> PointPosterior:
              "em": rec["em"], "unit": rec["unit"], "floors": rec["floors"],
              "pi": spec.pi, "s2": spec.s2, "ell": spec.ell, "gaussian": rec["gaussian"], "kept": rec["kept"],
              "n_kept": rec["n_kept"], "n_large": rec["n_large"], "n_nonzero": int(np.sum(w != 0)),
+             # the count every pruning engine reports under this key (compare's "weights kept")
+             "n_active": rec["n_kept"],
              "kept_rule": "members of the broader mixture component under the final (pi, s2, ell)",
              "w_all": w, "objective_final": rec["stages"][-1]["objective"]}
     info = FitInfo(ENGINE_NAME, rec["converged"], int(sum(s["rounds"] for s in rec["stages"])), reason, seconds,

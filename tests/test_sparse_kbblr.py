@@ -160,6 +160,8 @@ def test_the_objective_never_rises_within_a_segment_and_the_spec_is_the_ems(smal
     kept = info.extra["kept"]
     np.testing.assert_array_equal(kept, np.flatnonzero(info.extra["gaussian"]))
     assert 0 < kept.size < w.size and info.extra["n_kept"] == kept.size
+    # compare's "weights kept" column reads n_active, the key every pruning engine sets
+    assert info.extra["n_active"] == kept.size
     # the weights outside the kept set are those the descent stopped at the kink
     assert np.all(w[np.setdiff1d(np.arange(w.size), kept)] == 0)
 
@@ -234,6 +236,9 @@ def test_the_protocol_builds_the_kernel_design_and_freezes_the_ems_prior():
     assert (chosen.spec.pi, chosen.spec.s2, chosen.spec.ell) == (final.pi, final.s2, final.ell)
     assert chosen.spec.b == pytest.approx(100 / 102) and chosen.hyper["em_kept"] == rec["n_kept"]
     assert "hard-EM end point" in chosen.selection["prior"]
+    # the mixture has no lam: the gamma^2 / lam invariance (Gaussian prior only) is not claimed
+    assert "lam is not used" in chosen.selection["gamma, lam"] and "gamma2_over_lam" not in chosen.hyper
+    assert "gamma^2 / lam" in record.prepare(split, {"rbf": 3.0}).selection["gamma, lam"]
     # the Gaussian-prior kernel model and the linear default are untouched by the new params
     assert record.prepare(split, {"rbf": 3.0}).spec.prior == "gaussian"
     assert record.prepare(split, {}).Phi_train.shape == (50, split.X_train.shape[1] + 1)

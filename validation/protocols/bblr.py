@@ -71,8 +71,9 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
     basis = WithBias(LinearBasis.fit(split.X_train)) if "rbf" not in params else RBFBasis.fit(
         split.X_train, float(params["rbf"]))
     spec, kernel_hyper, kernel_selection = _sparse_prior(spec, basis.transform(split.X_train), y, params)
-    hyper = {"a": spec.a, "b": spec.b, "c": spec.c, "gamma": spec.gamma, "lam": spec.lam,
-             "gamma2_over_lam": spec.gamma ** 2 / spec.lam, "n_basis": int(basis.n_basis), **kernel_hyper}
+    hyper = {"a": spec.a, "b": spec.b, "c": spec.c, "gamma": spec.gamma, "n_basis": int(basis.n_basis),
+             **({"lam": spec.lam, "gamma2_over_lam": spec.gamma ** 2 / spec.lam} if spec.prior == "gaussian" else {}),
+             **kernel_hyper}
     if flip:
         hyper["flip"] = flip
     return Prepared(
@@ -84,10 +85,7 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
         hyper=hyper,
         selection={
             "a, b": f"a = {spec.a:.4g}, b = {spec.b:.4g} (c = {spec.c:.4g}): {how}",
-            "gamma, lam": f"gamma = {spec.gamma:g}, lam = {spec.lam:g} "
-                          + ("(given)" if {"gamma", "lam"} & set(params) else "(defaults)")
-                          + f"; the posterior depends on gamma^2 / lam = {spec.gamma ** 2 / spec.lam:g} "
-                            "(DERIVATIONS.md §6.2)",
+            "gamma, lam": _gamma_lam_text(spec, params),
             "basis": "linear with a bias column, standardized inputs" if "rbf" not in params else (
                 f"RBF kernel on the {basis.n_basis} training points, width {basis.width:g} (given), "
                 "standardized inputs, no bias column (KBBLR, eq. 36)"),
@@ -98,6 +96,17 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
         },
         basis=basis,
     )
+
+
+def _gamma_lam_text(spec: BBLR, params) -> str:
+    """How gamma (and, under the Gaussian prior, lam) were set. The gamma^2 / lam invariance
+    of DERIVATIONS.md §6.2 holds for the Gaussian prior only; the Gaussian-Laplace mixture has
+    no lam (its scales s2, ell are reported with the prior)."""
+    given = "(given)" if {"gamma", "lam"} & set(params) else "(defaults)"
+    if spec.prior != "gaussian":
+        return f"gamma = {spec.gamma:g} {given}; lam is not used by the {spec.prior} prior"
+    return (f"gamma = {spec.gamma:g}, lam = {spec.lam:g} {given}; the posterior depends on gamma^2 / lam = "
+            f"{spec.gamma ** 2 / spec.lam:g} (DERIVATIONS.md §6.2)")
 
 
 def _sparse_prior(spec: BBLR, Phi, y, params) -> tuple[BBLR, dict[str, Any], dict[str, str]]:

@@ -108,9 +108,10 @@ class RunContext:
 
 
 def _entries() -> dict[str, Entry]:
-    from . import bblr_kernel, bblr_uci, ggig, gridrvm, horii
+    from . import bblr_kernel, bblr_uci, bblr_w1a, ggig, gridrvm, horii
 
-    return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES + gridrvm.ENTRIES + bblr_uci.ENTRIES + bblr_kernel.ENTRIES}
+    return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES + gridrvm.ENTRIES + bblr_uci.ENTRIES + bblr_w1a.ENTRIES
+            + bblr_kernel.ENTRIES}
 
 
 ENTRIES: dict[str, Entry] = _entries()

@@ -582,8 +582,8 @@ def run_entry(ctx) -> dict:
 NOT_RUN = (
     ("9-10", "web8 and webspam-unigrams, predefined train / test splits, LR / SVM / BBLR3 with McNemar",
      "the data sets are not shipped and cannot be fetched offline. LIBSVM's w1a / w1a.t (a 2,477-point "
-     "training subset of the same web-page task, 300 binary features) ship with the zoo and could stand in "
-     "for a small version of web8; that run is not part of this entry yet"),
+     "training subset of the same web-page task, 300 binary features) ship with the zoo and stand in for a "
+     "small web8 in the entry `bblr-w1a` (its own table; webspam has no stand-in)"),
     ("11-12", "Blitzer / Dredze product reviews (books, DVDs, electronics, kitchen), 10-fold CV",
      "the review corpora are not shipped and cannot be fetched offline"),
     ("13", "Wikipedia face mining (text-only and joint models, BBLR3 / BBLR4 against MaxEnt)",

@@ -6,11 +6,12 @@ is written to the output folder).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
-import zoo  # noqa: F401
+import zoo
 from zoo.cli import main
 from zoo import data as datasets
 
@@ -61,6 +62,9 @@ BAD_ARGUMENTS = {
     "split out of range": (["--split", "3"], ["split 3", "ripley"]),
     "no NUTS draws": (["--samples", "0"], ["samples"]),
     "no NUTS chains": (["--chains", "0"], ["chains"]),
+    # R-hat needs two chains: one ran for minutes and then crashed printing a None
+    "one NUTS chain": (["--chains", "1"], ["--chains", "at least 2", "R-hat", "got 1"]),
+    "a sampler of another model": (["--reference", "nuts,pg-gibbs"], ["pg-gibbs", "pcvm", "nuts"]),
     "target accept above 1": (["--target-accept", "1.5"], ["target", "accept", "1.5"]),
     "empty engine list": (["--engines", ",", "--param", "width=0.7"], ["engine"]),
     "ggsm q out of range": (["--model", "ggsm-probit", "--param", "q=3"], ["q", "(0, 2]"]),
@@ -69,12 +73,46 @@ BAD_ARGUMENTS = {
 }
 
 
+class _NoCV:
+    """The progress of a protocol's cross-validation: its first report (one width done) fails the test."""
+
+    def update(self, n=1):
+        pytest.fail("the CV started before the arguments were checked")
+
+    def set_postfix_str(self, s):
+        pass
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Any step that costs time (CV, reference sampling, SBC, a study, a reproduction) fails
+    the test: an argument error must come before all of them. The protocol's own value
+    checks (a negative width) may run: they come before its first CV fit."""
+    from zoo.validation import compare, registry, reproduce, sbc, study
+
+    def forbidden(*args, **kwargs):
+        pytest.fail("work started before the arguments were checked")
+
+    real_prepare = registry.prepare
+
+    def prepare_without_cv(model, split, params=None, *, progress=None):
+        return real_prepare(model, split, params, progress=_NoCV())
+
+    monkeypatch.setattr(registry, "prepare", prepare_without_cv)
+    for module, name in [(compare, "first_certified_reference"), (sbc, "run_sbc"), (study, "run_study"),
+                         (reproduce, "run")]:
+        monkeypatch.setattr(module, name, forbidden)
+
+
 @pytest.mark.parametrize("extra,words", list(BAD_ARGUMENTS.values()), ids=list(BAD_ARGUMENTS))
-def test_bad_compare_arguments_fail_with_one_clear_line(extra, words, capsys, tmp_path):
+def test_bad_compare_arguments_fail_with_one_clear_line(extra, words, capsys, tmp_path, no_work):
     out_dir = tmp_path / "report"
     # small NUTS settings bound the cost should a case ever slip through to sampling
     argv = ["compare", "--no-progress", "--no-cache", "--out", str(out_dir),
-            "--warmup", "20", "--samples", "20", "--chains", "1", *extra]
+            "--warmup", "20", "--samples", "20", "--chains", "2", *extra]
     # a later flag wins in argparse, so the case's own --samples/--chains apply
     status, out, err = run_cli(argv, capsys)
     assert status not in (0, None)
@@ -101,15 +139,21 @@ def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nut
     assert f"report: {out_dir / 'report.md'}" in out
 
 
-def test_compare_without_a_reference_writes_the_report_and_warns(capsys, tmp_path):
+def test_compare_without_a_reference_writes_the_report_and_warns(capsys, tmp_path, monkeypatch):
     """Every reference sampler running out of time is not an error: the report is written
     (saying there is no reference), the table printed, one warning on stderr, status 0.
-    The empty cache folder keeps an earlier run from standing in for the sampler."""
+    --no-cache keeps an earlier run from standing in for the sampler; the temporary folder
+    the time-limited sampler reported through is deleted (it was left, empty, in /tmp)."""
+    import tempfile
+
     out_dir = tmp_path / "report"
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     argv = ["compare", "--param", "width=0.7", "--engines", "em", "--time-limit", "0.01", "--no-progress",
-            "--cache-dir", str(tmp_path / "empty-cache"), "--out", str(out_dir)]
+            "--no-cache", "--out", str(out_dir)]
     with pytest.warns(UserWarning, match="ran out of time"):
         status, out, err = run_cli(argv, capsys)
+    assert os.listdir(tmp_path / "tmp") == []
     assert status == 0, err
     assert "reference: none, NOT CERTIFIED" in out
     assert any(line.startswith("em ") for line in out.splitlines())
@@ -134,3 +178,145 @@ def test_summary_table_shows_a_failed_ggsm_engine_as_failed_not_as_numbers():
     row = next(ln for ln in lines if ln.startswith("mm-laplace "))
     assert row.split() == ["mm-laplace", "failed:", "ApproximationFailed:", "Hessian", "not", "positive", "definite"]
     assert next(ln for ln in lines if ln.startswith("mm ")).split()[1] == "0.01000"
+
+
+
+def test_summary_says_from_cache_and_survives_null_diagnostics():
+    """A cache hit is said in the printed summary as in the report; a diagnostic that is
+    null (R-hat of a single chain) is printed as n/a, not a crash after the sampling."""
+    from zoo.cli import summary_table
+
+    res = {"model": "pcvm", "data": "ripley", "split": 0, "n_train": 250, "hyper": {"n_basis": 9},
+           "reference": {"certified": True, "failures": [], "rhat_max": 1.001, "ess_bulk_min": 900.0,
+                         "ess_tail_min": 800.0, "divergences": 0, "seconds": 12.0, "from_cache": True},
+           "reference_test_error": 0.09, "engines": {}}
+    line = next(ln for ln in summary_table(res).splitlines() if ln.startswith("reference (nuts)"))
+    assert "12.0 s (from cache)" in line
+    res["reference"].update(from_cache=False, certified=False, failures=["R-hat needs 2 chains"], rhat_max=None)
+    line = next(ln for ln in summary_table(res).splitlines() if ln.startswith("reference (nuts)"))
+    assert "R-hat max n/a" in line and "from cache" not in line
+
+
+def _bad_folders(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    return {"--out is an existing file": (str(a_file), ["is a file, not a folder"]),
+            "--out under a file": (str(a_file / "report"), ["cannot be created", "is not a folder"])}
+
+
+COMMANDS = {
+    "compare": ["compare", "--param", "width=0.7", "--engines", "em", "--no-cache", "--no-progress"],
+    "reproduce": ["reproduce", "ggig-table1", "--no-progress"],
+    "sbc": ["sbc", "--engine", "ep", "--no-progress"],
+    "study": ["study", "example", "--no-progress"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("case", ["--out is an existing file", "--out under a file"])
+def test_an_unwritable_out_folder_is_refused_before_any_work(command, case, tmp_path, capsys, no_work):
+    path, words = _bad_folders(tmp_path)[case]
+    status, out, err = run_cli([*COMMANDS[command], "--out", path], capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and lines[0].startswith(f"zoo {command}"), err
+    assert "--out" in lines[0] and path in lines[0] and all(w in lines[0] for w in words), lines[0]
+
+
+def test_an_unwritable_cache_folder_is_refused_but_datasets_and_cache_still_work(tmp_path, capsys, monkeypatch,
+                                                                                  no_work):
+    """ZOO_CACHE_DIR (and --cache-dir) that cannot be written: every computing command says
+    so in one line before any work. `zoo datasets` compiles nothing, so it does not touch
+    the cache and works (it crashed on makedirs); `zoo cache` shows where it points."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    monkeypatch.delenv("ZOO_JAX_CACHE", raising=False)
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(a_file))
+    status, out, err = run_cli(["datasets"], capsys)
+    assert status == 0 and "ripley" in out and not err
+    status, out, err = run_cli(["cache"], capsys)
+    assert status == 0 and str(a_file) in out
+    for command in COMMANDS.values():
+        status, out, err = run_cli([*command, "--out", str(tmp_path / "out")], capsys)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert status == 2 and len(lines) == 1 and "ZOO_CACHE_DIR" in lines[0] and str(a_file) in lines[0], err
+    monkeypatch.delenv("ZOO_CACHE_DIR")
+    monkeypatch.setenv("ZOO_JAX_CACHE", str(tmp_path / "jax"))
+    status, out, err = run_cli([*COMMANDS["compare"][:-2], "--no-progress", "--cache-dir", str(a_file / "refs"),
+                                "--out", str(tmp_path / "out")], capsys)
+    assert status == 2 and "--cache-dir" in err and str(a_file / "refs") in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sbc_checks_every_engine_name_before_the_first_runs(tmp_path, capsys, no_work):
+    status, out, err = run_cli(["sbc", "--model", "pcvm", "--engine", "ep,pg-gibbs", "--out", str(tmp_path / "o"),
+                                "--no-progress"], capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and "pg-gibbs" in lines[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_status_130(tmp_path, capsys, monkeypatch):
+    from zoo.validation import reproduce
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reproduce, "run", interrupted)
+    status, out, err = run_cli(["reproduce", "ggig-table1", "--out", str(tmp_path), "--no-progress"], capsys)
+    assert status == 130
+    assert err.strip() == (f"zoo reproduce: interrupted; finished cells are kept in "
+                           f"{tmp_path / 'ggig-table1' / 'cells'}; the same command resumes from them")
+
+
+def test_progress_bars_only_on_a_terminal_that_has_a_width(tmp_path):
+    """A terminal of zero columns made tqdm print a line per update; there, as under a
+    pipe, no bars."""
+    import fcntl
+    import io
+    import pty
+    import struct
+    import termios
+
+    from zoo.cli import bars_fit
+
+    assert not bars_fit(io.StringIO())
+    leader, follower = pty.openpty()
+    try:
+        with os.fdopen(follower, "w", closefd=False) as tty:
+            for columns, fits in ((0, False), (80, True)):
+                fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+                assert bars_fit(tty) is fits, columns
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def test_zoo_cache_shows_and_clears_only_its_own_entries(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache"
+    (cache / "jax").mkdir(parents=True)
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ZOO_JAX_CACHE", raising=False)
+    ours = [cache / f"nuts-{'a' * 32}.nc", cache / f"nuts-{'a' * 32}.json", cache / f"slice-gibbs-{'b' * 32}.nc",
+            cache / "jax" / f"jit_fit-{'c' * 64}-cache", cache / "jax" / f"jit_fit-{'c' * 64}-atime"]
+    for f in ours:
+        f.write_bytes(b"x" * 1000)
+    (cache / "notes.txt").write_text("the user's own file")
+    status, out, err = run_cli(["cache"], capsys)
+    assert status == 0
+    assert f"reference draws: {cache} (3 files" in out and f"JAX compiled programs: {cache / 'jax'} (2 files" in out
+    assert "zoo cache --clear" in out
+    status, out, err = run_cli(["cache", "--clear"], capsys)
+    assert status == 0 and "deleted 5 files" in out
+    assert sorted(os.listdir(cache)) == ["notes.txt"]  # jax/ was ours and is empty: gone too
+
+
+def test_the_package_docstring_names_the_real_cache_paths(monkeypatch, tmp_path):
+    monkeypatch.delenv("ZOO_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ZOO_JAX_CACHE", raising=False)
+    home = os.path.join(os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
+    assert zoo.cache_dir() == home and zoo.jax_cache_dir() == os.path.join(home, "jax")
+    assert "~/.cache/sparse-bayes-zoo" in zoo.__doc__ and "``jax/``" in zoo.__doc__
+    assert "~/.cache/sparse-bayes-zoo/jax" in zoo.enable_compilation_cache.__doc__
+    assert "~/.cache/zoo" not in zoo.__doc__ + zoo.enable_compilation_cache.__doc__
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
+    assert zoo.cache_dir() == str(tmp_path) and zoo.jax_cache_dir() == str(tmp_path / "jax")

@@ -54,6 +54,13 @@ def test_the_config_expands_into_checked_content_keyed_cells(tmp_path):
     with pytest.raises(ValueError, match="unknown section"):
         St.load_config(tmp_path / "typo.toml")
     assert St.expand(St.load_config("example"))  # the shipped study is valid
+    # data names and splits are checked before any cluster starts, like models and engines
+    (tmp_path / "data.toml").write_text(TINY.replace('data = ["ripley"]', 'data = ["ripley", "no_such_data"]'))
+    with pytest.raises(ValueError, match="unknown data set 'no_such_data'"):
+        St.expand(St.load_config(tmp_path / "data.toml"))
+    (tmp_path / "split.toml").write_text(TINY.replace("splits = [0]", "splits = [0, 1]"))
+    with pytest.raises(ValueError, match="split 1 is out of range for data set 'ripley'"):
+        St.expand(St.load_config(tmp_path / "split.toml"))
 
 
 def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys):
@@ -64,10 +71,20 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         first = St.run_study(St.load_config(tmp_path / "s.toml"), out, client=client, progress=True)
-    assert first["ran"] == 4 and first["reused"] == 0
-    err = capsys.readouterr().err
-    assert "[4/4]" in err and "ETA" in err
-    files = sorted(os.listdir(out / "cells"))
+        assert first["ran"] == 4 and first["reused"] == 0
+        err = capsys.readouterr().err
+        assert "[4/4]" in err and "ETA" in err
+        files = sorted(os.listdir(out / "cells"))
+        # a damaged cell file (cut off: invalid JSON) is named in a warning and computed
+        # again; its SBC simulations are kept in OUT/work, so the recomputation is cheap
+        sbc_file = out / "cells" / next(f for f in files if f.startswith("sbc"))
+        sbc_file.write_text('{"kind": "sbc", "summ')
+        with pytest.warns(UserWarning) as caught:
+            second = St.run_study(St.load_config(tmp_path / "s.toml"), out, client=client, progress=False)
+        messages = [str(w.message) for w in caught if "damaged cell file" in str(w.message)]
+        assert len(messages) == 1 and str(sbc_file) in messages[0] and "JSONDecodeError" in messages[0], messages
+        assert second["ran"] == 1 and second["reused"] == 3
+        assert json.loads(sbc_file.read_text())["kind"] == "sbc"
     assert len(files) == 4 and not any(f.startswith(".tmp-") for f in files)
     compare_cell = json.loads(next((out / "cells" / f) for f in files if f.startswith("compare")).read_text())
     assert compare_cell["results"]["engines"]["ep"]["verdict"]["status"] in ("indistinguishable", "differs")
@@ -84,6 +101,26 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
     code = main(["study", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"])
     assert code == 0 and "0 cells run, 4 already done" in capsys.readouterr().out
     assert {f: os.stat(out / "cells" / f).st_mtime_ns for f in files} == stamps
+
+
+def test_a_damaged_study_cell_is_named_and_treated_as_missing(tmp_path):
+    """What a rerun does with each kind of damage (the rerun itself: the test above)."""
+    (tmp_path / "s.toml").write_text(TINY)
+    cell = St.expand(St.load_config(tmp_path / "s.toml"))[1]
+    path = tmp_path / "cell.json"
+    check = St._study_cell_problem(cell)
+    good = {"kind": "sbc", "cell": cell.params, "key": cell.key(), "seconds": 1.0, "summary": {}}
+    for text, words in [("", "Expecting value"), ("{}", "not the cell of this key"),
+                        ("[1, 2]", "a list, not a cell"),
+                        (json.dumps({**good, "key": "0" * 16}), "not the cell of this key"),
+                        (json.dumps({k: v for k, v in good.items() if k != "summary"}), "no 'summary'")]:
+        path.write_text(text)
+        with pytest.warns(UserWarning, match="damaged cell file") as caught:
+            assert St.read_cell_file(str(path), check) is None
+        assert str(path) in str(caught[0].message) and words in str(caught[0].message), (text, caught[0].message)
+    path.write_text(json.dumps(good))
+    assert St.read_cell_file(str(path), check) == good
+    assert St.read_cell_file(str(tmp_path / "missing.json"), check) is None
 
 
 KILLABLE = """
@@ -175,3 +212,115 @@ def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_clus
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# --------------------------------------------------------------------------------------
+# A killed or interrupted study stops its LocalCluster's workers (real processes)
+# --------------------------------------------------------------------------------------
+KILL_STUDY = """
+name = "kill"
+
+[[sbc]]
+model = "pcvm"
+engines = ["ep"]
+replicates = 3
+sims = 10
+"""
+
+KILL_DRIVER = """
+import sys
+
+
+def tiny_run_cell(cell, out_dir):
+    # test-only stand-in for study.run_cell: replicate 0 finishes at once, the others
+    # compute for minutes in one C call that holds the GIL (no Python thread of the worker
+    # runs meanwhile, Dask's own watch of its driver included)
+    import os
+
+    from zoo.validation.atomic import write_json_atomic
+    from zoo.validation.study import cell_path
+
+    p = cell.params
+    markers = os.path.join(out_dir, "markers")
+    os.makedirs(markers, exist_ok=True)
+    open(os.path.join(markers, f"{p['replicate']}-{os.getpid()}"), "w").close()
+    if p["replicate"] > 0:
+        3 ** (10 ** 9)
+    out = {"kind": cell.kind, "cell": p, "key": cell.key(), "seconds": 0.0,
+           "summary": {"status": "calibrated", "reason": "test-only", "counts": {}}}
+    write_json_atomic(out, cell_path(out_dir, cell))
+    return out
+
+
+if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
+    from zoo.validation import study
+
+    study.run_cell = tiny_run_cell  # pickled by value (defined in __main__)
+    from zoo.cli import main
+
+    sys.exit(main(["study", sys.argv[1], "--out", sys.argv[2], "--workers", "2", "--no-progress"]))
+"""
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited process nobody reaped yet is a zombie: not running)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.parametrize("signame", [pytest.param("SIGKILL", id="kill-9"),
+                                     pytest.param("SIGTERM", id="sigterm", marks=pytest.mark.slow),
+                                     pytest.param("SIGINT", id="ctrl-c", marks=pytest.mark.slow)])
+def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_path):
+    """`zoo study --workers 2` with a test-only cell function: one cell finishes, two run in
+    the two workers (stuck in C code); then the driver gets kill -9, SIGTERM or Ctrl-C
+    (SIGINT to its process group, as a terminal sends it). Every worker must be gone within
+    15 s; on Ctrl-C the driver says so in one line and exits 130, the finished cell kept."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "s.toml").write_text(KILL_STUDY)
+    (tmp_path / "driver.py").write_text(KILL_DRIVER)
+    out = tmp_path / "out"
+    markers = out / "markers"
+    driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "s.toml"), str(out)],
+                              env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pids: set[int] = set()
+
+    def both_busy():
+        names = os.listdir(markers) if markers.exists() else []
+        slow = {n for n in names if not n.startswith("0-")}
+        pids.update(int(n.split("-")[1]) for n in names)
+        return len(slow) >= 2
+
+    try:
+        _wait_for(both_busy, 240, "two cells running")
+        if signame == "SIGINT":
+            os.killpg(driver.pid, signal.SIGINT)
+        else:
+            os.kill(driver.pid, getattr(signal, signame))
+        t0 = time.monotonic()
+        while any(map(process_running, pids)) and time.monotonic() - t0 < 15:
+            time.sleep(0.1)
+        gone = not any(map(process_running, pids))
+        print(f"{signame}: workers {'gone' if gone else 'STILL RUNNING'} {time.monotonic() - t0:.2f} s after")
+        stdout, stderr = driver.communicate(timeout=60)
+    finally:
+        for pid in pids | {driver.pid}:  # only what this test started, by pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert len(pids) == 2 and gone, f"workers {sorted(pids)} outlived the driver's {signame} by 15 s"
+    assert driver.returncode == {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": -15}[signame], stderr[-2000:]
+    if signame == "SIGINT":
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert lines == [f"zoo study: interrupted; finished cells are kept in {out / 'cells'}; "
+                         "the same command resumes from them"], stderr[-2000:]
+        assert len(os.listdir(out / "cells")) == 1  # replicate 0

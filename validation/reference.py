@@ -721,9 +721,14 @@ class NoReference(RuntimeError):
         super().__init__(message)
 
 
-def _reference_child(spec, Phi, y, config, cache_dir) -> None:
-    """Body of the child process of a time-limited run: sample and write the cache."""
+def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None) -> None:
+    """Body of the child process of a time-limited run: sample and write the cache. The
+    child dies with its parent (a killed ``zoo compare`` leaves no sampler running on)."""
     import zoo  # noqa: F401  (float64 and the host devices, as in the parent)
+
+    from .study import die_with_parent
+
+    die_with_parent(parent_pid)
 
     run_reference(spec, Phi, y, config=config, cache_dir=cache_dir)
 
@@ -733,26 +738,32 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
     seconds. The child writes its Reference to the disk cache (atomically), which is how
     it comes back; a child still running at the limit is killed. Spawned, not forked: a
     forked child of a process that has started JAX can deadlock. Without a cache folder a
-    temporary one is used and left in place (the returned InferenceData may read from it)."""
+    temporary one carries the result and is deleted afterwards, however the run ends (the
+    draws are read fully into memory, :func:`adapter.from_netcdf`)."""
     import multiprocessing
+    import shutil
     import tempfile
 
     folder = cache_dir if cache_dir is not None else tempfile.mkdtemp(prefix="zoo-reference-")
-    child_config = replace(config, time_limit=None)
-    proc = multiprocessing.get_context("spawn").Process(
-        target=_reference_child, args=(spec, Phi, y, child_config, folder), daemon=True)
-    proc.start()
-    proc.join(config.time_limit)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-        raise ReferenceTimeout(config.sampler, config.time_limit)
-    if proc.exitcode != 0:
-        raise RuntimeError(f"the {config.sampler} reference process failed (exit code {proc.exitcode})")
-    ref = _read_cache(folder, key, spec, sites, config)
-    if ref is None:
-        raise RuntimeError(f"the {config.sampler} reference process finished but left no readable result")
-    return replace(ref, from_cache=False, cache_path=ref.cache_path if cache_dir is not None else None)
+    try:
+        child_config = replace(config, time_limit=None)
+        proc = multiprocessing.get_context("spawn").Process(
+            target=_reference_child, args=(spec, Phi, y, child_config, folder, os.getpid()), daemon=True)
+        proc.start()
+        proc.join(config.time_limit)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+            raise ReferenceTimeout(config.sampler, config.time_limit)
+        if proc.exitcode != 0:
+            raise RuntimeError(f"the {config.sampler} reference process failed (exit code {proc.exitcode})")
+        ref = _read_cache(folder, key, spec, sites, config)
+        if ref is None:
+            raise RuntimeError(f"the {config.sampler} reference process finished but left no readable result")
+        return replace(ref, from_cache=False, cache_path=ref.cache_path if cache_dir is not None else None)
+    finally:
+        if cache_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,

@@ -35,16 +35,28 @@ the modules that compute it). A rerun of the same command skips every cell whose
 exists, so a study killed at any moment (``kill -9`` included) loses no finished cell and
 redoes none; work inside a cell (SBC simulations, battery data sets) is also kept and
 resumed. A worker that dies mid-cell is replaced by the scheduler, which reruns its cell
-elsewhere (Dask's own retry of lost tasks). When every cell is done, ``OUT/report.md``
-gathers them in tables (with SBC figures under ``OUT/figures/``).
+elsewhere (Dask's own retry of lost tasks). A cell file that cannot be read back (invalid
+JSON, or not a finished cell of this key) is named in a warning and computed again. When
+every cell is done, ``OUT/report.md`` gathers them in tables (with SBC figures under
+``OUT/figures/``).
+
+The LocalCluster's workers live no longer than the process that started them
+(:func:`cluster_client`, which ``zoo reproduce --jobs N`` shares): on Ctrl-C the driver
+kills them at once; on ``kill -9`` or SIGTERM of the driver they exit by themselves (Dask's
+own pipe from the driver, and Linux's parent-death signal for a worker stuck in C code).
+Workers of an external cluster (``--scheduler``) belong to that cluster and keep running.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +146,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
             record.check_params(block.get("params", {}))
             for data in block.get("data", [record.default_data]):
                 for split in block.get("splits", [0]):
+                    _check_data(data, split)
                     cells.append(Cell("compare", _frozen({
                         "model": model, "data": data, "split": int(split), "engines": list(engines),
                         "params": json.dumps(block.get("params", {}), sort_keys=True)})))
@@ -164,6 +177,14 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     if not cells:
         raise ValueError("study: the config names no cells (add [[compare]], [[sbc]] or [[defects]] blocks)")
     return cells
+
+
+def _check_data(name, split) -> None:
+    """ValueError naming an unknown data set or a split it does not have (the loader's own
+    message); the data sets are small files, so loading one is the cheapest exact check."""
+    from .. import data as datasets
+
+    datasets.load(name, split, standardize=False)
 
 
 def cell_path(out_dir, cell: Cell) -> str:
@@ -255,16 +276,174 @@ class _Progress:
               file=self.stream or sys.stderr, flush=True)
 
 
+# --------------------------------------------------------------------------------------
+# The cluster (shared with ``zoo reproduce --jobs N``: one way of running grids)
+# --------------------------------------------------------------------------------------
+_DRIVER_PID_ENV = "ZOO_DASK_DRIVER_PID"
+_JAX_CACHE_ENV = "ZOO_DASK_JAX_CACHE"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int | None = None) -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG).
+
+    Dask's workers already leave when the pipe from their driver closes, but that needs a
+    Python thread to run: a worker inside one long C call that holds the GIL outlived a
+    ``kill -9`` of its driver for as long as the call lasted (measured: still alive after
+    20 s), the kernel's signal does not wait. The "parent" of this request is the thread
+    that started the process (in Dask, the nanny's process-watching thread, which lives as
+    long as the worker is wanted). ``parent_pid``: the process that should be the parent;
+    if it is already gone (reparented before the request took effect), exit now.
+    Returns False where the request is not available (not Linux).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if parent_pid and os.getppid() != parent_pid:
+        os._exit(1)
+    return True
+
+
+def dask_setup(worker) -> None:
+    """Start-up of every worker of a LocalCluster of :func:`cluster_client` (its Dask
+    ``preload``): die with the driver, leave Ctrl-C to the driver, and share the driver's
+    JAX compilation cache when it has one."""
+    # Ctrl-C in a terminal reaches the whole process group; the driver stops the workers
+    # itself, and a KeyboardInterrupt inside a worker would only print one more traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(int(os.environ.get(_DRIVER_PID_ENV) or 0))
+    if os.environ.get(_JAX_CACHE_ENV):
+        import zoo
+
+        zoo.enable_compilation_cache(os.environ[_JAX_CACHE_ENV])
+
+
+@contextlib.contextmanager
+def _quiet_distributed():
+    """Dask logs every worker it loses as a warning; while we stop them on purpose, that is
+    noise after the one line the user is owed."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _stop_now(cluster, client) -> None:
+    """Stop a LocalCluster's workers at once (the run is being abandoned): their cells in
+    flight are lost either way, and a graceful close waits for them (seconds to minutes)."""
+    with _quiet_distributed():
+        for nanny in list(cluster.workers.values()):
+            pid = getattr(getattr(nanny, "process", None), "pid", None)
+            if hasattr(nanny, "close_gracefully"):
+                nanny.close_gracefully()  # the nanny must not start a replacement
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+        with contextlib.suppress(Exception):
+            cluster.close(timeout=5)
+
+
+@contextlib.contextmanager
+def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None, client=None,
+                   jax_cache: str | None = None):
+    """A ``distributed.Client`` to run cells on, closed on leaving.
+
+    client: use this one (the caller owns it). scheduler: connect to an existing cluster.
+    Otherwise a LocalCluster of ``n_workers`` single-threaded worker processes (default:
+    the number of cores), each started by :func:`dask_setup`: the workers die with this
+    process (``kill -9`` and SIGTERM included), ignore Ctrl-C, and use the JAX compilation
+    cache ``jax_cache`` if given. An exception or Ctrl-C inside the block kills the
+    workers at once instead of waiting for their cells.
+    """
+    from distributed import Client, LocalCluster
+
+    if client is not None:
+        yield client
+        return
+    if scheduler is not None:
+        with Client(scheduler) as remote:
+            yield remote
+        return
+    env = {_DRIVER_PID_ENV: str(os.getpid())}
+    if jax_cache:
+        env[_JAX_CACHE_ENV] = os.fspath(jax_cache)
+    cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                           dashboard_address=None, preload=[__name__], env=env)
+    try:
+        local = Client(cluster)
+    except BaseException:
+        _stop_now(cluster, None)
+        raise
+    try:
+        yield local
+    except BaseException:
+        _stop_now(cluster, local)
+        raise
+    # all cells are in: a graceful close, whose only complaint is a worker slower than the
+    # nanny's 4 s to exit (it is then killed, losing nothing; seen under load)
+    with _quiet_distributed():
+        local.close()
+        cluster.close()
+
+
+def read_cell_file(path: str, check) -> dict | None:
+    """A finished cell's stored result, or None if there is none; a damaged file (invalid
+    JSON, or content that ``check`` rejects) is named in a warning and treated as missing,
+    so the cell is computed again and the file replaced."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as fh:
+            result = json.load(fh)
+        problem = check(result)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        problem = f"{type(err).__name__}: {err}"
+    if problem:
+        warnings.warn(f"damaged cell file {path} ({problem}); computing the cell again", stacklevel=3)
+        return None
+    return result
+
+
+#: the result each kind of study cell stores beside its description
+_PAYLOAD = {"compare": "results", "sbc": "summary", "defects": "battery"}
+
+
+def _study_cell_problem(cell: Cell):
+    def check(result) -> str | None:
+        if not isinstance(result, dict):
+            return f"a {type(result).__name__}, not a cell"
+        if result.get("key") != cell.key() or result.get("kind") != cell.kind:
+            return "not the cell of this key"
+        if _PAYLOAD[cell.kind] not in result:
+            return f"no {_PAYLOAD[cell.kind]!r}"
+        return None
+    return check
+
+
 def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int | None = None,
-              progress: bool = True, client=None) -> dict[str, Any]:
+              progress: bool = True, client=None, jax_cache: str | None = None) -> dict[str, Any]:
     """Run every cell of ``config`` (a dict or a TOML path) not yet done, on Dask.
 
     scheduler: address of an existing Dask scheduler ("tcp://host:8786"); None starts a
     LocalCluster of ``n_workers`` single-threaded worker processes (default: the number of
-    cores). client: an existing ``distributed.Client`` (tests). Writes ``OUT/report.md``
-    and returns {"cells": [...results], "ran": n, "reused": n, "report": path}.
+    cores; see :func:`cluster_client`). client: an existing ``distributed.Client`` (tests).
+    jax_cache: the JAX compilation cache folder the LocalCluster's workers share (None:
+    none). Writes ``OUT/report.md`` and returns {"cells": [...results], "ran": n,
+    "reused": n, "report": path}.
     """
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import as_completed
 
     if not isinstance(config, dict):
         config = load_config(config)
@@ -275,33 +454,19 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                       os.path.join(out_dir, "study.json"))
     results: dict[int, dict] = {}
     for i, cell in enumerate(cells):
-        path = cell_path(out_dir, cell)
-        if os.path.exists(path):
-            with open(path) as fh:
-                results[i] = json.load(fh)
+        found = read_cell_file(cell_path(out_dir, cell), _study_cell_problem(cell))
+        if found is not None:
+            results[i] = found
     todo = [i for i in range(len(cells)) if i not in results]
     bar = _Progress(len(cells), len(results), enabled=progress)
-    own_cluster = own_client = None
     if todo:
-        if client is None:
-            if scheduler is None:
-                own_cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1,
-                                           processes=True, dashboard_address=None)
-                own_client = client = Client(own_cluster)
-            else:
-                own_client = client = Client(scheduler)
-        try:
-            futures = {client.submit(run_cell, cells[i], out_dir, key=f"zoo-cell-{cells[i].key()}", pure=False,
-                                     retries=2): i for i in todo}
+        with cluster_client(n_workers=n_workers, scheduler=scheduler, client=client, jax_cache=jax_cache) as c:
+            futures = {c.submit(run_cell, cells[i], out_dir, key=f"zoo-cell-{cells[i].key()}", pure=False,
+                                retries=2): i for i in todo}
             for fut in as_completed(futures):
                 i = futures[fut]
                 results[i] = fut.result()
                 bar.update(cells[i].label())
-        finally:
-            if own_client is not None:
-                own_client.close()
-            if own_cluster is not None:
-                own_cluster.close()
     ordered = [results[i] for i in range(len(cells))]
     report = write_study_report(config, ordered, out_dir)
     return {"cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo), "report": report}
@@ -367,4 +532,5 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
     return path
 
 
-__all__ = ["Cell", "load_config", "expand", "run_cell", "run_study", "write_study_report", "cell_path"]
+__all__ = ["Cell", "load_config", "expand", "run_cell", "run_study", "write_study_report", "cell_path",
+           "cluster_client", "die_with_parent", "read_cell_file"]

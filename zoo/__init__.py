@@ -6,6 +6,20 @@ The import package ``zoo`` is assembled from the top-level folders of the reposi
 
 Importing it switches JAX to float64: every engine and reference in this project is
 compared at the 1e-3 level and below, where float32 round-off would be visible.
+
+Caches. The command line keeps two things between runs, both in one folder,
+``~/.cache/sparse-bayes-zoo`` (:func:`cache_dir`; env ZOO_CACHE_DIR moves it):
+
+* certified reference draws of ``zoo compare`` (``<sampler>-<key>.nc`` and ``.json`` at the
+  folder's top; ``zoo compare --cache-dir`` moves them, ``--no-cache`` skips them);
+* JAX's compiled programs in ``jax/`` inside it (:func:`jax_cache_dir`; env ZOO_JAX_CACHE
+  moves them alone).
+
+An entry is re-used only when its content key matches (a reference: model, data, sampler
+settings and package versions; a program: the program, the jax version and the backend),
+so deleting them is always safe: ``zoo cache`` shows them and ``zoo cache --clear``
+deletes them. Importing ``zoo`` writes nothing there; the commands that compute (compare,
+sbc, study, reproduce) do.
 """
 from __future__ import annotations
 
@@ -66,21 +80,28 @@ except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep d
     pass
 
 
+def cache_dir() -> str:
+    """The zoo's cache folder: env ZOO_CACHE_DIR, else ``~/.cache/sparse-bayes-zoo``."""
+    return _os.environ.get("ZOO_CACHE_DIR") or _os.path.join(_os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
+
+
+def jax_cache_dir() -> str:
+    """The folder of JAX's compiled programs: env ZOO_JAX_CACHE, else ``jax/`` in :func:`cache_dir`."""
+    return _os.environ.get("ZOO_JAX_CACHE") or _os.path.join(cache_dir(), "jax")
+
 
 def enable_compilation_cache(path: str | None = None) -> str:
     """Keep JAX's compiled programs on disk, so a new process skips recompilation.
 
-    Every engine compiles its loops once per shape bucket (seconds each); a benchmark or CLI run that starts many processes, or is run again, pays that
-    once. ``path`` defaults to env ZOO_JAX_CACHE, else ``~/.cache/zoo/jax``. Not switched
-    on at import (a library should not write to the user's home unasked); the CLI and
-    the benchmarks call it. Compiled programs are keyed by JAX on the program, the jax
-    version and the backend, so a stale entry is never used. Returns the directory.
+    Every engine compiles its loops once per shape bucket (seconds each); a benchmark or
+    CLI run that starts many processes, or is run again, pays that once. ``path`` defaults
+    to :func:`jax_cache_dir` (env ZOO_JAX_CACHE, else ``~/.cache/sparse-bayes-zoo/jax``, or
+    ``jax/`` inside env ZOO_CACHE_DIR). Not switched on at import (a library should not
+    write to the user's home unasked); the CLI's computing commands and the benchmarks call
+    it. Compiled programs are keyed by JAX on the program, the jax version and the
+    backend, so a stale entry is never used. Returns the directory.
     """
-    path = path or _os.environ.get("ZOO_JAX_CACHE") or _os.path.join(
-        _os.environ.get("ZOO_CACHE_DIR")
-        or _os.path.join(_os.path.expanduser("~"), ".cache", "sparse-bayes-zoo"),
-        "jax",
-    )
+    path = path or jax_cache_dir()
     _os.makedirs(path, exist_ok=True)
     _jax.config.update("jax_compilation_cache_dir", path)
     _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)

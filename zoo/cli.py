@@ -7,12 +7,22 @@
     zoo study example      # a grid of comparisons, SBC runs and defect batteries on Dask
     zoo datasets           # names, sizes and sources of the embedded data
     zoo reproduce --help   # paper reproductions (our numbers beside the published ones)
+    zoo cache [--clear]    # where the caches are, how big; --clear deletes them
+
+Every name, number and folder is checked before any work starts, and a bad one ends the
+command with one line on stderr (status 2). Ctrl-C ends a command with one line and
+status 130; finished work (cells, simulations, cached references) is kept, and the same
+command resumes from it. Worker processes of ``--jobs``/``zoo study`` never outlive the
+command, whether it is interrupted, terminated or killed.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import sys
+import tempfile
 
 
 def _parse_params(items: list[str]) -> dict[str, float]:
@@ -29,17 +39,81 @@ def _parse_params(items: list[str]) -> dict[str, float]:
 
 
 def _default_cache_dir() -> str:
-    return os.environ.get(
-        "ZOO_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
-    )
+    import zoo
+
+    return zoo.cache_dir()
+
+
+def folder_problem(path: str, what: str) -> str | None:
+    """Why ``path`` cannot be (or become) a folder this process writes into, in words that
+    name ``what`` it is for; None if it can. Creates nothing: an existing folder, or else
+    the nearest existing parent, must take a (nameless, at once deleted) file. A file where
+    the folder should be, or a parent that is a file, is named as such."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{what} {path} is a file, not a folder"
+    probe = path
+    while not os.path.isdir(probe):
+        parent = os.path.dirname(probe)
+        if os.path.exists(probe) or parent == probe:
+            return f"{what} {path} cannot be created: {probe} is not a folder"
+        probe = parent
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        verb = "cannot be written" if probe == path else f"cannot be created in {probe}"
+        return f"{what} {path} {verb}: {err.strerror or err}"
+    return None
+
+
+def _check_folders(folders: list[tuple[str, str]]) -> None:
+    """ValueError for the first (path, what) that cannot be written."""
+    for path, what in folders:
+        problem = folder_problem(path, what)
+        if problem:
+            raise ValueError(problem)
+
+
+def _start_compiling(extra: list[tuple[str, str]] = ()) -> str:
+    """Before a computing command's work: check its output folders (``extra``) and the JAX
+    compilation cache folder, then switch that cache on. Returns the cache folder.
+    ValueError (one line) when any cannot be written. Commands that compile nothing
+    (``zoo datasets``, ``zoo cache``) never call this, so a broken cache cannot stop them."""
+    import zoo
+
+    jax_dir = zoo.jax_cache_dir()
+    what = "JAX cache folder (env ZOO_JAX_CACHE)" if os.environ.get("ZOO_JAX_CACHE") else \
+        "JAX cache folder (inside env ZOO_CACHE_DIR)" if os.environ.get("ZOO_CACHE_DIR") else "JAX cache folder"
+    _check_folders([*extra, (jax_dir, what)])
+    return zoo.enable_compilation_cache(jax_dir)
+
+
+def bars_fit(stream) -> bool:
+    """Whether progress bars belong on ``stream``: a terminal that reports a width. Under a
+    pipe or a log file a bar is only noise, and a terminal of zero columns (some IDE
+    consoles, ``docker exec`` without a size) made tqdm emit a line per update."""
+    try:
+        if not stream.isatty():
+            return False
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _cmd_compare(args) -> int:
+    from zoo import data as datasets
+    from zoo.validation import registry
     from zoo.validation.compare import CompareConfig, compare, default_references
     from zoo.validation.report import write_report
 
-    progress = not args.no_progress and sys.stderr.isatty()
-    try:  # bad arguments or data end in one clear line, not a traceback
+    progress = not args.no_progress and bars_fit(sys.stderr)
+    try:  # bad arguments, data or folders end in one clear line, not a traceback
+        if args.chains < 2:
+            # certification rests on R-hat, which compares chains: one chain would sample
+            # for minutes and then have nothing to certify with
+            raise ValueError(f"--chains must be at least 2 (R-hat, which certifies the reference, compares "
+                             f"chains); got {args.chains}")
         samplers = None if args.reference is None else tuple(
             s.strip() for s in args.reference.split(",") if s.strip())
         ref_cfg = default_references(
@@ -52,6 +126,14 @@ def _cmd_compare(args) -> int:
             params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
             cache_dir=None if args.no_cache else args.cache_dir,
         )
+        # every name before any work (compare() checks them again, after nothing costly)
+        record = registry.get_model(config.model)
+        for name in config.engines:
+            record.engine(name)
+        record.check_params(config.params)
+        datasets.load(config.data, config.split, standardize=False)
+        reference_cache = [] if args.no_cache else [(args.cache_dir, "cache folder (--cache-dir, env ZOO_CACHE_DIR)")]
+        _start_compiling([(args.out, "--out"), *reference_cache])
         comp = compare(config, progress=progress)
     except ValueError as err:
         print(f"zoo compare: error: {err}", file=sys.stderr)
@@ -128,14 +210,21 @@ def _reference_summary_lines(res) -> list[str]:
     status = "certified" if ref["certified"] else "NOT CERTIFIED: " + "; ".join(ref["failures"])
     sampler = ref.get("sampler_name", "nuts")
     others = [t for t in res.get("references_tried", []) if t.get("sampler_name") != sampler]
+
+    def num(v, spec):
+        # a diagnostic can be null (R-hat of a single chain): say so instead of crashing
+        return "n/a" if v is None else format(v, spec)
+
     return [
-        f"reference ({sampler}): {status} (R-hat max {ref['rhat_max']:.4f}, ESS bulk/tail min "
-        f"{ref['ess_bulk_min']:.0f}/{ref['ess_tail_min']:.0f}, divergences {ref['divergences']}, "
-        f"{ref['seconds']:.1f} s); reference test error {res['reference_test_error']:.4f}",
+        f"reference ({sampler}): {status} (R-hat max {num(ref['rhat_max'], '.4f')}, ESS bulk/tail min "
+        f"{num(ref['ess_bulk_min'], '.0f')}/{num(ref['ess_tail_min'], '.0f')}, divergences {ref['divergences']}, "
+        f"{num(ref['seconds'], '.1f')} s{' (from cache)' if ref.get('from_cache') else ''}); "
+        f"reference test error {num(res['reference_test_error'], '.4f')}",
         *[f"  tried first: {t['sampler_name']}, ran out of time (limit {t['time_limit']:g} s, no draws)"
           if t.get("time_limit") is not None else
-          f"  tried first: {t['sampler_name']}, not certified (R-hat max {t['rhat_max']:.3f}, "
-          f"ESS bulk min {t['ess_bulk_min']:.0f}, divergences {t['divergences']}, {t['seconds']:.0f} s)"
+          f"  tried first: {t['sampler_name']}, not certified (R-hat max {num(t['rhat_max'], '.3f')}, "
+          f"ESS bulk min {num(t['ess_bulk_min'], '.0f')}, divergences {t['divergences']}, "
+          f"{num(t['seconds'], '.0f')} s{' (from cache)' if t.get('from_cache') else ''})"
           for t in others],
     ]
 
@@ -156,8 +245,15 @@ def _cmd_reproduce(args) -> int:
 
     entry = reproduce.get_entry(args.entry)
     options = {o.name: getattr(args, o.name) for o in entry.options}
-    try:  # bad sizes end in one clear line, not a traceback
-        result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed, **options)
+    try:  # bad sizes or folders end in one clear line, not a traceback
+        # the entry's options are parsed before any cell runs (reproduce.run); the folders
+        # are checked here first, since they are only written after the cells
+        for o in entry.options:
+            o.parse(options[o.name])
+        jax_cache = _start_compiling([(args.out, "--out")])
+        result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
+                               jax_cache=jax_cache, progress=not args.no_progress and bars_fit(sys.stderr),
+                               **options)
     except ValueError as err:
         print(f"zoo reproduce {args.entry}: error: {err}", file=sys.stderr)
         return 2
@@ -194,6 +290,13 @@ def _cmd_sbc(args) -> int:
         if not names:
             raise ValueError("--engine names no engine")
         settings = SBCSettings(n_sims=args.sims, n_draws=args.draws, seed=args.seed)
+        # every name before the first engine runs: a typo in the last one must not wait
+        # for the others' simulations
+        from zoo.validation.sbc import resolve_engine
+
+        for name in names:
+            resolve_engine(record, name, settings)
+        _start_compiling([(args.out, "--out")])
     except ValueError as err:
         print(f"zoo sbc: error: {err}", file=sys.stderr)
         return 2
@@ -201,7 +304,7 @@ def _cmd_sbc(args) -> int:
     rows = []
     for name in names:
         folder = os.path.join(args.out, args.model, name.replace(":", "_").replace("/", "_"))
-        show = not args.no_progress and sys.stderr.isatty()
+        show = not args.no_progress and bars_fit(sys.stderr)
 
         def progress(done, total, _name=name):
             print(f"\r{_name}: {done}/{total} simulations", end="", file=sys.stderr, flush=True)
@@ -270,11 +373,12 @@ def _cmd_study(args) -> int:
     try:
         config = load_config(args.config)
         expand(config)  # every name checked before a cluster starts
+        jax_cache = _start_compiling([(args.out, "--out")])
     except ValueError as err:
         print(f"zoo study: error: {err}", file=sys.stderr)
         return 2
     out = run_study(config, args.out, scheduler=args.scheduler, n_workers=args.workers,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, jax_cache=jax_cache)
     print(f"{out['ran']} cells run, {out['reused']} already done; report: {out['report']}")
     return 0
 
@@ -285,7 +389,8 @@ def _add_study_parser(sub) -> None:
         help="run a study (a grid of comparisons, SBC runs and defect batteries) on Dask",
         description="CONFIG is a TOML file, or the name of a shipped study (example). Cells run on a Dask "
         "LocalCluster of this machine, or on an existing cluster with --scheduler; each finished cell is kept "
-        "in OUT/cells/, so the same command resumes a killed study without redoing any cell.",
+        "in OUT/cells/, so the same command resumes a killed study without redoing any cell. The LocalCluster's "
+        "workers stop with this command (Ctrl-C, SIGTERM and kill -9 alike).",
     )
     p.add_argument("config", help="study TOML file, or 'example'")
     p.add_argument("--out", default="zoo-study", help="output folder (default ./zoo-study)")
@@ -305,8 +410,9 @@ def _add_reproduce_parser(sub) -> None:
         help="rerun a paper's experiment; write our numbers beside the paper's",
         description="Each entry NAME writes OUT/NAME/table.md and table.json (our numbers beside the "
         "paper's, marked reproduced / NOT reproduced with the criterion) and keeps its finished fits in "
-        "OUT/NAME/cells/, so an interrupted run resumes. `zoo reproduce NAME --help` shows the entry's "
-        "size options and defaults.",
+        "OUT/NAME/cells/, so an interrupted run resumes. With --jobs above 1 the cells run on a Dask "
+        "LocalCluster (as `zoo study`'s), whose workers stop with this command (Ctrl-C, SIGTERM and kill -9 "
+        "alike). `zoo reproduce NAME --help` shows the entry's size options and defaults.",
     )
     entries = r.add_subparsers(dest="entry", required=True, metavar="NAME",
                                title="entries (NAME)")
@@ -317,8 +423,11 @@ def _add_reproduce_parser(sub) -> None:
         p.add_argument("--reps", type=_positive_int, default=e.default_reps,
                        help=f"repetitions / test splits (default {e.default_reps})")
         p.add_argument("--out", default="zoo-reproduce", help="output folder (default ./zoo-reproduce)")
-        p.add_argument("--jobs", type=_positive_int, default=2, help="worker processes (default 2)")
-        p.add_argument("--seed", type=int, default=0, help="seed of the CV folds (default 0)")
+        p.add_argument("--jobs", type=_positive_int, default=2,
+                       help="worker processes of a Dask LocalCluster; 1: all in this process (default 2)")
+        p.add_argument("--seed", type=int, default=0,
+                       help="seed of every random choice of the run: CV folds, noise, solvers (default 0)")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
         for o in e.options:
             p.add_argument("--" + o.name.replace("_", "-"), dest=o.name, default=o.default,
                            help=f"{o.help} (default {o.default})".replace("%", "%%"))
@@ -387,13 +496,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "timings and test-set figures only")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default="zoo-report", help="output folder (default ./zoo-report)")
-    c.add_argument("--cache-dir", default=_default_cache_dir(), help="where reference draws are cached")
+    c.add_argument("--cache-dir", default=_default_cache_dir(),
+                   help="where reference draws are cached (default: env ZOO_CACHE_DIR, else "
+                        "~/.cache/sparse-bayes-zoo; `zoo cache --clear` empties it)")
     c.add_argument("--no-cache", action="store_true", help="always rerun the reference sampler")
     c.add_argument("--no-progress", action="store_true", help="no progress bars")
     c.set_defaults(func=_cmd_compare)
 
     d = sub.add_parser("datasets", help="list the embedded data sets")
     d.set_defaults(func=_cmd_datasets)
+
+    k = sub.add_parser(
+        "cache", help="show where the caches are and how big; --clear deletes them",
+        description="The zoo caches certified reference draws (zoo compare) and JAX's compiled programs, both "
+        "in one folder: env ZOO_CACHE_DIR, else ~/.cache/sparse-bayes-zoo (the programs in its jax/ folder, or "
+        "in env ZOO_JAX_CACHE). Entries are re-used only when their content key matches, so deleting them is "
+        "always safe: the next run recomputes what it needs (clear while no zoo command runs: a half-written "
+        "entry of a running one, .tmp-*, is deleted too).")
+    k.add_argument("--cache-dir", default=None, help="the cache folder (default: as zoo compare's --cache-dir)")
+    k.add_argument("--clear", action="store_true", help="delete the cached references and compiled programs")
+    k.set_defaults(func=_cmd_cache)
 
     _add_sbc_parser(sub, records)
     _add_study_parser(sub)
@@ -403,10 +525,76 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # each computing command checks and switches on the JAX compilation cache itself
+    # (_start_compiling), after its own arguments: `zoo datasets` and `zoo cache` read
+    # nothing from it and must work when the cache folder is broken
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line (after a line break where a progress bar may be unfinished) and
+        # the shell's status for SIGINT, 128 + 2. Every finished unit of work is already on
+        # disk (written atomically); the worker clusters killed their workers on the way out
+        print(f"{chr(10) if bars_fit(sys.stderr) else ''}zoo {args.command}: interrupted; {_kept(args)}",
+              file=sys.stderr, flush=True)
+        return 130
+
+
+def _kept(args) -> str:
+    """What an interrupted command leaves behind, and how to resume."""
+    if args.command == "reproduce":
+        return (f"finished cells are kept in {os.path.join(args.out, args.entry, 'cells')}; "
+                "the same command resumes from them")
+    if args.command == "study":
+        return f"finished cells are kept in {os.path.join(args.out, 'cells')}; the same command resumes from them"
+    if args.command == "sbc":
+        return f"finished simulations are kept under {args.out}; the same command resumes from them"
+    if args.command == "compare" and not args.no_cache:
+        return f"a reference run that finished is kept in {args.cache_dir}, so a rerun skips it"
+    return "nothing was written"
+
+
+#: names of the reference cache's entries (validation/reference.py, _cache_paths) and of
+#: JAX's compiled programs; `zoo cache --clear` deletes these and nothing else
+_REFERENCE_ENTRY = re.compile(r"^.+-[0-9a-f]{32}\.(nc|json)$|^\.tmp-")
+_JAX_ENTRY = re.compile(r"-[0-9a-f]{64}-(cache|atime)$")
+
+
+def _cache_entries(folder: str, pattern) -> list[str]:
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                  if pattern.search(f) and os.path.isfile(os.path.join(folder, f)))
+
+
+def _cmd_cache(args) -> int:
     import zoo
 
-    zoo.enable_compilation_cache()
-    return args.func(args)
+    folder = args.cache_dir or zoo.cache_dir()
+    jax_dir = zoo.jax_cache_dir() if args.cache_dir is None or os.environ.get("ZOO_JAX_CACHE") else \
+        os.path.join(folder, "jax")
+    groups = [("reference draws", folder, _cache_entries(folder, _REFERENCE_ENTRY)),
+              ("JAX compiled programs", jax_dir, _cache_entries(jax_dir, _JAX_ENTRY))]
+    for label, where, files in groups:
+        size = sum(os.path.getsize(f) for f in files)
+        print(f"{label}: {where} ({len(files)} files, {size / 1e6:.1f} MB)")
+    if not args.clear:
+        print("clear with: zoo cache --clear (always safe: entries are recomputed when needed)")
+        return 0
+    removed = 0
+    for _, _, files in groups:
+        for f in files:
+            try:
+                os.remove(f)
+                removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                print(f"zoo cache: error: cannot delete {f}: {err.strerror or err}", file=sys.stderr)
+                return 1
+    if os.path.isdir(jax_dir) and jax_dir == os.path.join(folder, "jax") and not os.listdir(jax_dir):
+        shutil.rmtree(jax_dir, ignore_errors=True)
+    print(f"deleted {removed} files")
+    return 0
 
 
 if __name__ == "__main__":

@@ -124,12 +124,16 @@ def get_entry(name: str) -> Entry:
 
 
 def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs: int = 1, seed: int = 0,
-        jax_cache: str | None = None, log: Callable[[str], None] | None = None, **options) -> dict:
+        jax_cache: str | None = None, log: Callable[[str], None] | None = None, progress: bool = False,
+        **options) -> dict:
     """Run entry ``name``; write ``<out>/<name>/table.md`` and ``table.json``.
 
     ``options`` are the entry's own (see ``ENTRIES[name].options``); missing ones take
-    their defaults. Returns the table.json object plus "files" (the paths written).
-    Raises ValueError for an unknown entry, an unknown option or a bad value.
+    their defaults. jobs > 1: the cells run on a Dask LocalCluster of that many worker
+    processes (see :mod:`.cells`), whose workers share the JAX compilation cache
+    ``jax_cache`` if given. progress: a progress bar with an ETA on stderr. Returns the
+    table.json object plus "files" (the paths written). Raises ValueError for an unknown
+    entry, an unknown option or a bad value.
     """
     from ..atomic import write_json_atomic, write_text_atomic
 
@@ -147,11 +151,13 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
     parsed = {o.name: o.parse(options.get(o.name, o.default)) for o in entry.options}
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out_dir = os.path.join(os.fspath(out), name)
-    store = CellStore(out_dir, jobs=jobs, jax_cache=jax_cache, log=log)
-    ctx = RunContext(entry=entry, reps=reps, seed=int(seed), options=parsed, store=store, out_dir=out_dir, log=log)
     module, _, func = entry.run.partition(":")
     t0 = time.perf_counter()
-    table = getattr(importlib.import_module(module), func)(ctx)
+    # the store's worker cluster (jobs > 1) is stopped when the entry ends, however it ends
+    with CellStore(out_dir, jobs=jobs, jax_cache=jax_cache, log=log, progress=progress) as store:
+        ctx = RunContext(entry=entry, reps=reps, seed=int(seed), options=parsed, store=store, out_dir=out_dir,
+                         log=log)
+        table = getattr(importlib.import_module(module), func)(ctx)
     wall = time.perf_counter() - t0
     settings = {"reps": reps, "seed": int(seed), "jobs": jobs, **parsed}
     header = [

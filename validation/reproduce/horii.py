@@ -52,9 +52,11 @@ def regularized_lr(X, y, l1: bool, fit_intercept: bool, seed: int):
     from sklearn.model_selection import StratifiedKFold
 
     def model(C):
-        # l1_ratio 1 / 0 is L1 / L2 (scikit-learn >= 1.8 spells the penalty this way)
+        # l1_ratio 1 / 0 is L1 / L2 (scikit-learn >= 1.8 spells the penalty this way).
+        # liblinear visits coordinates in a random order: without random_state it draws
+        # from numpy's global generator, and two clean runs gave different coefficients
         return LogisticRegression(C=C, l1_ratio=1.0 if l1 else 0.0, solver="liblinear",
-                                  fit_intercept=fit_intercept, max_iter=1000)
+                                  fit_intercept=fit_intercept, max_iter=1000, random_state=seed)
 
     folds = list(StratifiedKFold(N_FOLDS, shuffle=True, random_state=seed).split(X, y))
     losses = []

@@ -13,23 +13,57 @@ class). Engines that need +1/-1 convert with ``2 * y - 1``.
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 
-def check_features(X, *, n_features: int | None = None, name: str = "X") -> np.ndarray:
-    """Return X as a finite float64 matrix of shape (n, d); raise ValueError otherwise."""
+def check_features(X, *, n_features: int | None = None, name: str = "X", min_features: int = 0) -> np.ndarray:
+    """Return X as a finite float64 matrix of shape (n, d); raise ValueError (TypeError for
+    entries that are not numbers) otherwise.
+
+    Refused with a sentence that names the problem: a sparse matrix (every consumer
+    builds dense designs), complex values (casting would drop the imaginary part
+    silently), entries that are not numbers (TypeError for objects such as a dict, as
+    NumPy raises it; ValueError for text; None becomes NaN), a 1-D array, no rows, fewer than
+    ``min_features`` columns, NaN or infinity, and a column count other than
+    ``n_features``. ``min_features`` is 0 by default because an engine may be handed a
+    design whose columns were all pruned; the classifier asks for 1.
+    """
+    if sparse.issparse(X):
+        raise ValueError(
+            f"{name} is a sparse matrix ({type(X).__name__}); sparse input is not supported: "
+            f"pass a dense array ({name}.toarray())"
+        )
     try:
-        X = np.asarray(X, dtype=float)
-    except (TypeError, ValueError) as err:
+        raw = np.asarray(X)
+    except ValueError as err:  # ragged rows
+        raise ValueError(f"{name} must be a numeric array: {err}") from None
+    if raw.dtype.kind == "c":
+        raise ValueError(
+            f"Complex data not supported: {name} has complex values (casting would drop the "
+            "imaginary part); give real and imaginary parts as separate real columns"
+        )
+    try:
+        X = np.asarray(raw, dtype=float)  # no copy when X is float64 already
+    except TypeError as err:  # an entry that is no number (a dict): NumPy's own error type
+        raise TypeError(f"{name} must be a numeric array: {err}") from None
+    except ValueError as err:  # text that is no number
         raise ValueError(f"{name} must be a numeric array: {err}") from None
     if X.ndim == 1:
         raise ValueError(
             f"{name} must be 2-D (n_samples, n_features); got a 1-D array of length "
-            f"{X.shape[0]}. Use X.reshape(-1, 1) for a single feature."
+            f"{X.shape[0]}. Reshape your data: {name}.reshape(-1, 1) for a single feature, "
+            f"{name}.reshape(1, -1) for a single sample."
         )
     if X.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
     if X.shape[0] == 0:
         raise ValueError(f"{name} has no rows")
+    if X.shape[1] < min_features:
+        # the wording scikit-learn's check_array uses, so that callers matching it still do
+        raise ValueError(
+            f"{name} has {X.shape[1]} feature(s) (shape={X.shape}) while a minimum of "
+            f"{min_features} is required."
+        )
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise ValueError(

@@ -11,6 +11,9 @@
     GridSearchCV(SparseBayesClassifier(model="ggsm-probit", engine="mm", basis="linear"),
                  {"q": [0.1, 0.5, 1.0, 1.5, 2.0]}, cv=5).fit(X, y)
 
+    # GIG-hierarchical logistic regression (Horii's VB): linear, a bias column in front
+    SparseBayesClassifier(model="gig-logistic", engine="vb", basis="linear").fit(X, y)
+
     # gridRVM on 8 x 8 images: row and column relevance (engines vb, vb-s-grid, vb-rvm)
     SparseBayesClassifier(model="grid-rvm", engine="vb", basis="table", table_shape=(8, 8)).fit(X, y)
 
@@ -20,50 +23,84 @@
 ``fit`` runs the engine end to end (it selects its own hyper-parameters and basis
 functions, as its paper does). Inputs are used as given: standardize them first (the
 papers do, and `zoo.data.load` does).
+
+scikit-learn conventions: the estimator declares itself a binary-only classifier (tags for
+scikit-learn >= 1.6 and the older ``_more_tags``), checks its parameters at ``fit`` (one
+line naming the parameter), validates X with ``models.checks.check_features`` (the
+zoo's shared messages: sparse, complex, non-numeric, NaN with its position, no features)
+and y like scikit-learn (a column vector is raveled with a DataConversionWarning;
+continuous, multiclass, missing or mixed labels are refused), and keeps
+``n_features_in_`` / ``feature_names_in_`` through scikit-learn's own ``validate_data``.
+``tests/test_sklearn_checks.py`` runs scikit-learn's estimator checks on every
+(model, engine) pair.
 """
 from __future__ import annotations
 
+import numbers
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
+
+try:
+    from sklearn.utils.validation import validate_data
+except ImportError:  # scikit-learn < 1.6 has it as a method of BaseEstimator
+    def validate_data(estimator, X, **check_params):
+        return estimator._validate_data(X, **check_params)
 
 import zoo  # noqa: F401  (float64 on)
 from zoo.models.basis import median_heuristic_width
-from zoo.models.checks import check_binary_labels, check_features
+from zoo.models.checks import check_features
 from zoo.validation import registry
 
 
 #: the bases a model's classifier design may offer (each model says which it takes)
 BASES = ("rbf", "linear", "table", "per-dimension-rbf")
+#: seeds are handed to NumPy and JAX generators; both take any 32-bit unsigned integer
+SEED_LIMIT = 2**32
 
 
 class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
-    """Sparse Bayesian kernel classifier.
+    """Sparse Bayesian binary classifier (kernel or linear, by model).
 
     Parameters
     ----------
     model : str, default "pcvm"       a registered model with a classifier design
                                       (:func:`classifier_models`: "pcvm", "ggsm-probit",
-                                      "grid-rvm", "bblr")
+                                      "gig-logistic", "grid-rvm", "bblr")
     engine : str, default "laplace"   an engine of that model with an end-to-end mode
-                                      (pcvm: "laplace", "ep", "em"; ggsm-probit: "mm",
-                                      "mm-laplace", "lap", "gj", "stu"; grid-rvm: "vb",
-                                      "vb-s-grid", "vb-rvm"; bblr: "sla", "laplace", with
-                                      lam chosen on a held-out fifth, and "sla-sparse": the
-                                      Gaussian-Laplace prior with its hard EM)
+                                      (:func:`classifier_engines`; pcvm: "laplace", "ep",
+                                      "em"; ggsm-probit: "mm", "mm-laplace", "lap", "gj",
+                                      "stu"; gig-logistic: "vb" (Horii's Algorithm 1; its
+                                      generic "laplace" fits a given spec only); grid-rvm:
+                                      "vb", "vb-s-grid", "vb-rvm"; bblr: "sla", "laplace",
+                                      "slam", with lam chosen on a held-out fifth, and
+                                      "sla-sparse": the Gaussian-Laplace prior with its
+                                      hard EM)
     width : float or "median", default 1.0
                                       RBF kernel width (k = exp(-r^2 / (2 width^2))); "median":
                                       the median distance between two training inputs (the
                                       median heuristic, models.basis.median_heuristic_width)
-    seed : int, default 0             for engines with random initialization (em)
-    basis : str, default "rbf"        "rbf" or "linear" (ggsm-probit, grid-rvm; bblr: "linear"
-                                      with a bias column, or "rbf" with engine "sla-sparse":
-                                      sparse kernel BBLR; PCVM is a
-                                      kernel model); ggsm-probit puts a bias column in
-                                      front. grid-rvm also: "table" (X is the table itself,
-                                      ``table_shape`` says its rows and columns) and
+    seed : int, default 0             for engines with random initialization (em) or seeded
+                                      draws (mm-laplace) and held-out fifths (bblr); an
+                                      integer in [0, 2**32)
+    basis : str, default "rbf"        which design each model takes:
+                                      pcvm: "rbf" only (a kernel model);
+                                      ggsm-probit: "rbf" or "linear", a bias column in front;
+                                      gig-logistic: "linear" only, a bias column in front
+                                      (Horii's model is linear; the protocol adds the bias
+                                      for every data set but his intercept-free synthetic
+                                      one);
+                                      grid-rvm: "table" (X is the table itself,
+                                      ``table_shape`` says its rows and columns),
                                       "per-dimension-rbf" (exp(-delta (x_i - c_j,i)^2): an
-                                      input dimension x training point table)
+                                      input dimension x training point table), "rbf" or
+                                      "linear" (a one-column table);
+                                      bblr: "linear" with a bias column, or "rbf" with
+                                      engine "sla-sparse" (sparse kernel BBLR)
     q : float or None                 ggsm-probit's prior shape, in (0, 2] (None: 1.0)
     gamma : float or None             ggsm-probit's lap engine: its Laplace rate (None: 1.0);
                                       bblr: the sigmoid's sharpness (None: 4)
@@ -72,9 +109,17 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     delta : float or None             grid-rvm with basis="per-dimension-rbf" (None: the
                                       paper's 5.55)
 
+    gig-logistic runs at the default proper hyper-prior of ``models/gig_logistic.py``
+    (k = theta = 1, rho = 1, gamma mixing); q, gamma, table_shape and delta do not apply
+    to it. A parameter that does not apply to the chosen model is refused at ``fit``.
+
     Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
     ``active_`` (indices of the design columns kept: training points for a kernel basis;
-    for ggsm-probit column 0 is the bias), ``n_basis_``.
+    with a bias column, column 0 is the bias), ``n_basis_``, ``n_features_in_`` (and
+    ``feature_names_in_`` when X has string column names).
+
+    Only binary problems: y must hold exactly two classes (any two labels: numbers,
+    strings or booleans). Sparse X is refused (every engine works on dense designs).
     """
 
     def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
@@ -90,50 +135,88 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         self.table_shape = table_shape
         self.delta = delta
 
+    # ----------------------------------------------------------------------------------
+    # scikit-learn tags
+    # ----------------------------------------------------------------------------------
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # every model of the zoo has one Bernoulli likelihood: two classes, no more
+        tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = False
+        return tags
+
+    def _more_tags(self):  # the same for scikit-learn < 1.6, which reads this instead
+        return {"binary_only": True}
+
+    # ----------------------------------------------------------------------------------
+    # fit / predict
+    # ----------------------------------------------------------------------------------
     def fit(self, X, y):
-        X = check_features(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be a vector with one label per row of X ({X.shape[0]}); got shape {y.shape}")
+        record, entry, options, seed = self._checked_params()
+        X_arr = check_features(X, min_features=1)
+        # feature names and n_features_in_ the scikit-learn way (X is known to be clean
+        # here, so this can no longer fail; it only records what X looked like)
+        validate_data(self, X, reset=True, dtype=np.float64)
+        y = _checked_targets(y, X_arr.shape[0], type(self).__name__)
         classes = np.unique(y)
-        if classes.size != 2:
-            raise ValueError(
-                f"y must hold exactly two classes; found {classes.size}"
-                + (" (one class only)" if classes.size == 1 else "")
-            )
-        if not (isinstance(self.width, str) and self.width == "median") and not (
-                isinstance(self.width, (int, float)) and np.isfinite(self.width) and self.width > 0):
-            raise ValueError(f"width must be a positive number or 'median', got {self.width!r}")
+        y01 = (y == classes[1]).astype(float)  # 1 = the larger label, classes_[1]
+        if isinstance(options["width"], str):
+            options["width"] = median_heuristic_width(X_arr)
+        basis, kwargs = record.classifier(X_arr, y01, self.engine, options)
+        Phi_all = _checked_design(basis, X_arr, "fit")
+        fit = entry.fit_end_to_end()(Phi_all, y01, seed=seed, **kwargs)
         self.classes_ = classes
-        y01 = check_binary_labels((y == classes[1]).astype(float), n_samples=X.shape[0])
-        record = registry.get_model(self.model)
-        if record.classifier is None:
-            raise ValueError(f"model {self.model!r} has no classifier; available: {', '.join(classifier_models())}")
-        entry = record.engine(self.engine)
-        basis, kwargs = self._design(record, X, y01)
-        fit = entry.fit_end_to_end()(basis.transform(X), y01, seed=self.seed, **kwargs)
         self.posterior_ = fit.posterior
         self.spec_ = fit.spec
         self.active_ = np.asarray(fit.active)
         self.basis_ = basis.subset(self.active_)
         self.n_basis_ = int(self.active_.size)
-        self.n_features_in_ = X.shape[1]
         return self
 
-    def _design(self, record, X, y01):
-        """(basis, extra keyword arguments of the engine's end-to-end fit): the model's
-        record says how (its ``classifier`` design)."""
-        if self.basis not in BASES:
+    def _checked_params(self):
+        """(record, engine entry, the design's options, seed) - or ValueError naming the first
+        parameter that is wrong, in one line, before any data is looked at."""
+        if not isinstance(self.model, str):
+            raise ValueError(f"model must be a string, one of {', '.join(classifier_models())}; "
+                             f"got {self.model!r}")
+        record = registry.get_model(self.model)
+        if record.classifier is None:
+            raise ValueError(f"model {self.model!r} has no classifier; available: {', '.join(classifier_models())}")
+        if not isinstance(self.engine, str):
+            raise ValueError(f"engine must be a string, for {self.model} one of "
+                             f"{', '.join(classifier_engines(self.model))}; got {self.engine!r}")
+        entry = record.engine(self.engine)
+        if entry.end_to_end is None:
+            raise ValueError(f"{self.model} engine {self.engine!r} has no end-to-end mode (it fits a given "
+                             f"spec only); the classifier runs {', '.join(classifier_engines(self.model))}")
+        if not isinstance(self.basis, str) or self.basis not in BASES:
             raise ValueError(f"basis must be one of {', '.join(map(repr, BASES))}, got {self.basis!r}")
-        width = median_heuristic_width(X) if isinstance(self.width, str) else float(self.width)
-        options = {"width": width, "basis": self.basis, "q": self.q, "gamma": self.gamma,
-                   "table_shape": self.table_shape, "delta": self.delta}
-        return record.classifier(X, y01, self.engine, options)
+        width = self.width
+        if not (isinstance(width, str) and width == "median"):
+            if not (_is_real(width) and np.isfinite(width) and width > 0):
+                raise ValueError(f"width must be a positive number or 'median', got {width!r}")
+            width = float(width)
+        seed = self.seed
+        if not (isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
+                and 0 <= seed < SEED_LIMIT):
+            raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+        options = {"width": width, "basis": self.basis, "table_shape": self.table_shape}
+        for name, positive in (("q", False), ("gamma", True), ("delta", True)):
+            value = getattr(self, name)
+            if value is not None:
+                if not (_is_real(value) and np.isfinite(value) and (value > 0 or not positive)):
+                    raise ValueError(f"{name} must be {'a positive' if positive else 'a finite'} number or None, "
+                                     f"got {value!r}")
+                value = float(value)
+            options[name] = value
+        return record, entry, options, int(seed)
 
     def predict_proba(self, X):
         check_is_fitted(self, "posterior_")
-        X = check_features(X, n_features=self.n_features_in_)
-        p1 = np.clip(self.posterior_.predict_proba(self.basis_.transform(X)), 0.0, 1.0)
+        X_arr = check_features(X)
+        validate_data(self, X, reset=False, dtype=np.float64)  # feature count and names as in fit
+        Phi = _checked_design(self.basis_, X_arr, "predict")
+        p1 = np.clip(self.posterior_.predict_proba(Phi), 0.0, 1.0)
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
@@ -144,6 +227,87 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         return self.predict_proba(X)[:, 1] - 0.5
 
 
+def _is_real(value) -> bool:
+    """A real number that is not a boolean (True is an int to Python, not a width)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _checked_targets(y, n_samples: int, estimator: str) -> np.ndarray:
+    """y as a 1-D array of exactly two class labels, the way scikit-learn classifiers take
+    it: a column vector is raveled with a DataConversionWarning; None, a length other than
+    X's, missing labels (NaN, None), mixed strings and numbers, continuous values and more
+    than two classes are refused with one line saying which."""
+    if y is None:
+        raise ValueError(f"{estimator} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn(f"A column-vector y was passed when a 1d array was expected; y was raveled to shape "
+                      f"({y.shape[0]},)", DataConversionWarning, stacklevel=3)
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D vector of labels (one output; multi-output is not supported), "
+                         f"got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"y must be a vector with one label per row of X ({n_samples}); got {y.shape[0]} labels")
+    if y.dtype.kind == "c":
+        raise ValueError("Complex data not supported: y has complex values; it must hold two class labels")
+    if y.dtype.kind == "O":
+        y = _object_labels(y)
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        i = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(f"y contains NaN or infinite labels (first at position {i}); missing labels are not allowed")
+    kind = type_of_target(y)
+    if kind == "continuous":
+        shown = ", ".join(f"{v:g}" for v in y[y != np.round(y)][:3])
+        raise ValueError(f"Unknown label type: y is continuous (values such as {shown}); a classifier needs two "
+                         "class labels (only binary classification is supported)")
+    classes = np.unique(y)
+    if classes.size > 2:
+        shown = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in classes[:5])
+        raise ValueError(f"Only binary classification is supported. y must hold exactly two classes; found "
+                         f"{classes.size} ({shown}{', ...' if classes.size > 5 else ''})")
+    if classes.size == 1:
+        raise ValueError(f"y holds one class only (all labels are {classes[0]!r}); a binary classifier needs "
+                         "examples of both classes")
+    if kind not in ("binary", "multiclass"):
+        raise ValueError(f"Unknown label type: {kind}")
+    return y
+
+
+def _object_labels(y: np.ndarray) -> np.ndarray:
+    """Labels of an object array (pandas columns come this way): all strings or all real
+    numbers, converted to a typed array; refused for missing values and mixtures."""
+    for i, v in enumerate(y):
+        if v is None or (isinstance(v, float) and v != v):
+            raise ValueError(f"y contains a missing label ({v!r} at position {i}); every row needs a class label")
+    if all(isinstance(v, str) for v in y):
+        return y.astype(str)
+    if all(_is_real(v) or isinstance(v, (bool, np.bool_)) for v in y):
+        return np.array(y.tolist())
+    kinds = sorted({type(v).__name__ for v in y})
+    raise ValueError(f"Unknown label type: y mixes {', '.join(kinds)} values; labels must be all strings or all "
+                     "numbers")
+
+
+def _checked_design(basis, X: np.ndarray, step: str) -> np.ndarray:
+    """The design of X, if float64 can hold it and the Gram matrix the engines form
+    (Phi^T Phi); otherwise say that X's values are too large (they are finite: X passed
+    its own check, but the squared distances of 1e300 or the square of 1e160 are not).
+    NumPy's overflow warnings are silenced here because this error says it instead."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        Phi = basis.transform(X)
+        ok = np.all(np.isfinite(Phi)) and np.isfinite(np.einsum("ij,ij->", Phi, Phi))
+    if not ok:
+        raise ValueError(f"X has values too large to {step} with (largest |x| = {np.max(np.abs(X)):.3g}): the "
+                         "design built from them overflows float64; rescale X (standardize it, as the papers do)")
+    return Phi
+
+
 def classifier_models() -> tuple[str, ...]:
     """The registered models the classifier can fit (those whose record has a design)."""
     return tuple(name for name in registry.model_names() if registry.get_model(name).classifier is not None)
+
+
+def classifier_engines(model: str) -> tuple[str, ...]:
+    """The engines of ``model`` the classifier can run: those with an end-to-end mode."""
+    return tuple(e.name for e in registry.get_model(model).engines if e.end_to_end is not None)

@@ -18,11 +18,11 @@ selection steps), widths at 2 sqrt(d) and beyond collapse banana to one basis fu
 Every finished (data set, method, split) cell is written atomically to
 ``<out>/cells/*.json`` (the width choice to ``*__hyper.json`` with the per-split CV
 scores); a killed run resumes where it stopped without redoing finished cells. Tasks
-(one per data set and method) run in ``--jobs`` processes; JAX's compiled programs are
+(one per data set and method) run on ``--jobs`` Dask worker processes (the LocalCluster of
+``zoo study``, :func:`zoo.validation.study.cluster_client`); JAX's compiled programs are
 kept in the persistent cache of ``zoo.enable_compilation_cache`` so that each process
-does not recompile them. The table is rebuilt from the cells at the end. To stop a run,
-interrupt it (Ctrl-C reaches the workers too) or kill its process group: killing only the
-parent leaves the workers running, and writing cells.
+does not recompile them. The table is rebuilt from the cells at the end. Ctrl-C, SIGTERM
+or ``kill -9`` of the run stops its workers too; finished cells stay.
 
     python benchmarks/ida_protocol.py                       # default: 5 data sets, 10 splits
     python benchmarks/ida_protocol.py --data heart --splits 3 --engines laplace --jobs 1
@@ -32,12 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
@@ -209,10 +207,15 @@ def main(argv=None) -> int:
         for name, method in tasks:
             log(run_task(name, method, args_dict))
     else:
-        # spawn, not fork: a forked child of a process that has started JAX can deadlock
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_task, n, m, args_dict): (n, m) for n, m in tasks}
+        # the zoo's one way of running grids: zoo study's Dask LocalCluster, whose workers die
+        # with this process (Ctrl-C, SIGTERM and kill -9 alike)
+        from distributed import as_completed
+
+        from zoo.validation.study import cluster_client
+
+        with cluster_client(n_workers=args.jobs, jax_cache=args.jax_cache) as client:
+            futures = [client.submit(run_task, n, m, args_dict, pure=False, priority=len(tasks) - i)
+                       for i, (n, m) in enumerate(tasks)]
             for fut in as_completed(futures):
                 log(fut.result())
     wall = time.perf_counter() - t_start

@@ -1,25 +1,49 @@
-"""Every notebook in notebooks/ runs top to bottom without a cell error.
+"""Every notebook in notebooks/ is stored executed, and its stored outputs are current.
 
-Each notebook is executed with nbclient in a fresh ``python3`` kernel whose working
-directory is a temporary folder. The kernel finds ``zoo`` where this test process found
-it (an installed package, or the source checkout via PYTHONPATH), and uses the session's
-NUTS cache (ZOO_CACHE_DIR), so it never writes into the user's home cache; a reference
-already computed by test_compare.py is read back instead of being sampled again.
-Temporary files of the kernel (TMPDIR) also go under pytest's tmp_path.
+The notebooks are teaching material that must read on a code host without running, so they
+are stored with their outputs (figures included). This test re-executes each one - nbclient,
+a fresh ``python3`` kernel, a temporary working directory, exactly as
+``notebooks/refresh.py`` runs them - and fails when a stored output is stale: per code cell,
+the printed text and every displayed text are compared with the fresh run's (numbers to a
+relative tolerance, ``refresh.RTOL``; the reason is stated there) and images by their count
+(PNG bytes depend on the machine's matplotlib and fonts). To refresh a notebook:
+
+    python notebooks/refresh.py notebooks/<name>.ipynb
+
+The kernel uses the session's reference cache (ZOO_CACHE_DIR, conftest.py), so a NUTS
+reference already computed by test_compare.py (PCVM on Ripley with the short settings) is
+read back instead of being sampled again; cached draws are the draws a run would make, so
+the cache changes the time, never an output. Temporary files of the kernel (TMPDIR) go under
+pytest's tmp_path.
 """
 from __future__ import annotations
 
-import os
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
-import zoo
-
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-#: seconds per cell: far above any cell's run time, so only a hung cell fails
-CELL_TIMEOUT = 600
+
+
+def _refresh_module():
+    """notebooks/refresh.py (not a package module: loaded from its file)."""
+    name = "zoo_notebooks_refresh"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, NOTEBOOK_DIR / "refresh.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while it executes
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+refresh = _refresh_module()
+
+
+def _how_to_refresh(path: Path) -> str:
+    return f"refresh it with: {refresh.REFRESH_HINT} notebooks/{path.name}"
 
 
 def test_there_are_notebooks():
@@ -27,43 +51,81 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_is_stored_without_outputs(path):
+def test_notebook_is_stored_executed(path):
+    """Executed top to bottom in one kernel, without errors, stderr, timing metadata or an
+    absolute path of the machine that ran it; and with at least one figure (a lesson)."""
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, (
-                f"{path.name}: code cell {i} has stored outputs; clear them before committing"
-            )
+    problems = refresh.storage_problems(nb)
+    assert not problems, f"{path.name}: " + "; ".join(problems) + f"\n{_how_to_refresh(path)}"
+    assert sum(c.images for c in refresh.cell_outputs(nb)) >= 1, f"{path.name} stores no figure"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_executes(path, tmp_path, monkeypatch, nuts_cache_dir):
+def test_notebook_outputs_are_current(path, tmp_path, nuts_cache_dir):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
 
-    # the folder that holds the `zoo` package this process imported: site-packages when
-    # installed, the repository root in a source checkout
-    zoo_parent = str(Path(zoo.__file__).resolve().parents[1])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [zoo_parent, os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("ZOO_CACHE_DIR", str(nuts_cache_dir))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    # files a notebook puts in tempfile.mkdtemp() land under tmp_path and are cleaned up
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, timeout=CELL_TIMEOUT, kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
+    stored = nbformat.read(path, as_version=4)
     try:
-        client.execute()
+        fresh = refresh.for_storage(refresh.execute(path, workdir=tmp_path, cache_dir=nuts_cache_dir))
     except nbclient.exceptions.CellExecutionError as err:
         pytest.fail(f"{path.name} failed:\n{err}")
-    errors = [
-        out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
-        if out.get("output_type") == "error"
-    ]
-    assert not errors
+    found = refresh.differences(stored, fresh)
+    if found:
+        # the fresh run, for a look at what changed
+        nbformat.write(fresh, str(tmp_path / path.name))
+    assert not found, (
+        f"{path.name}: stored outputs are stale ({len(found)} difference(s) beyond the tolerance):\n  - "
+        + "\n  - ".join(found)
+        + f"\nThe fresh run is at {tmp_path / path.name}; {_how_to_refresh(path)}")
+
+
+def _notebook(*outputs_per_cell):
+    nbformat = pytest.importorskip("nbformat")
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    cells = []
+    for k, outputs in enumerate(outputs_per_cell, start=1):
+        made = []
+        for kind, value in outputs:
+            if kind == "stdout":
+                made.append(new_output("stream", name="stdout", text=value))
+            elif kind == "stderr":
+                made.append(new_output("stream", name="stderr", text=value))
+            elif kind == "markdown":
+                made.append(new_output("display_data", data={"text/markdown": value}))
+            else:  # an image
+                made.append(new_output("display_data", data={"image/png": value, "text/plain": "<Figure>"}))
+        cells.append(new_code_cell("pass", execution_count=k, outputs=made))
+    nb = new_notebook(cells=cells)
+    return nbformat.from_dict(nb)
+
+
+def test_staleness_check_tolerates_round_off_and_nothing_more():
+    """The comparison the test above relies on: what it lets through, what it fails."""
+    base = _notebook([("stdout", "sd ratio 0.38, ESS 858, certified True\n"), ("image", "AAAA")],
+                     [("markdown", "| a | 0.034 |")])
+    same = _notebook([("stdout", "sd ratio 0.39, ESS 859, certified True\n"), ("image", "BBBB"),
+                      ("stderr", "a warning\n")],  # last digit at a rounding boundary; other PNG bytes; stderr
+                     [("markdown", "| a |   0.035 |")])  # 3% off, and padding
+    assert refresh.differences(base, same) == []
+    assert refresh.storage_problems(base) == []
+    changed = {
+        "number": _notebook([("stdout", "sd ratio 0.45, ESS 858, certified True\n"), ("image", "AAAA")],
+                            [("markdown", "| a | 0.034 |")]),
+        "count": _notebook([("stdout", "sd ratio 0.38, ESS 858, certified True\n"), ("image", "AAAA")],
+                           [("markdown", "| a | 0.034 |")], []),
+        "word": _notebook([("stdout", "sd ratio 0.38, ESS 858, certified False\n"), ("image", "AAAA")],
+                          [("markdown", "| a | 0.034 |")]),
+        "image": _notebook([("stdout", "sd ratio 0.38, ESS 858, certified True\n")], [("markdown", "| a | 0.034 |")]),
+        "integer": _notebook([("stdout", "sd ratio 0.38, ESS 920, certified True\n"), ("image", "AAAA")],
+                             [("markdown", "| a | 0.034 |")]),
+    }
+    for what, nb in changed.items():
+        assert refresh.differences(base, nb), f"a changed {what} went unnoticed"
+    # 9 -> 10 weights kept is a change, not round-off (integers get no last-digit allowance)
+    assert not refresh.numbers_agree("9", "10") and refresh.numbers_agree("0.125", "0.126")
+    leaky = _notebook([("stdout", "report written to /tmp/pytest-7/report\n")])
+    assert any("absolute path" in p for p in refresh.storage_problems(leaky))

@@ -1,0 +1,333 @@
+"""Re-execute the teaching notebooks and store them with their outputs.
+
+    python notebooks/refresh.py                        # every notebook in notebooks/
+    python notebooks/refresh.py notebooks/ggsm_probit_shape_and_references.ipynb
+    python notebooks/refresh.py --check                # re-execute, report stale outputs, store nothing
+
+The notebooks are stored executed, so that they read on a code host without running.
+``tests/test_notebooks.py`` re-executes each one and fails when its stored outputs are
+stale; both use the functions below, so a notebook runs the same way in both:
+
+* nbclient, a fresh ``python3`` kernel, a temporary working directory (nothing a notebook
+  writes lands in the repository) and a temporary TMPDIR;
+* the kernel imports the ``zoo`` this process imports (PYTHONPATH), finds the repository's
+  stored benchmark results under ZOO_REPOSITORY, reads and writes reference draws in
+  ZOO_CACHE_DIR (here a fresh temporary folder unless ``--cache-dir`` names one: cached
+  draws are the draws a run would make, so the cache changes the time, never an output),
+  draws figures with matplotlib's inline backend, and runs with progress bars switched off
+  (TQDM_DISABLE) and a fixed PYTHONHASHSEED.
+
+What is stored: every output the kernel produced except the stderr stream (warnings,
+progress bars and the kernel's own messages are machine- and version-dependent), no
+timing metadata, and a language_info without the Python version. The notebooks
+themselves fix every seed and print no wall-clock time or absolute path.
+
+When is a stored output stale (:func:`differences`)? Per code cell, the stdout text, the
+text of every rich output (Markdown, plain text) and the number of images are compared
+with a fresh run. Images are compared by count only: PNG bytes change with the
+matplotlib, FreeType and font versions of the machine that drew them. Text is compared
+after every number in it is taken out and compared on its own: the words and layout must
+match exactly (runs of white space count as one space: NumPy pads array columns to the
+widest entry), and two numbers agree when they are within :data:`RTOL` of each other, or,
+when printed with a decimal point, within one unit of their last printed digit.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent
+#: seconds per cell: far above any cell's run time, so only a hung cell fails
+CELL_TIMEOUT = 600
+#: relative tolerance for numbers in text outputs. On the machine that stored a notebook a
+#: re-run reproduces every number bit for bit (fixed seeds; NUTS's parallel and sequential
+#: chain layouts give identical draws), so any tolerance only matters on another machine.
+#: There the floating-point round-off differs (another CPU's vector width changes the order
+#: of a sum, another BLAS or XLA build its kernels): a deterministic number moves in its last
+#: bits, which the printed digits hide except at a rounding boundary (hence the allowance of
+#: one unit in the last printed digit), and a number computed from MCMC draws may move by a
+#: fraction of its Monte Carlo error where a chain's path is sensitive to round-off. 5%
+#: covers the second for the quantities the notebooks print (R-hat, sd ratios, shares of
+#: draws; their Monte Carlo errors are a few percent at the draws used) while any change a
+#: reader would notice - a count, a status, a number moved by more than a twentieth - fails.
+RTOL = 0.05
+#: a stored text output must not contain an absolute path of the machine that stored it
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])(?:/tmp/|/home/|/root/|/Users/|/var/folders/|[A-Za-z]:\\)")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
+_TEXT_TYPES = ("text/markdown", "text/plain", "text/latex")
+REFRESH_HINT = "python notebooks/refresh.py"
+
+
+def notebooks() -> list[Path]:
+    return sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+# --------------------------------------------------------------------------------------
+# Running a notebook
+# --------------------------------------------------------------------------------------
+def kernel_environment(cache_dir, tmp_dir) -> dict[str, str]:
+    """The environment variables the kernel runs with (see the module docstring)."""
+    import zoo
+
+    # the folder that holds the `zoo` package this process imported: site-packages when
+    # installed, the repository root in a source checkout
+    zoo_parent = str(Path(zoo.__file__).resolve().parents[1])
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [zoo_parent, os.environ.get("PYTHONPATH")])),
+        "ZOO_CACHE_DIR": str(cache_dir),
+        # the checkout the notebooks belong to (a notebook may read stored benchmark results)
+        "ZOO_REPOSITORY": str(NOTEBOOK_DIR.parent),
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "TMPDIR": str(tmp_dir),
+        "TQDM_DISABLE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def execute(path, *, workdir, cache_dir=None, timeout: int = CELL_TIMEOUT):
+    """The notebook at ``path`` executed top to bottom in a fresh ``python3`` kernel whose
+    working directory is ``workdir`` (a folder that exists). ``cache_dir``: ZOO_CACHE_DIR
+    (None: a fresh folder under ``workdir``). Raises nbclient's CellExecutionError when a
+    cell fails. Returns the executed notebook (outputs as the kernel produced them; see
+    :func:`for_storage`)."""
+    import nbclient
+    import nbformat
+
+    workdir = Path(workdir)
+    tmp_dir = workdir / "tmp"
+    tmp_dir.mkdir(exist_ok=True)
+    if cache_dir is None:
+        cache_dir = workdir / "reference-cache"
+        Path(cache_dir).mkdir(exist_ok=True)
+    nb = nbformat.read(str(path), as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", record_timing=False, coalesce_streams=True,
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    with _environment(kernel_environment(cache_dir, tmp_dir)):
+        client.execute()
+    return nb
+
+
+def for_storage(nb):
+    """The executed notebook as it is stored: no stderr streams, no timing or widget
+    metadata, language_info without the Python version."""
+    for cell in nb.cells:
+        for key in ("execution", "ExecuteTime", "collapsed", "scrolled"):
+            cell.metadata.pop(key, None)
+        if cell.cell_type == "code":
+            cell.outputs = [out for out in cell.outputs
+                            if not (out.get("output_type") == "stream" and out.get("name") == "stderr")]
+    nb.metadata.pop("widgets", None)
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    return nb
+
+
+# --------------------------------------------------------------------------------------
+# Comparing outputs
+# --------------------------------------------------------------------------------------
+@dataclass
+class CellOutputs:
+    """What is compared of one code cell's outputs."""
+
+    index: int
+    stdout: str = ""
+    texts: list[str] = field(default_factory=list)
+    images: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def cell_outputs(nb) -> list[CellOutputs]:
+    """The compared outputs of every code cell, in order (stderr left out)."""
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        c = CellOutputs(i)
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "stream":
+                if out.get("name") == "stdout":
+                    c.stdout += _text(out.get("text", ""))
+            elif kind in ("display_data", "execute_result"):
+                data = out.get("data", {})
+                if any(m in data for m in _IMAGE_TYPES):
+                    c.images += 1
+                else:
+                    for m in _TEXT_TYPES:
+                        if m in data:
+                            c.texts.append(_text(data[m]))
+                            break
+            elif kind == "error":
+                c.errors.append(f"{out.get('ename')}: {out.get('evalue')}")
+        cells.append(c)
+    return cells
+
+
+def _split(text: str) -> tuple[str, list[str]]:
+    """(skeleton, numbers): the text with every number replaced by '#' and runs of white
+    space by one space, and the numbers in order."""
+    text = _ADDRESS.sub("0x?", text)
+    numbers = _NUMBER.findall(text)
+    skeleton = " ".join(_NUMBER.sub("#", text).split())
+    return skeleton, numbers
+
+
+def _last_digit_unit(token: str) -> float | None:
+    """One unit in the last printed digit of a number printed with a decimal point
+    (``1.25`` -> 0.01, ``3.1e-05`` -> 1e-06); None for an integer."""
+    mantissa, _, exponent = token.lower().partition("e")
+    if "." not in mantissa:
+        return None
+    decimals = len(mantissa.split(".")[1])
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def numbers_agree(stored: str, fresh: str, rtol: float = RTOL) -> bool:
+    a, b = float(stored), float(fresh)
+    if a == b:
+        return True
+    slack = rtol * max(abs(a), abs(b))
+    units = [u for u in (_last_digit_unit(stored), _last_digit_unit(fresh)) if u is not None]
+    if units:
+        slack = max(slack, max(units) * (1.0 + 1e-9))
+    return abs(a - b) <= slack
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def text_difference(stored: str, fresh: str, rtol: float = RTOL) -> str | None:
+    """Why two text outputs differ beyond the tolerance, or None when they agree."""
+    s_skel, s_num = _split(stored)
+    f_skel, f_num = _split(fresh)
+    if s_skel != f_skel or len(s_num) != len(f_num):
+        return f"the text differs:\n    stored: {_short(stored)!r}\n    now:    {_short(fresh)!r}"
+    bad = [(a, b) for a, b in zip(s_num, f_num) if not numbers_agree(a, b, rtol)]
+    if bad:
+        shown = ", ".join(f"{a} -> {b}" for a, b in bad[:5])
+        return (f"{len(bad)} number(s) moved by more than {100 * rtol:g}% (stored -> now): {shown}"
+                f"\n    in: {_short(fresh)!r}")
+    return None
+
+
+def differences(stored_nb, fresh_nb, rtol: float = RTOL) -> list[str]:
+    """Every difference between the stored outputs and a fresh run's, one sentence each
+    (an empty list: the stored outputs are current)."""
+    stored, fresh = cell_outputs(stored_nb), cell_outputs(fresh_nb)
+    if [c.index for c in stored] != [c.index for c in fresh]:
+        return ["the notebook's cells changed while it ran"]
+    found = []
+    for s, f in zip(stored, fresh):
+        where = f"code cell {s.index}"
+        if f.errors:
+            found.append(f"{where} raised {'; '.join(f.errors)}")
+        if s.images != f.images:
+            found.append(f"{where}: {s.images} image(s) stored, {f.images} now")
+        if (diff := text_difference(s.stdout, f.stdout, rtol)) is not None:
+            found.append(f"{where}, printed output: {diff}")
+        if len(s.texts) != len(f.texts):
+            found.append(f"{where}: {len(s.texts)} displayed text output(s) stored, {len(f.texts)} now")
+        else:
+            for k, (a, b) in enumerate(zip(s.texts, f.texts)):
+                if (diff := text_difference(a, b, rtol)) is not None:
+                    found.append(f"{where}, displayed output {k}: {diff}")
+    return found
+
+
+def storage_problems(nb) -> list[str]:
+    """Why a stored notebook is not stored as this module stores it (empty: it is)."""
+    problems = []
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    counts = [c.get("execution_count") for c in code]
+    if counts != list(range(1, len(code) + 1)):
+        problems.append(f"not executed top to bottom in one kernel (execution counts {counts})")
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                problems.append(f"code cell {i} stores an error: {out.get('ename')}: {out.get('evalue')}")
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                problems.append(f"code cell {i} stores a stderr stream")
+        if "execution" in cell.metadata:
+            problems.append(f"code cell {i} stores timing metadata")
+    for c in cell_outputs(nb):
+        for text in [c.stdout, *c.texts]:
+            if m := _ABSOLUTE_PATH.search(text):
+                problems.append(f"code cell {c.index} prints an absolute path ({text[m.start():m.start() + 40]!r})")
+    return problems
+
+
+# --------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------
+def refresh(path: Path, *, cache_dir=None, check: bool = False) -> list[str]:
+    """Execute one notebook; store it (or, with ``check``, only compare). Returns the
+    differences from the stored outputs."""
+    import nbformat
+
+    stored = nbformat.read(str(path), as_version=4)
+    with tempfile.TemporaryDirectory(prefix="zoo-notebook-") as workdir:
+        fresh = for_storage(execute(path, workdir=workdir, cache_dir=cache_dir))
+    problems = storage_problems(stored)
+    found = differences(stored, fresh) if not problems else [f"was not stored as this script stores it: {problems[0]}"]
+    if not check:
+        nbformat.validate(fresh)
+        nbformat.write(fresh, str(path))
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: every notebook in notebooks/)")
+    parser.add_argument("--check", action="store_true", help="compare with the stored outputs; write nothing")
+    parser.add_argument("--cache-dir", default=None,
+                        help="reference cache to read and fill (default: a fresh temporary folder)")
+    args = parser.parse_args(argv)
+    paths = args.paths or notebooks()
+    stale = 0
+    for path in paths:
+        t0 = time.perf_counter()
+        found = refresh(path, cache_dir=args.cache_dir, check=args.check)
+        verb = "checked" if args.check else "stored"
+        print(f"{verb} {path.name} ({time.perf_counter() - t0:.0f} s): "
+              + ("outputs unchanged" if not found else f"{len(found)} difference(s) from the stored notebook"))
+        for line in found:
+            print("  - " + line)
+        stale += bool(found)
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

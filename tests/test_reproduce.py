@@ -8,6 +8,7 @@ import os
 import re
 
 import pytest
+from processes import process_running, wait_until
 
 from zoo import cli
 from zoo.validation import reproduce
@@ -407,28 +408,6 @@ if __name__ == "__main__":  # the cluster's workers are spawned: they must not r
 
     sys.exit(main(["reproduce", "tiny-kill", "--out", sys.argv[1], "--jobs", "2", "--no-progress"]))
 '''
-
-
-def process_running(pid: int) -> bool:
-    """Whether ``pid`` runs (an exited process that nobody reaped yet is a zombie: not
-    running). /proc, no psutil."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def wait_until(predicate, timeout: float, what: str) -> float:
-    import time
-
-    t0 = time.monotonic()
-    while not predicate():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
-    return time.monotonic() - t0
 
 
 KILLS = [pytest.param("SIGINT", id="ctrl-c"),

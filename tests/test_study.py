@@ -7,6 +7,7 @@ import os
 import re
 
 import pytest
+from processes import process_running, wait_until
 
 import zoo  # noqa: F401
 from zoo.cli import main
@@ -135,16 +136,6 @@ draws = 19
 """
 
 
-def _wait_for(predicate, timeout, what):
-    import time
-
-    t0 = time.monotonic()
-    while not predicate():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.5)
-
-
 @pytest.mark.slow
 def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_cluster(tmp_path):
     """A real cluster: `dask scheduler` and two `dask worker` processes. One worker (with its
@@ -162,7 +153,7 @@ def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_clus
                                "--port", "0", "--dashboard-address", ":0"], env=env, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        _wait_for(sched_file.exists, 60, "the scheduler")
+        wait_until(sched_file.exists, 60, "the scheduler")
         for _ in range(2):
             procs.append(subprocess.Popen([os.path.join(bindir, "dask"), "worker", "--scheduler-file", str(sched_file),
                                            "--nthreads", "1", "--nworkers", "1", "--dashboard-address", ":0"], env=env,
@@ -181,7 +172,7 @@ def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_clus
                  "--scheduler", address, "--no-progress"]
         # 1. a worker dies mid-study
         driver = subprocess.Popen(study, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(lambda: len(done()) >= 1, 600, "the first finished cell")
+        wait_until(lambda: len(done()) >= 1, 600, "the first finished cell")
         os.killpg(procs[1].pid, signal.SIGKILL)  # nanny and worker: this worker is gone for good
         stdout, stderr = driver.communicate(timeout=1200)
         assert driver.returncode == 0, stderr[-2000:]
@@ -193,7 +184,7 @@ def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_clus
         #    keeps every finished cell, untouched
         (tmp_path / "s.toml").write_text(KILLABLE.replace("replicates = 3", "replicates = 5"))
         driver = subprocess.Popen(study, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for(lambda: len(done()) >= n_cells + 1, 600, "a new finished cell")
+        wait_until(lambda: len(done()) >= n_cells + 1, 600, "a new finished cell")
         driver.kill()
         driver.wait()
         kept = {f: os.stat(cells_dir / f).st_mtime_ns for f in done()}
@@ -262,16 +253,6 @@ if __name__ == "__main__":  # the cluster's workers are spawned: they must not r
 """
 
 
-def process_running(pid: int) -> bool:
-    """Whether ``pid`` runs (an exited process nobody reaped yet is a zombie: not running)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 @pytest.mark.parametrize("signame", [pytest.param("SIGKILL", id="kill-9"),
                                      pytest.param("SIGTERM", id="sigterm", marks=pytest.mark.slow),
                                      pytest.param("SIGINT", id="ctrl-c", marks=pytest.mark.slow)])
@@ -302,7 +283,7 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
         return len(slow) >= 2
 
     try:
-        _wait_for(both_busy, 240, "two cells running")
+        wait_until(both_busy, 240, "two cells running")
         if signame == "SIGINT":
             os.killpg(driver.pid, signal.SIGINT)
         else:

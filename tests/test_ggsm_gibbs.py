@@ -187,6 +187,9 @@ def test_two_weights_match_quadrature_at_q_half():
         assert abs(np.mean(wk <= 0.0) - F0) < Z * np.sqrt(F0 * (1 - F0) / _ess(wk)), k
 
 
+# whole-chain statistical cross-check (about a minute on 2 cores): slow tier; the fast tier
+# keeps the exact checks of this sampler's conditionals
+@pytest.mark.slow
 def test_agrees_with_nuts_where_nuts_certifies():
     """Six weights, 80 points, q = 1.5: NUTS certifies; the means agree within the joint
     Monte Carlo error of the two samplers."""

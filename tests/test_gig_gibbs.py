@@ -153,6 +153,9 @@ def test_tail_index():
 
 
 # -- the chain --------------------------------------------------------------------------
+# whole-chain statistical cross-check (about 40 s on 2 cores): slow tier; the fast tier keeps
+# the exact checks of every conditional above
+@pytest.mark.slow
 def test_agrees_with_nuts_where_nuts_certifies(tmp_path):
     """Three coefficients, 60 overlapping points, k = 1: NUTS certifies, so does the
     Gibbs sampler (through run_reference, which also caches and names it), and their

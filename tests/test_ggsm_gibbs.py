@@ -187,7 +187,7 @@ def test_two_weights_match_quadrature_at_q_half():
         assert abs(np.mean(wk <= 0.0) - F0) < Z * np.sqrt(F0 * (1 - F0) / _ess(wk)), k
 
 
-# whole-chain statistical cross-check (about a minute on 2 cores): slow tier; the fast tier
+# whole-chain statistical cross-check (among the fast tier's costliest): slow tier; the fast tier
 # keeps the exact checks of this sampler's conditionals
 @pytest.mark.slow
 def test_agrees_with_nuts_where_nuts_certifies():

@@ -153,7 +153,7 @@ def test_tail_index():
 
 
 # -- the chain --------------------------------------------------------------------------
-# whole-chain statistical cross-check (about 40 s on 2 cores): slow tier; the fast tier keeps
+# whole-chain statistical cross-check (among the fast tier's costliest): slow tier; the fast tier keeps
 # the exact checks of every conditional above
 @pytest.mark.slow
 def test_agrees_with_nuts_where_nuts_certifies(tmp_path):

@@ -39,7 +39,7 @@ def _tau_marginal_cdf(spec):
     return lambda t: (1.0 + 1.0 / (2.0 * theta * t)) ** -k
 
 
-# four parameterizations x two mixings of prior draws through KS tests (~1 min on 2 cores):
+# four parameterizations x two mixings of prior draws through KS tests (among the costliest):
 # slow tier; the fast tier keeps the log densities against scipy
 @pytest.mark.slow
 @pytest.mark.parametrize("mixing,rho", [("gamma", 1.0), ("inverse-gamma", -1.0)])

@@ -241,7 +241,7 @@ def _posterior_draws(reference, names):
 # the p-grid run (with the ridge move on and off) stays in the fast tier; the s-grid's and
 # the rvm's conditionals are checked exactly above, and their whole chains here in the slow
 # tier (their chains are the costly part of this file)
-@pytest.mark.slow  # all three chains (the p-grid one alone took about a minute of the fast tier)
+@pytest.mark.slow  # all three chains (the p-grid one alone was among the fast tier's costliest)
 @pytest.mark.parametrize("prior", ["p-grid", "s-grid", "rvm"])
 def test_agrees_with_nuts_where_nuts_certifies(prior, tmp_path):
     """A 3 x 3 table, 60 overlapping points, the default proper prior (a0 = b0 = c0 = d0

@@ -61,8 +61,8 @@ def test_notebook_is_stored_executed(path):
     assert sum(c.images for c in refresh.cell_outputs(nb)) >= 1, f"{path.name} stores no figure"
 
 
-# Re-executing all six notebooks costs about 6 minutes of the default tier's budget (~15 min
-# on 2 cores), so it runs with the slow tier (`pytest -m slow`, or `python notebooks/refresh.py
+# Re-executing all six notebooks is the costliest part of the default tier, whose budget is
+# about a quarter hour, so it runs with the slow tier (`pytest -m slow`, or `python notebooks/refresh.py
 # --check` before a release); the fast tier keeps the cheap checks: each notebook is stored
 # executed without errors (above) and the staleness comparison itself works (below).
 @pytest.mark.slow

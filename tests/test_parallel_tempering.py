@@ -107,7 +107,7 @@ def _within_monte_carlo_error(draws, exact, name):
     assert abs(float(np.mean(draws)) - exact) < 4 * se, (name, float(np.mean(draws)), exact, se, ess)
 
 
-# a certified tempering run against quadrature (about 30 s on 2 cores): slow tier
+# a certified tempering run against quadrature (among the costliest): slow tier
 @pytest.mark.slow
 def test_tempering_finds_the_weights_of_two_separated_modes():
     spec, Phi, y = _two_modes()

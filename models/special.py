@@ -64,11 +64,33 @@ def inverse_mills_ratio(u):
     point), where both N and Phi underflow.
 
     NumPy input (host code such as the Newton loop of mm_laplace) is evaluated with
-    SciPy's erfcx, JAX input (traced engine loops) with JAX's: the two agree to ~1e-15
-    relative, and each engine keeps the exact numbers it had when it carried a copy.
+    SciPy's erfcx, JAX input (traced engine loops) with JAX's (its asymptotic series for
+    x >= 20, see ``_erfcx_jax``): the two agree to ~1e-15 relative, and each engine keeps
+    the exact numbers it had when it carried a copy.
     """
-    erfcx = scipy.special.erfcx if isinstance(u, (np.ndarray, np.floating, float)) else _jax_erfcx
+    erfcx = scipy.special.erfcx if isinstance(u, (np.ndarray, np.floating, float)) else _erfcx_jax
     return _SQRT_2_OVER_PI / erfcx(-u / math.sqrt(2.0))
+
+
+def _erfcx_jax(x):
+    """JAX's erfcx, except for x >= 20, where the asymptotic series is used.
+
+    jax.scipy.special.erfcx (JAX 0.10) returns exactly 0 for x in about [26.54, 26.64] in
+    float64 (it multiplies exp(x^2) by an erfc(x) that has already underflowed; jax-ml/jax
+    issue 38607), which made the inverse Mills ratio infinite for u in about
+    [-37.67, -37.54]. For x >= 20 the series erfcx(x) = (1 + sum_n (-1)^n (2n-1)!! /
+    (2x^2)^n) / (x sqrt(pi)), cut after 10 terms, is exact to ~1e-15 relative.
+    """
+    big = x >= 20.0
+    xs = jnp.where(big, x, 20.0)
+    z = 1.0 / (2.0 * xs * xs)
+    term = jnp.ones_like(xs)
+    total = jnp.ones_like(xs)
+    for n in range(1, 11):
+        term = term * (-(2 * n - 1) * z)
+        total = total + term
+    return jnp.where(big, total / (xs * math.sqrt(math.pi)), _jax_erfcx(jnp.where(big, 0.0, x)))
+
 
 #: trapezoid nodes of the log K_nu quadrature (see the module docstring for why 256)
 N_NODES = 256

@@ -60,7 +60,11 @@ def jitted_log_density(spec, Phi, y):
 
 # --------------------------------------------------------------------------- E-step
 def test_inverse_mills_ratio_is_stable_and_exact():
-    u = np.linspace(-40.0, 40.0, 161)
+    """On a coarse grid over [-40, 40], densely over [-60, -10] (where the JAX path
+    switches to erfcx's asymptotic series at u = -20 sqrt 2) and very densely over
+    [-38, -37.2], the band where jax.scipy.special.erfcx returns 0 (models/special.py)."""
+    u = np.concatenate([np.linspace(-40.0, 40.0, 161), np.linspace(-60.0, -10.0, 5001),
+                        np.linspace(-38.0, -37.2, 801)])
     expected = np.exp(stats.norm.logpdf(u) - stats.norm.logcdf(u))
     got = np.asarray(em.inverse_mills_ratio(jnp.asarray(u)))
     assert np.all(np.isfinite(got))

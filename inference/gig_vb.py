@@ -44,16 +44,37 @@ Initialization (the paper's): E[h] = k / theta (q(h) = the prior), xi = 1, and q
 E[1/tau] = 1, i.e. S = I (exactly so at rho = 1 and for the inverse-gamma family; for other
 rho in the gamma family B is set equal to A, which gives S close to I).
 
+Speed (DERIVATIONS.md §3.4; measured in ``benchmarks/gig_vb_costs.py``):
+
+* **SQUAREM** (Varadhan & Roland 2008), the default: two plain sweeps, the squared
+  extrapolation of their differences in the log of q(tau)'s A and B, q(h)'s rate and xi, and
+  one sweep from the extrapolated point, kept only if its ELBO is not below the second plain
+  sweep's - so the iterate's ELBO (``trace``) never falls, as in the plain iteration. Where
+  coefficients are pruned (E[1/tau_i] -> infinity, the paper's k = 1e-6) the plain sweeps
+  converge sublinearly: thousands of sweeps on a1a and w1a; SQUAREM needs a few hundred.
+  ``accelerate="none"`` is Algorithm 1 sweep by sweep.
+* **The stopping rule** is on the ELBO the user reads: one iteration (a cycle of three
+  sweeps, or one plain sweep) raises it by at most tol * max(1, |ELBO|); optionally also
+  on E[beta] (``beta_tol``, the earlier second rule).
+* **Sparse designs** (binary features: w1a is 96 % zeros): in the primal branch q(beta) is
+  computed from the pairs of nonzeros of each row - X^T Lambda X as a scatter-add, x_j^T Sigma
+  x_j as a sum over the row's pairs - in O(pairs + p^3) instead of O(n p^2)
+  (``design="auto"`` picks it when the pairs are few; ``uses_pairs``).
+
 Predictive: the paper's (14), sigmoid(x^T bbar / sqrt(1 + pi x^T Sigma x / 8)) - what
 ``GaussianPosterior.predict_proba`` computes with ``GIGLogistic.gaussian_prob``.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
+from jax.scipy.linalg import cho_solve
 from jax.scipy.special import digamma, gammaln
 
 from ..models.gig_logistic import GIGLogistic
@@ -62,13 +83,15 @@ from ..models.checks import check_design, check_spec
 from .posterior import GaussianPosterior
 from .compile_cache import CompiledPrograms
 from .contracts import EndToEndFit
-from .jaakkola_jordan import (BRANCHES, ascent_fit_info, check_iteration_settings, compiled_loop,
-                              coordinate_ascent, gaussian_block, jj_lambda, jj_likelihood_bound, run_ascent,
+from .jaakkola_jordan import (BRANCHES, CONVERGED, ITERATION_CAP, NON_FINITE, RUNNING, STATUS, ascent_fit_info,
+                              check_iteration_settings, full_covariance, gaussian_block, jj_lambda,
                               scaled_cholesky, uses_woodbury)
 
-__all__ = ["VBConfig", "VBResult", "BRANCHES", "run", "fit", "fit_end_to_end", "elbo"]
+__all__ = ["VBConfig", "VBResult", "BRANCHES", "DESIGNS", "run", "fit", "fit_end_to_end", "elbo",
+           "largest_relative_fall", "uses_pairs", "count_pairs"]
 
 ENGINE_NAME = "vb"
+DESIGNS = ("auto", "dense", "sparse")
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
@@ -76,11 +99,21 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 class VBConfig:
     """Settings of the VB iteration.
 
-    max_iter: sweeps (each updates q(beta), q(tau), q(h), xi once).
-    tol: stop when one sweep raises the ELBO by less than tol * max(1, |ELBO|);
-    beta_tol: or when no coordinate of E[beta] moves by more than beta_tol * (1 + max |E[beta]|)
-        (needed near the paper's k = theta = 1e-6, where the ELBO keeps rising by a constant
-        per sweep for every pruned coordinate: its E[a_i] doubles each sweep as tau_i -> 0).
+    max_iter: sweeps (each updates q(beta), q(tau), q(h), xi once); an accelerated run
+        finishes its last three-sweep cycle, so it may end up to two sweeps past it.
+    Stopping rules, checked after every iteration (one plain sweep, or one SQUAREM cycle of
+    three sweeps); the run stops when any rule that is not None holds:
+    tol: the iteration raised the ELBO by at most tol * max(1, |ELBO|). The default 1e-10
+        stopped a1a, w1a and the synthetic designs we tried with the ELBO within 1e-3 nats of
+        the converged fit's, the training predictive within 1e-4 on average and the test
+        accuracy within one test point of it (DERIVATIONS.md §3.4; measured by
+        ``benchmarks/gig_vb_costs.py``);
+    beta_tol: no coordinate of E[beta] moved by more than beta_tol * (1 + max |E[beta]|)
+        (the engine's earlier second rule; with ``accelerate="none"``, tol = beta_tol = 1e-9
+        is the earlier default).
+    accelerate: "squarem" (default) or "none" (plain coordinate ascent, Algorithm 1).
+    design: "auto", "dense" or "sparse" (q(beta) from the nonzero pairs of the design;
+        primal branch only - the Woodbury branch is always dense).
     branch: "auto" (Woodbury when p > n, as the paper), "primal" or "woodbury".
     a_update: "quotient" (ours, E[a_i] = (k + 1) / (theta + E[tau_i] / 2), DERIVATIONS.md
         §3.2) or "printed" (Algorithm 1 as printed, the product (k + 1)(theta + E[tau_i] / 2)).
@@ -89,15 +122,22 @@ class VBConfig:
     """
 
     max_iter: int = 5000
-    tol: float = 1e-9
-    beta_tol: float = 1e-9
+    tol: float | None = 1e-10
+    beta_tol: float | None = None
+    accelerate: str = "squarem"
+    design: str = "auto"
     branch: str = "auto"
     a_update: str = "quotient"
 
     def __post_init__(self):
-        check_iteration_settings(self.max_iter, tol=self.tol, beta_tol=self.beta_tol)
+        rules = {name: getattr(self, name) for name in ("tol", "beta_tol") if getattr(self, name) is not None}
+        check_iteration_settings(self.max_iter, **rules)
         if self.branch not in BRANCHES:
             raise ValueError(f"branch must be one of {BRANCHES}, got {self.branch!r}")
+        if self.design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS}, got {self.design!r}")
+        if self.accelerate not in ("squarem", "none"):
+            raise ValueError(f"accelerate must be 'squarem' or 'none', got {self.accelerate!r}")
         if self.a_update not in ("quotient", "printed"):
             raise ValueError(f"a_update must be 'quotient' or 'printed', got {self.a_update!r}")
 
@@ -134,6 +174,10 @@ class VBResult(NamedTuple):
     branch: str
     seconds: float
     compile_seconds: float
+    sweep_kind: np.ndarray  # (n_iter,) PLAIN, EXTRAPOLATED (kept) or REJECTED per sweep
+    step: np.ndarray  # (n_iter,) SQUAREM's step length on the rows of extrapolated sweeps, else NaN
+    elbo_abs: np.ndarray  # (n_iter,) sum of |summands of the ELBO| of the iterate after each sweep
+    design: str  # "dense" or "pairs"
 
 
 class _Family(NamedTuple):
@@ -142,6 +186,7 @@ class _Family(NamedTuple):
     gamma_mixing: bool  # False: inverse-gamma mixing
     half_order: bool  # q(tau) has GIG index 1/2 (the paper's rho = 1): Bessel-free forms
     woodbury: bool
+    sparse: bool  # q(beta) from the design's nonzero pairs (primal branch only)
 
 
 def _with_tau_moments(q: _Q, order, fam: _Family) -> _Q:
@@ -169,35 +214,53 @@ def _tau_moments(q: _Q, order, fam: _Family):
             jnp.exp(log_bessel_kv(order - 1.0, omega) - log_k) / root, log_k)
 
 
-def _elbo(q: _Q, y, hyper, fam: _Family):
-    """The evidence lower bound of the current q (module docstring; E[log tau] terms,
-    which cancel, left out of every piece)."""
+def _elbo_terms(q: _Q, y, hyper, fam: _Family):
+    """The summands of the evidence lower bound of the current q (module docstring; the
+    E[log tau] terms, which cancel, left out): arrays over points and coefficients, and
+    scalars. Their sum is the ELBO; the sum of their absolute values sets the scale of its
+    float64 rounding error (``elbo_abs``, DERIVATIONS.md §3.4)."""
     rho, k, theta = hyper[0], hyper[1], hyper[2]
     nu = jnp.abs(rho)
     order = rho - 0.5
-    lik = jj_likelihood_bound(q.xi, y - 0.5, q.f_mean, q.f_var)
+    lam = jj_lambda(q.xi)
+    lik = (jax.nn.log_sigmoid(q.xi) + (y - 0.5) * q.f_mean - 0.5 * q.xi
+           - lam * (q.f_var + q.f_mean ** 2 - q.xi ** 2))  # jj_likelihood_bound, per point
     e_tau, e_inv_tau, log_k = q.e_tau, q.e_inv_tau, q.log_k
     b_sq = q.bbar ** 2 + q.sigma_diag
     p = q.bbar.shape[0]
-    prior_beta = jnp.sum(-0.5 * _LOG_2PI - 0.5 * e_inv_tau * b_sq)
+    prior_beta = -0.5 * _LOG_2PI - 0.5 * e_inv_tau * b_sq
     e_h = q.h_shape / q.h_rate
     e_log_h = digamma(q.h_shape) - jnp.log(q.h_rate)
     if fam.gamma_mixing:  # tau | a ~ Gamma(rho, rate a / 2)
-        prior_tau = jnp.sum(nu * (e_log_h - jnp.log(2.0)) - gammaln(nu) - 0.5 * e_h * e_tau)
-        entropy_tau = jnp.sum(-0.5 * order * (jnp.log(q.tau_a) - jnp.log(q.tau_b)) + jnp.log(2.0)
-                              + log_k + 0.5 * (q.tau_a * e_tau + q.tau_b * e_inv_tau))
+        prior_tau = nu * (e_log_h - jnp.log(2.0)) - gammaln(nu) - 0.5 * e_h * e_tau
+        entropy_tau = (-0.5 * order * (jnp.log(q.tau_a) - jnp.log(q.tau_b)) + jnp.log(2.0)
+                       + log_k + 0.5 * (q.tau_a * e_tau + q.tau_b * e_inv_tau))
     else:  # tau | b ~ InvGamma(-rho, scale b / 2); q(tau) = InvGamma(1/2 - rho, scale B / 2)
-        prior_tau = jnp.sum(nu * (e_log_h - jnp.log(2.0)) - gammaln(nu) - 0.5 * e_h * e_inv_tau)
+        prior_tau = nu * (e_log_h - jnp.log(2.0)) - gammaln(nu) - 0.5 * e_h * e_inv_tau
         alpha = -order
-        entropy_tau = jnp.sum(-alpha * jnp.log(0.5 * q.tau_b) + gammaln(alpha) + 0.5 * q.tau_b * e_inv_tau)
-    prior_h = jnp.sum(k * jnp.log(theta) - gammaln(k) + (k - 1.0) * e_log_h - theta * e_h)
-    entropy_beta = 0.5 * q.logdet_sigma + 0.5 * p * (1.0 + _LOG_2PI)
-    entropy_h = jnp.sum(q.h_shape - jnp.log(q.h_rate) + gammaln(q.h_shape) + (1.0 - q.h_shape) * digamma(q.h_shape))
-    return lik + prior_beta + prior_tau + prior_h + entropy_beta + entropy_tau + entropy_h
+        entropy_tau = -alpha * jnp.log(0.5 * q.tau_b) + gammaln(alpha) + 0.5 * q.tau_b * e_inv_tau
+    prior_h = k * jnp.log(theta) - gammaln(k) + (k - 1.0) * e_log_h - theta * e_h
+    entropy_beta = jnp.stack([0.5 * q.logdet_sigma, 0.5 * p * (1.0 + _LOG_2PI)])
+    entropy_h = q.h_shape - jnp.log(q.h_rate) + gammaln(q.h_shape) + (1.0 - q.h_shape) * digamma(q.h_shape)
+    return lik, prior_beta, prior_tau, prior_h, entropy_beta, entropy_tau, entropy_h
 
 
-def _update_beta(q: _Q, X, r, hyper, fam: _Family):
-    bbar, sd, fm, fv, logdet = gaussian_block(X, r, 1.0 / q.e_inv_tau, jj_lambda(q.xi), fam.woodbury)
+def _elbo(q: _Q, y, hyper, fam: _Family):
+    """The evidence lower bound of the current q."""
+    return sum(jnp.sum(t) for t in _elbo_terms(q, y, hyper, fam))
+
+
+def _elbo_abs(q: _Q, y, hyper, fam: _Family):
+    """Sum of the absolute values of the ELBO's summands (its rounding scale)."""
+    return sum(jnp.sum(jnp.abs(t)) for t in _elbo_terms(q, y, hyper, fam))
+
+
+def _update_beta(q: _Q, design, hyper, fam: _Family):
+    s, lam = 1.0 / q.e_inv_tau, jj_lambda(q.xi)
+    if fam.sparse:
+        bbar, sd, fm, fv, logdet = _sparse_gaussian_block(design, s, lam)
+    else:
+        bbar, sd, fm, fv, logdet = gaussian_block(design.X, design.r, s, lam, fam.woodbury)
     return q._replace(bbar=bbar, sigma_diag=sd, f_mean=fm, f_var=fv, logdet_sigma=logdet)
 
 
@@ -211,18 +274,14 @@ def _update_tau(q: _Q, hyper, fam: _Family):
     return _with_tau_moments(q, hyper[0] - 0.5, fam)
 
 
-#: the hyper vector of the compiled loop: rho, k, theta, tol, beta_tol, printed a-update flag
-N_HYPER = 6
-
-
 def _update_h(q: _Q, hyper, fam: _Family):
     rho, k, theta = hyper[0], hyper[1], hyper[2]
     stat = q.e_tau if fam.gamma_mixing else q.e_inv_tau
     shape = jnp.full_like(q.h_shape, k + jnp.abs(rho))
     rate = theta + 0.5 * stat
-    # hyper[5] = 1: the printed product form (a planted defect, VBConfig.a_update): a
+    # hyper[3] = 1: the printed product form (a planted defect, VBConfig.a_update): a
     # Gamma of the same shape whose mean is (k + |rho|)(theta + stat / 2)
-    rate = jnp.where(hyper[5] > 0.5, 1.0 / rate, rate)
+    rate = jnp.where(hyper[3] > 0.5, 1.0 / rate, rate)
     return q._replace(h_shape=shape, h_rate=rate)
 
 
@@ -230,9 +289,9 @@ def _update_xi(q: _Q):
     return q._replace(xi=jnp.sqrt(q.f_var + q.f_mean ** 2))
 
 
-def _initial_q(X, r, hyper, fam: _Family) -> _Q:
+def _initial_q(design, hyper, fam: _Family) -> _Q:
     rho, k, theta = hyper[0], hyper[1], hyper[2]
-    n, p = X.shape
+    n, p = _design_shape(design)
     e_h0 = jnp.full((p,), k / theta)
     if fam.gamma_mixing:  # GIG(rho - 1/2, A, B) with A = B = E[a]: E[1/tau] = 1 at rho = 1
         tau_a, tau_b = e_h0, e_h0
@@ -242,16 +301,168 @@ def _initial_q(X, r, hyper, fam: _Family) -> _Q:
            jnp.full((p,), k), jnp.full((p,), theta), jnp.ones(n), jnp.ones(p), jnp.ones(p), jnp.zeros(p))
     q = _with_tau_moments(q, rho - 0.5, fam)
     # q(beta) consistent with the initial q(tau) and xi, so that the first ELBO is defined
-    return _update_beta(q, X, r, hyper, fam)
+    return _update_beta(q, design, hyper, fam)
 
 
-def _run_loop(X, y, hyper, *, fam: _Family, max_iter: int):
-    r = y - 0.5
-    q0 = _initial_q(X, r, hyper, fam)
+# --------------------------------------------------------------------------------------
+# The design: dense, or its nonzero pairs (DERIVATIONS.md §3.4)
+# --------------------------------------------------------------------------------------
+class _Dense(NamedTuple):
+    X: jnp.ndarray  # (n, p)
+    r: jnp.ndarray  # (n,) y - 1/2
+
+
+class _Pairs(NamedTuple):
+    """A design by its nonzeros: X_jc for (rows, cols), and per row j every pair c1 <= c2 of
+    its nonzero columns with the product X_jc1 X_jc2 (twice it off the diagonal, for f_var)."""
+
+    rows: jnp.ndarray  # (nnz,) row of each nonzero, ascending
+    cols: jnp.ndarray  # (nnz,)
+    vals: jnp.ndarray  # (nnz,)
+    pair_row: jnp.ndarray  # (P,) ascending
+    pair_flat: jnp.ndarray  # (P,) c1 * p + c2, c1 <= c2
+    pair_val: jnp.ndarray  # (P,) X_jc1 X_jc2
+    pair_val_sym: jnp.ndarray  # (P,) the same, doubled where c1 < c2
+    g: jnp.ndarray  # (p,) X^T (y - 1/2)
+    n_rows: jnp.ndarray  # (n,) zeros: carries n in its shape
+
+
+def _design_shape(design) -> tuple[int, int]:
+    """(n, p) of a _Dense or _Pairs design."""
+    if isinstance(design, _Pairs):
+        return design.n_rows.shape[0], design.g.shape[0]
+    return design.X.shape
+
+
+#: the pair form is used (design "auto") when the pairs number fewer than n p^2 / this:
+#: on the 2-core machine we measured (benchmarks/gig_vb_costs.py, "design" rows), the
+#: scatter-add and gather of one pair cost as much as 50-250 multiply-adds of XLA's dense
+#: products, and the two forms broke even between pairs = n p^2 / 130 and n p^2 / 60 in
+#: three runs
+PAIR_COST = 100
+
+
+def count_pairs(X) -> int:
+    """Pairs c1 <= c2 of nonzero columns summed over the rows of X."""
+    m = np.count_nonzero(X, axis=1).astype(np.int64)
+    return int(np.sum(m * (m + 1) // 2))
+
+
+def uses_pairs(X, woodbury: bool, design: str = "auto") -> bool:
+    """Whether q(beta) is computed from the nonzero pairs of X (primal branch only)."""
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    if design == "sparse" and woodbury:
+        raise ValueError("design='sparse' computes q(beta) in the primal branch; this design "
+                         f"of shape {tuple(np.shape(X))} runs the Woodbury branch (p > n or branch='woodbury')")
+    if woodbury or design == "dense":
+        return False
+    if design == "sparse":
+        return True
+    n, p = X.shape
+    return PAIR_COST * count_pairs(X) < n * p * p
+
+
+def _pairs(X: np.ndarray, r: np.ndarray) -> _Pairs:
+    n, p = X.shape
+    if n * p >= 2 ** 31 or count_pairs(X) >= 2 ** 31:
+        raise ValueError(f"design of shape {X.shape} is too large for the pair form; use design='dense'")
+    rows, cols = np.nonzero(X)  # row-major: rows ascending, columns ascending within a row
+    vals = X[rows, cols]
+    counts = np.bincount(rows, minlength=n)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    first, second, owner = [], [], []
+    triu = {}
+    for j in np.flatnonzero(counts):
+        m = int(counts[j])
+        if m not in triu:
+            triu[m] = np.triu_indices(m)
+        a, b = triu[m]
+        first.append(starts[j] + a)
+        second.append(starts[j] + b)
+        owner.append(np.full(a.size, j))
+    first = np.concatenate(first) if first else np.zeros(0, int)
+    second = np.concatenate(second) if second else np.zeros(0, int)
+    owner = np.concatenate(owner) if owner else np.zeros(0, int)
+    c1, c2 = cols[first], cols[second]
+    prod = vals[first] * vals[second]
+    i32 = np.int32
+    return _Pairs(jnp.asarray(rows.astype(i32)), jnp.asarray(cols.astype(i32)), jnp.asarray(vals),
+                  jnp.asarray(owner.astype(i32)), jnp.asarray((c1 * p + c2).astype(i32)), jnp.asarray(prod),
+                  jnp.asarray(np.where(c1 < c2, 2.0, 1.0) * prod), jnp.asarray(X.T @ r), jnp.zeros(n))
+
+
+def _sparse_gaussian_block(d: _Pairs, s, lam):
+    """gaussian_block's primal branch from the nonzero pairs: X^T Lambda X as a scatter-add
+    of lambda_j X_jc1 X_jc2 over the pairs, x_j^T Sigma x_j as a sum of Sigma over row j's
+    pairs, X bbar over the nonzeros - O(pairs + p^3) instead of O(n p^2) (DERIVATIONS.md §3.4)."""
+    n, p = _design_shape(d)
+    upper = jax.ops.segment_sum(lam[d.pair_row] * d.pair_val, d.pair_flat, num_segments=p * p).reshape(p, p)
+    gram = upper + upper.T - jnp.diag(jnp.diag(upper))
+    u = jnp.sqrt(s)
+    M = jnp.eye(p) + 2.0 * u[:, None] * gram * u[None, :]
+    L = jnp.linalg.cholesky(M)
+    sigma = u[:, None] * cho_solve((L, True), jnp.eye(p)) * u[None, :]
+    mu = sigma @ d.g
+    f_var = jax.ops.segment_sum(sigma.reshape(-1)[d.pair_flat] * d.pair_val_sym, d.pair_row, num_segments=n,
+                                indices_are_sorted=True)
+    f_mean = jax.ops.segment_sum(d.vals * mu[d.cols], d.rows, num_segments=n, indices_are_sorted=True)
+    logdet = jnp.sum(jnp.log(s)) - 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
+    return mu, jnp.diag(sigma), f_mean, f_var, logdet
+
+
+# --------------------------------------------------------------------------------------
+# The iteration: plain coordinate ascent, or SQUAREM on its sweep map (DERIVATIONS.md §3.4)
+# --------------------------------------------------------------------------------------
+#: the hyper vector of the compiled loop: rho, k, theta, printed a-update flag, tol, beta_tol
+#: (a negative tolerance switches its rule off)
+N_HYPER = 6
+PLAIN, EXTRAPOLATED, REJECTED = 0, 1, 2
+SWEEP_KINDS = {PLAIN: "plain", EXTRAPOLATED: "extrapolated, kept", REJECTED: "extrapolated, rejected"}
+#: SQUAREM's growth factor of its largest step (Varadhan & Roland's mstep)
+STEP_FACTOR = 8.0
+
+
+def _point(q: _Q, fam: _Family):
+    """The coordinates of q that the next sweep reads, on the log scale: q(tau)'s A (gamma
+    family) and B, q(h)'s rate, and xi. The sweep's q(beta) update reads E[1/tau] and xi,
+    its q(tau) update E[h]; nothing else of q survives a sweep."""
+    parts = ([q.tau_a] if fam.gamma_mixing else []) + [q.tau_b, q.h_rate, q.xi]
+    # xi_j = 0 exactly for a row of zeros; the floor keeps its logarithm finite (and fixed)
+    return jnp.log(jnp.maximum(jnp.concatenate(parts), jnp.finfo(jnp.float64).tiny))
+
+
+def _at_point(q: _Q, point, hyper, fam: _Family) -> _Q:
+    """q with the coordinates of ``_point`` replaced (q(tau)'s moments refreshed): a valid
+    q whose q(beta) is the one it had - so every ELBO of the sweep that follows is an ELBO."""
+    p, n = q.tau_b.shape[0], q.xi.shape[0]
+    parts = jnp.split(jnp.exp(point), np.cumsum([p] * (3 if fam.gamma_mixing else 2)))
+    if fam.gamma_mixing:
+        q = q._replace(tau_a=parts[0])
+    q = q._replace(tau_b=parts[-3], h_rate=parts[-2], xi=parts[-1])
+    return _with_tau_moments(q, hyper[0] - 0.5, fam)
+
+
+class _Loop(NamedTuple):
+    q: _Q  # the current iterate (after a sweep)
+    it: jnp.ndarray  # sweeps done
+    status: jnp.ndarray
+    last: jnp.ndarray  # ELBO of the iterate
+    step_max: jnp.ndarray  # SQUAREM's largest step length
+    by_update: jnp.ndarray  # (max_iter, 4) ELBO after each update of each sweep
+    trace: jnp.ndarray  # (max_iter,) ELBO of the iterate after each sweep
+    kind: jnp.ndarray  # (max_iter,) PLAIN, EXTRAPOLATED or REJECTED
+    step: jnp.ndarray  # (max_iter,) the step length of an extrapolation (its sweep's row), else NaN
+    scale: jnp.ndarray  # (max_iter,) _elbo_abs of the iterate after each sweep
+
+
+def _iteration(design, y, hyper, *, fam: _Family, max_iter: int, accelerate: bool):
+    """(initial loop state, first ELBO, one iteration: a sweep, or a SQUAREM cycle of three)."""
+    q0 = _initial_q(design, hyper, fam)
     # the starting q(beta) is already optimal for the starting q(tau), so the first ELBO
     # is that of the paper's initialization after its step 1
     elbo0 = _elbo(q0, y, hyper, fam)
-    updates = (lambda q: _update_beta(q, X, r, hyper, fam), lambda q: _update_tau(q, hyper, fam),
+    updates = (lambda q: _update_beta(q, design, hyper, fam), lambda q: _update_tau(q, hyper, fam),
                lambda q: _update_h(q, hyper, fam), _update_xi)
 
     def sweep(q):
@@ -261,53 +472,167 @@ def _run_loop(X, y, hyper, *, fam: _Family, max_iter: int):
             values.append(_elbo(q, y, hyper, fam))
         return q, jnp.stack(values)
 
-    # two stopping rules (module docstring; jaakkola_jordan.coordinate_ascent): the ELBO or E[beta] settles
-    out = coordinate_ascent(q0, elbo0, sweep, lambda q: q.bbar, n_updates=4, max_iter=max_iter,
-                            tol=hyper[3], mean_tol=hyper[4])
-    return out, elbo0
+    def plain(s: _Loop):
+        q, values = sweep(s.q)
+        i = s.it
+        return s._replace(q=q, it=i + 1, last=values[-1], by_update=s.by_update.at[i].set(values),
+                          kind=s.kind.at[i].set(PLAIN), trace=s.trace.at[i].set(values[-1]),
+                          scale=s.scale.at[i].set(_elbo_abs(q, y, hyper, fam)))
+
+    def squarem(s: _Loop):
+        # two plain sweeps, the squared extrapolation of their differences, one sweep from
+        # there (which makes it a q again), kept only if its ELBO is not below the plain
+        # one. The three sweeps are one scanned sweep (one copy of it to compile): the
+        # third starts from the extrapolated point instead of the last q.
+        t0 = _point(s.q, fam)
+
+        def one(c, i):
+            q, t1, q2, e2, step = c
+            r, v = t1 - t0, _point(q2, fam) - 2.0 * t1 + t0
+            ratio = jnp.sqrt(jnp.sum(r ** 2) / jnp.maximum(jnp.sum(v ** 2), 1e-300))
+            step = jnp.where(i == 2, jnp.clip(jnp.where(jnp.isfinite(ratio), ratio, s.step_max), 1.0, s.step_max),
+                             step)
+            start = lax.cond(i == 2, lambda: _at_point(q2, t0 + 2.0 * step * r + step ** 2 * v, hyper, fam),
+                             lambda: q)
+            q, values = sweep(start)
+            t1 = jnp.where(i == 0, _point(q, fam), t1)
+            q2 = jax.tree_util.tree_map(lambda a, b: jnp.where(i == 1, a, b), q, q2)
+            e2 = jnp.where(i == 1, values[-1], e2)
+            return (q, t1, q2, e2, step), (values, _elbo_abs(q, y, hyper, fam))
+
+        (q3, _, q2, e2, step), (values, scale) = lax.scan(one, (s.q, t0, s.q, s.last, jnp.asarray(1.0)),
+                                                          jnp.arange(3))
+        keep = jnp.all(jnp.isfinite(values[2])) & jnp.all(jnp.isfinite(_point(q3, fam))) & (values[2, -1] >= e2)
+        q = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), q3, q2)
+        last = jnp.where(keep, values[2, -1], e2)
+        at_max = step >= s.step_max
+        step_max = jnp.where(at_max, jnp.where(keep, STEP_FACTOR * s.step_max,
+                                               jnp.maximum(1.0, s.step_max / STEP_FACTOR)), s.step_max)
+        i = s.it
+        kind = jnp.stack([PLAIN, PLAIN, jnp.where(keep, EXTRAPOLATED, REJECTED)])
+        return s._replace(q=q, it=i + 3, last=last, step_max=step_max,
+                          by_update=lax.dynamic_update_slice(s.by_update, values, (i, 0)),
+                          trace=lax.dynamic_update_slice(s.trace, jnp.stack([values[0, -1], e2, last]), (i,)),
+                          kind=lax.dynamic_update_slice(s.kind, kind, (i,)),
+                          step=lax.dynamic_update_slice(s.step, jnp.stack([jnp.nan, jnp.nan, step]), (i,)),
+                          scale=lax.dynamic_update_slice(
+                              s.scale, jnp.stack([scale[0], scale[1], jnp.where(keep, scale[2], scale[1])]), (i,)))
+
+    def body(s: _Loop):
+        new = squarem(s) if accelerate else plain(s)
+        finite = jnp.isfinite(new.last) & jnp.all(jnp.isfinite(new.q.bbar))
+        # the stopping rules (VBConfig), each off when its tolerance is negative; E[beta]
+        # counts from the second sweep on (the first q(beta) update repeats the initial one)
+        rise = new.last - s.last
+        moved = jnp.max(jnp.abs(new.q.bbar - s.q.bbar))
+        small = (((hyper[4] >= 0) & (jnp.abs(rise) <= hyper[4] * jnp.maximum(1.0, jnp.abs(new.last))))
+                 | ((hyper[5] >= 0) & (s.it >= 1) & (moved <= hyper[5] * (1.0 + jnp.max(jnp.abs(new.q.bbar))))))
+        status = jnp.where(~finite, NON_FINITE,
+                           jnp.where(small, CONVERGED, jnp.where(new.it >= max_iter, ITERATION_CAP, RUNNING)))
+        return new._replace(status=status)
+
+    # an accelerated run ends its last cycle: up to two sweeps past max_iter
+    rows = max_iter + (2 if accelerate else 0)
+    init = _Loop(q0, jnp.asarray(0), jnp.asarray(RUNNING), elbo0, jnp.asarray(1.0),
+                 jnp.full((rows, 4), jnp.nan), jnp.full((rows,), jnp.nan),
+                 jnp.full((rows,), PLAIN), jnp.full((rows,), jnp.nan), jnp.full((rows,), jnp.nan))
+    return init, elbo0, body
+
+
+def _run_loop(design, y, hyper, *, fam: _Family, max_iter: int, accelerate: bool):
+    init, elbo0, body = _iteration(design, y, hyper, fam=fam, max_iter=max_iter, accelerate=accelerate)
+    return lax.while_loop(lambda s: s.status == RUNNING, body, init), elbo0
 
 
 _PROGRAMS = CompiledPrograms("gig_vb")
 
 
-def _compiled(shape, fam: _Family, max_iter: int):
-    """(executable, compile seconds spent in this call) of the VB loop for these shapes."""
-    return compiled_loop(_PROGRAMS, lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter),
-                         shape, N_HYPER, (fam, max_iter))
+def _compiled(design, fam: _Family, max_iter: int, accelerate: bool):
+    """(executable, compile seconds spent in this call) of the VB loop for this design's shapes."""
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), design)
+    key = (type(design).__name__, tuple((a.shape, str(a.dtype)) for a in jax.tree_util.tree_leaves(shapes)),
+           fam, max_iter, accelerate)
+
+    def build():
+        fn = jax.jit(lambda d, y, hyper: _run_loop(d, y, hyper, fam=fam, max_iter=max_iter, accelerate=accelerate))
+        return fn.lower(shapes, jax.ShapeDtypeStruct((_design_shape(design)[0],), jnp.float64),
+                        jax.ShapeDtypeStruct((N_HYPER,), jnp.float64)).compile()
+
+    return _PROGRAMS.get(key, build)
 
 
 def _check_spec(spec):
     check_spec(spec, GIGLogistic, "vb")
 
 
+def _hyper(spec: GIGLogistic, config: VBConfig):
+    def rule(tol):
+        return -1.0 if tol is None else float(tol)
+
+    return jnp.asarray([spec.rho, spec.k, spec.theta, 1.0 if config.a_update == "printed" else 0.0,
+                        rule(config.tol), rule(config.beta_tol)])
+
+
 def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResult:
-    """Run Algorithm 1 to its stop. Phi: (n, p) design; y: (n,) labels 0/1 or -1/+1."""
+    """Run Algorithm 1 (SQUAREM-accelerated by default) to its stop. Phi: (n, p) design;
+    y: (n,) labels 0/1 or -1/+1."""
     _check_spec(spec)
     config = config or VBConfig()
     X, y01 = check_design(Phi, y)
     n, p = X.shape
     woodbury = uses_woodbury(n, p, config.branch)
-    fam = _family(spec, woodbury)
-    compiled, compile_seconds = _compiled(X.shape, fam, int(config.max_iter))
-    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, config.tol, config.beta_tol,
-                         1.0 if config.a_update == "printed" else 0.0])
-    res = run_ascent(compiled, compile_seconds, X, y01, hyper, lambda q: 1.0 / q.e_inv_tau, woodbury)
-    return VBResult(bbar=res.pop("mean"), **res)
+    sparse = uses_pairs(X, woodbury, config.design)
+    fam = _family(spec, woodbury, sparse)
+    r = y01 - 0.5
+    design = _pairs(X, r) if sparse else _Dense(jnp.asarray(X), jnp.asarray(r))
+    accelerate = config.accelerate == "squarem"
+    compiled, compile_seconds = _compiled(design, fam, int(config.max_iter), accelerate)
+    t0 = time.perf_counter()
+    out, elbo0 = jax.block_until_ready(compiled(design, jnp.asarray(y01), _hyper(spec, config)))
+    seconds = time.perf_counter() - t0
+    n_iter = int(out.it)
+    # the returned q(beta): the one for the final q(tau) and xi (a last Gaussian update),
+    # so that the posterior and the reported parameters belong together
+    cov = full_covariance(X, np.asarray(1.0 / out.q.e_inv_tau), np.asarray(jj_lambda(out.q.xi)), woodbury)
+    return VBResult(bbar=cov @ (X.T @ r), cov=cov, q={k: np.asarray(v) for k, v in out.q._asdict().items()},
+                    trace=np.asarray(out.trace)[:n_iter], elbo_by_update=np.asarray(out.by_update)[:n_iter],
+                    elbo_initial=float(elbo0), n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
+                    branch="woodbury" if woodbury else "primal", seconds=seconds, compile_seconds=compile_seconds,
+                    sweep_kind=np.asarray(out.kind)[:n_iter], step=np.asarray(out.step)[:n_iter],
+                    elbo_abs=np.asarray(out.scale)[:n_iter],
+                    design="pairs" if sparse else "dense")
+
+
+def largest_relative_fall(res: "VBResult") -> float:
+    """The largest fall of the ELBO where the theory forbids one, relative to max |ELBO|:
+    within every sweep (each update maximizes the ELBO in its factor), from the iterate into
+    a plain sweep, and along the iterate's trace (an extrapolation is kept only if it does
+    not lower the ELBO). The entry into a sweep from an extrapolated point has no ELBO
+    before it (the point is no fixed point of any update) and is not checked."""
+    if res.n_iter == 0:
+        return 0.0
+    by = res.elbo_by_update
+    before = np.concatenate([[res.elbo_initial], res.trace[:-1]])
+    falls = [np.diff(by, axis=1).ravel(), np.diff(np.concatenate([[res.elbo_initial], res.trace]))]
+    plain = res.sweep_kind == PLAIN
+    falls.append(by[plain, 0] - before[plain])
+    scale = max(1.0, float(np.max(np.abs(by))))
+    return float(max(0.0, -np.min(np.concatenate(falls)))) / scale
 
 
 def elbo(spec: GIGLogistic, Phi, y, q: dict) -> float:
     """The ELBO of given variational parameters (the fields of ``VBResult.q``)."""
     _check_spec(spec)
     X, y01 = check_design(Phi, y)
-    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, 0.0, 0.0, 0.0])
-    fam = _family(spec, False)
+    hyper = jnp.asarray([spec.rho, spec.k, spec.theta, 0.0, -1.0, -1.0])
+    fam = _family(spec, False, False)
     state = _with_tau_moments(_Q(**{k: jnp.asarray(v) for k, v in q.items()}), spec.rho - 0.5, fam)
     return float(_elbo(state, jnp.asarray(y01), hyper, fam))
 
 
-def _family(spec: GIGLogistic, woodbury: bool) -> _Family:
+def _family(spec: GIGLogistic, woodbury: bool, sparse: bool = False) -> _Family:
     gamma_mixing = spec.mixing == "gamma"
-    return _Family(gamma_mixing, gamma_mixing and spec.rho == 1.0, bool(woodbury))
+    return _Family(gamma_mixing, gamma_mixing and spec.rho == 1.0, bool(woodbury), bool(sparse))
 
 
 def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> GaussianPosterior:
@@ -316,7 +641,10 @@ def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> Gaussia
     info = ascent_fit_info(
         ENGINE_NAME, res, "evidence lower bound (Jaakkola-Jordan bound, mean field q(beta) q(tau) q(h)) per sweep",
         {"tau_a": res.q["tau_a"], "tau_b": res.q["tau_b"], "h_shape": res.q["h_shape"], "h_rate": res.q["h_rate"],
-         "xi": res.q["xi"]})
+         "xi": res.q["xi"], "sweep_kind": res.sweep_kind, "design": res.design})
+    # ascent_fit_info reads every step of elbo_by_update as an ascent step; a rejected
+    # extrapolation is a trial, not a step, so the fall is measured where the theory forbids one
+    info.extra["largest_relative_decrease"] = largest_relative_fall(res)
     return GaussianPosterior(spec, spec.sites(res.bbar.size), res.bbar, scaled_cholesky(res.cov), info)
 
 

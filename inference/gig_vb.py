@@ -335,7 +335,7 @@ def _design_shape(design) -> tuple[int, int]:
 
 
 #: the pair form is used (design "auto") when the pairs number fewer than n p^2 / this:
-#: on the 2-core machine we measured (benchmarks/gig_vb_costs.py, "design" rows), the
+#: on the machine we measured (benchmarks/gig_vb_costs.py, "design" rows; benchmarks/README.md), the
 #: scatter-add and gather of one pair cost as much as 50-250 multiply-adds of XLA's dense
 #: products, and the two forms broke even between pairs = n p^2 / 130 and n p^2 / 60 in
 #: three runs

@@ -41,5 +41,12 @@ def fast_nuts_cli_args(fast_nuts) -> list[str]:
 
 @pytest.fixture(scope="session")
 def nuts_cache_dir(tmp_path_factory):
-    """One NUTS reference cache for the whole test session."""
+    """One NUTS reference cache for the whole test session - shared by the worker processes
+    of a parallel run (pytest-xdist: the README's test command) through their common base
+    folder. Two workers that need the same reference at once may both compute it; each
+    entry is written atomically, so either copy is whole and they are equal."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "nuts-cache"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("nuts-cache")

@@ -64,6 +64,10 @@ def test_the_config_expands_into_checked_content_keyed_cells(tmp_path):
         St.expand(St.load_config(tmp_path / "split.toml"))
 
 
+# The whole study (a compare cell with its NUTS reference, SBC, a defect battery) on its own
+# LocalCluster is the costliest test of the suite: slow tier. The fast tier keeps Dask in
+# test_reproduce's cell store, the kill tests below and the defect battery's own smoke test.
+@pytest.mark.slow
 def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys):
     from distributed import Client, LocalCluster
 

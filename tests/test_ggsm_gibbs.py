@@ -58,6 +58,24 @@ def test_log_joint_is_the_model_log_density():
             assert ours == pytest.approx(float(theirs), rel=1e-12, abs=1e-9)
 
 
+def test_log_ndtr_is_jax_s_and_as_close_to_scipy_s():
+    """The sweeps' log Phi (one erfc, no branch evaluated in vain) against jax's log_ndtr,
+    the model's, from deep in the left tail (the asymptotic series below -20) to x = 40 and
+    at the seams: equal to a few units of round-off (relative where |log Phi| > 1, absolute
+    below), so no farther from scipy's than jax's own."""
+    from jax.scipy.special import log_ndtr as jax_log_ndtr
+    from scipy.special import log_ndtr as scipy_log_ndtr
+
+    x = np.concatenate([np.linspace(-60.0, 40.0, 200_001), [-20.0, np.nextafter(-20.0, 0.0), -0.0, 1e-300, -1e-300]])
+    ours, theirs = np.asarray(G.log_ndtr(jnp.asarray(x))), np.asarray(jax_log_ndtr(jnp.asarray(x)))
+
+    def err(a, b):
+        return np.max(np.abs(a - b) / np.maximum(np.abs(b), 1.0))
+
+    assert err(ours, theirs) < 1e-15
+    assert err(ours, scipy_log_ndtr(x)) <= err(theirs, scipy_log_ndtr(x)) + 1e-15
+
+
 def test_lambda_conditional_is_the_joint_normalized_in_lambda():
     """log p(y, w, lam) - log InvGamma(lam | a + n/q, b + sum|w|^q) is constant in lam."""
     from scipy.stats import invgamma

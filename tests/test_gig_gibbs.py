@@ -94,6 +94,36 @@ def test_u_conditional_is_the_model_log_density(rho, k, theta):
     np.testing.assert_allclose(diffs, diffs[0], rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("rho,k,theta", [(1.0, 1.0, 1.0), (1.0, 1e-6, 1e-6), (-2.0, 0.5, 3.0)])
+def test_the_scale_move_targets_the_models_joint(rho, k, theta):
+    """Step 4 samples t from p(e^t beta, u + 2 sign t | y) e^(d t) (the move's Jacobian; u's
+    shift has Jacobian 1): its log density minus the model's own (NumPyro's log density of
+    the marginal form in (u, beta) coordinates, as above) must not depend on t."""
+    X, y = _logistic_data(20, 3, 0)
+    spec = GIGLogistic(rho=rho, k=k, theta=theta, mixing="gamma" if rho > 0 else "inverse-gamma",
+                       parameterization="marginal")
+    beta, u = jnp.array([0.3, -1.2, 2.0]), jnp.array([0.1, -0.5, 1.0])
+    sign = 1.0 if rho > 0 else -1.0
+
+    def log_joint(b, v):
+        lt = G.log_tau(v, rho, theta)
+        joint, _ = log_density(spec.model, (jnp.asarray(X),), {"y": jnp.asarray(y)},
+                               {"u": v, "z": b * jnp.exp(-0.5 * lt)})
+        return float(joint) - float(jnp.sum(0.5 * lt))
+
+    diffs = []
+    for t in (-1.5, -0.2, 0.0, 0.7, 2.0):
+        ours = float(G.log_rescaling_density(t, jnp.asarray(X) @ beta, jnp.asarray(y - 0.5), u, rho, k))
+        diffs.append(ours - (log_joint(np.exp(t) * beta, u + 2.0 * sign * t) + 3 * t))
+    # the constant holds the prior's normalizers (about 1e6 at k = 1e-6): round-off relative to it
+    assert np.ptp(diffs) < 1e-9 * max(1.0, abs(diffs[0])), diffs
+
+
+def test_the_scale_move_density_is_minus_infinity_where_the_predictor_overflows():
+    value = G.log_rescaling_density(800.0, jnp.array([1.0, -2.0]), jnp.array([0.5, -0.5]), jnp.zeros(2), 1.0, 1.0)
+    assert float(value) == -np.inf
+
+
 def test_u_conditional_is_minus_infinity_where_tau_underflows():
     value = G.log_conditional_u(jnp.array(-2000.0), jnp.array(1.0), 1.0, 1.0, 1.0)
     assert float(value) == -np.inf

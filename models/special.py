@@ -4,6 +4,8 @@
 E-step, the EP tilted moments, the MM latent mean, the Laplace gradient). See its
 docstring for the form that stays finite.
 
+``log_ndtr(x)``: log Phi(x) as JAX's, at a fraction of its cost (see its docstring).
+
 ``log_bessel_kv(nu, x)``: log K_nu(x), the modified Bessel function of the second kind,
 for real order nu and x > 0. It is the normalizer of the generalized inverse Gaussian
 (``models/distributions.GIG``) and of the variational q(tau) of the GIG-hierarchical
@@ -90,6 +92,31 @@ def _erfcx_jax(x):
         term = term * (-(2 * n - 1) * z)
         total = total + term
     return jnp.where(big, total / (xs * math.sqrt(math.pi)), _jax_erfcx(jnp.where(big, 0.0, x)))
+
+
+def log_ndtr(x):
+    """log Phi(x) in float64, as ``jax.scipy.special.log_ndtr`` computes it (they agree to
+    within 5e-16, relative where |log Phi| > 1 and absolute below; the tests check both
+    against scipy) at a fraction of its cost: one erfc, one log and no branch evaluated in
+    vain. jax's version evaluates Phi twice and its asymptotic series for every element
+    and selects among them (about 290 ns an element here, against 12 ns); GGSM's slice-Gibbs
+    sweep (validation/ggsm_gibbs.py) spends nearly all its time in it, on every slice
+    evaluation of every weight.
+
+    x > -20: Phi(x) = erfc(|x| / sqrt 2) / 2 for x < 0 and 1 - erfc(x / sqrt 2) / 2 for
+    x >= 0 (for x >= 0, log(1 - e/2) instead of log1p(-e/2) loses at most 1.2e-16 in
+    absolute terms, where log Phi lies in (-0.7, 0]). x <= -20, where erfc underflows soon
+    after: jax's own asymptotic series of order 3,
+    log Phi(x) = -x^2/2 - log(-x sqrt(2 pi)) + log(1 - 1/x^2 + 3/x^4 - 15/x^6).
+    """
+    x = jnp.asarray(x)
+    e = jax.lax.erfc(jnp.abs(x) * 0.7071067811865476)
+    near = jnp.where(x >= 0.0, 1.0 - 0.5 * e, 0.5 * e)
+    xs = jnp.minimum(x, -20.0)
+    r = 1.0 / (xs * xs)
+    far = (1.0 + r * (-1.0 + r * (3.0 - 15.0 * r))) / (-xs * 2.5066282746310002)  # sqrt(2 pi)
+    is_near = x > -20.0
+    return jnp.log(jnp.where(is_near, near, far)) - jnp.where(is_near, 0.0, 0.5 * xs * xs)
 
 
 #: trapezoid nodes of the log K_nu quadrature (see the module docstring for why 256)

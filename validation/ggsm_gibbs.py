@@ -33,7 +33,7 @@ for t) are adapted to three posterior standard deviations during warm-up only an
 frozen, so the recorded chain is a time-homogeneous Markov chain.
 
 The density evaluated is the one of ``GGSMProbit.model`` (probit likelihood by
-log Phi, :func:`log_ndtr`, the generalized normal prior, InvGamma on lambda); the tests check the
+log Phi, ``models.special.log_ndtr``, the generalized normal prior, InvGamma on lambda); the tests check the
 sampler's log density against NumPyro's log density of the model written once, and its
 draws against NUTS where NUTS certifies.
 """
@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..models.checks import check_design
+from ..models.special import log_ndtr
 from .reference import ReferenceSampler
 from .slice_sampling import GibbsRun, progress_bar, record_blocks, run_chain_blocks, slice_1d
 
@@ -87,30 +88,6 @@ class Widths(NamedTuple):
 # --------------------------------------------------------------------------------------
 # The log densities
 # --------------------------------------------------------------------------------------
-def log_ndtr(x):
-    """log Phi(x) in float64, as ``jax.scipy.special.log_ndtr`` computes it (they agree to
-    within 5e-16, relative where |log Phi| > 1 and absolute below; the tests check both
-    against scipy) at a fraction of its cost: one erfc, one log and no branch evaluated in
-    vain. jax's version evaluates Phi twice and its asymptotic series for every element
-    and selects among them (about 290 ns an element here, against 12 ns); the sweep
-    spends nearly all its time in this function, on every slice evaluation of every weight.
-
-    x > -20: Phi(x) = erfc(|x| / sqrt 2) / 2 for x < 0 and 1 - erfc(x / sqrt 2) / 2 for
-    x >= 0 (for x >= 0, log(1 - e/2) instead of log1p(-e/2) loses at most 1.2e-16 in
-    absolute terms, where log Phi lies in (-0.7, 0]). x <= -20, where erfc underflows soon
-    after: jax's own asymptotic series of order 3,
-    log Phi(x) = -x^2/2 - log(-x sqrt(2 pi)) + log(1 - 1/x^2 + 3/x^4 - 15/x^6).
-    """
-    x = jnp.asarray(x)
-    e = jax.lax.erfc(jnp.abs(x) * 0.7071067811865476)
-    near = jnp.where(x >= 0.0, 1.0 - 0.5 * e, 0.5 * e)
-    xs = jnp.minimum(x, -20.0)
-    r = 1.0 / (xs * xs)
-    far = (1.0 + r * (-1.0 + r * (3.0 - 15.0 * r))) / (-xs * 2.5066282746310002)  # sqrt(2 pi)
-    is_near = x > -20.0
-    return jnp.log(jnp.where(is_near, near, far)) - jnp.where(is_near, 0.0, 0.5 * xs * xs)
-
-
 def log_joint(w, lam, Phi, y, q, a, b):
     """log p(y, w, lambda) of ``GGSMProbit.model``, normalizing constants included."""
     from jax.scipy.special import gammaln
@@ -251,6 +228,7 @@ class SliceGibbsChains:
         # of compilation each, more than the draws are worth
         rng = np.random.default_rng(config.seed)
         w0 = config.init_scale * rng.standard_normal((chains, n))
+        # lambda | w0 (lam_conditional's law, evaluated in numpy like the rest of the start)
         shape = self.a + n / self.q
         scale = self.b + np.sum(np.abs(w0) ** self.q, axis=-1)
         lam0 = scale / rng.gamma(shape, size=chains)

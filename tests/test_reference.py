@@ -17,12 +17,15 @@ from zoo.validation import arviz_adapter
 from zoo.validation.reference import (
     CERTIFICATION,
     NoReference,
+    PilotRule,
     ReferenceConfig,
     ReferenceTimeout,
+    cache_key,
     cached_reference,
     first_certified_reference,
     certify,
     package_versions,
+    pilot_decision,
     run_reference,
 )
 from shared_models import NormalMeans
@@ -262,6 +265,119 @@ def test_a_sampler_that_ran_out_of_time_stays_in_the_record(problem, reference, 
     assert ref.from_cache and ref.certified == reference.certified
     assert isinstance(tried[0], ReferenceTimeout) and tried[0].time_limit == 3.0
     assert tried[1] is ref
+
+
+# --- the pilot: a short NUTS run decides whether the full one is worth running --------
+def _pilot_numbers(**changes):
+    """A pilot's diagnostics (4 chains x 200 draws) with nothing wrong, then ``changes``."""
+    numbers = {"rhat_max": 1.004, "ess_bulk_min": 300.0, "ess_tail_min": 250.0, "divergences": 0,
+               "n_chains": 4, "n_draws": 200, "ebfmi_min": 0.8, "treedepth_fraction": 0.0}
+    return {**numbers, **changes}
+
+
+FULL = ReferenceConfig(num_samples=1000, max_doublings=2)  # a cap of 4 x 1000 x 2^2 = 16000 draws
+
+
+def test_the_pilot_rule_goes_ahead_when_nothing_predicts_failure():
+    decision = pilot_decision(_pilot_numbers(), FULL)
+    assert decision["go"] and decision["reasons"] == []
+    assert decision["cap_draws"] == 16000
+    assert decision["projected_ess_tail"] == pytest.approx(250 / 800 * 16000)  # ESS per draw x the cap
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"divergences": 1}, "1 divergent transitions"),
+    ({"ebfmi_min": 0.2}, "E-BFMI 0.200 < 0.3"),
+    ({"treedepth_fraction": 0.05}, "5.0% of transitions at the maximum tree depth"),
+    ({"rhat_max": 1.3}, "R-hat 1.300 > 1.2"),
+    ({"rhat_max": float("nan")}, "R-hat nan"),
+    ({"ess_tail_min": 9.0}, "tail ESS projected to 180 at the cap of 16000 draws"),
+    ({"ess_bulk_min": float("nan")}, "bulk ESS projected to 0"),
+])
+def test_the_pilot_rule_stops_on_each_sign_of_failure(changes, words):
+    decision = pilot_decision(_pilot_numbers(**changes), FULL)
+    assert not decision["go"] and len(decision["reasons"]) == 1, decision["reasons"]
+    assert words in decision["reasons"][0]
+
+
+def test_the_pilot_projection_allows_its_margin_and_follows_the_cap():
+    # tail ESS 12.5 of 800 draws: 250 at a cap of 16000, within the margin 2 of 400; 125
+    # at a cap of 8000, beyond it
+    assert pilot_decision(_pilot_numbers(ess_tail_min=12.5), FULL)["go"]
+    assert not pilot_decision(_pilot_numbers(ess_tail_min=12.5), replace(FULL, max_doublings=1))["go"]
+    assert not pilot_decision(_pilot_numbers(ess_tail_min=12.5), FULL, PilotRule(ess_margin=1.0))["go"]
+
+
+def test_the_pilot_is_a_nuts_setting_outside_the_cache_key(problem):
+    import zoo.validation.registry  # noqa: F401  (registers the models' own samplers)
+
+    with pytest.raises(ValueError, match="pilot is a NUTS setting"):
+        ReferenceConfig(sampler="slice-gibbs", pilot=True)
+    spec, Phi, y = problem
+    # the full run's draws do not depend on whether a pilot ran before it
+    assert cache_key(spec, Phi, y, CONFIG) == cache_key(spec, Phi, y, replace(CONFIG, pilot=True))
+
+
+def test_a_pilot_that_predicts_failure_skips_to_the_next_sampler(problem, reference, cache_dir, tmp_path,
+                                                                 monkeypatch):
+    """A NUTS config whose cap (4 chains x 20 draws) cannot reach an ESS of 400: its pilot
+    says so, the full run is skipped, and the next config (the module's reference, read
+    from a copy of its cache) is the reference. As the last of a chain, the same config
+    runs in full."""
+    from zoo.validation import reference as R
+
+    monkeypatch.setattr(R, "PILOT", PilotRule(num_warmup=100, num_samples=20))
+    spec, Phi, y = problem
+    folder = tmp_path / "cache"
+    _copy_entry(cache_dir, folder)
+    hopeless = replace(CONFIG, num_samples=20, max_doublings=0, pilot=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ref, tried = first_certified_reference(spec, Phi, y, configs=(hopeless, CONFIG), cache_dir=str(folder))
+    assert ref is tried[1] and ref.from_cache and ref.certified == reference.certified
+    stopped = tried[0]
+    assert stopped.sampler == "nuts" and not stopped.certified and stopped.posterior.n_draws == 20
+    assert stopped.failures[0].startswith(
+        "the pilot (100 warm-up + 20 draws a chain) predicts the full run cannot certify: ")
+    assert "projected" in stopped.failures[0]
+    assert stopped.provenance["pilot"]["go"] is False and stopped.provenance["sampler"]["num_warmup"] == 100
+    assert any("the pilot" in str(w.message) for w in caught)
+    # the pilot is a cached run like any other
+    _, again = first_certified_reference(spec, Phi, y, configs=(hopeless, CONFIG), cache_dir=str(folder))
+    assert again[0].from_cache and again[0].failures == stopped.failures
+    # the last sampler of a chain always runs in full
+    _, alone = first_certified_reference(spec, Phi, y, configs=(hopeless,))
+    assert alone[0].provenance.get("pilot") is None and alone[0].provenance["sampler"]["num_warmup"] == 300
+
+
+def test_a_pilot_that_meets_the_rule_is_the_reference(problem, tmp_path, monkeypatch):
+    """4 chains x 400 pilot draws of this two-coordinate Gaussian certify by themselves
+    (the module's config needs 300 draws a chain): the pilot is the reference."""
+    from zoo.validation import reference as R
+
+    monkeypatch.setattr(R, "PILOT", PilotRule(num_warmup=300, num_samples=400))
+    spec, Phi, y = problem
+    ref, tried = first_certified_reference(spec, Phi, y, configs=(replace(CONFIG, pilot=True), CONFIG),
+                                           cache_dir=str(tmp_path))
+    assert tried == [ref] and ref.certified, ref.failures
+    assert ref.provenance["pilot"]["certified"] is True and ref.provenance["sampler"]["num_samples"] == 400
+
+
+def test_nuts_continuations_in_pieces_are_one_long_run(problem):
+    """NUTS continues its chains in pieces of the first run's length (one compiled program
+    for every piece): the draws are those of one continuation of the whole length."""
+    from zoo.validation.reference import NutsRun
+
+    spec, Phi, y = problem
+    config = ReferenceConfig(num_chains=2, num_warmup=50, num_samples=20, seed=4)
+    pieces, whole = NutsRun(spec, Phi, y, config, False), NutsRun(spec, Phi, y, config, False)
+    whole.chunk = 40
+    for run in (pieces, whole):
+        run.first()
+    (a, a_stats), (b, b_stats) = pieces.more(40), whole.more(40)
+    assert a["mu"].shape == (2, 40, 2)
+    np.testing.assert_array_equal(a["mu"], b["mu"])
+    np.testing.assert_array_equal(a_stats["diverging"], b_stats["diverging"])
 
 
 def test_a_model_with_latents_beyond_its_sites_reads_back_from_the_cache(tmp_path):

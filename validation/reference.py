@@ -19,6 +19,16 @@ divergences; a slice update that exhausts its shrinkage steps counts as a failur
 :func:`first_certified_reference` tries a list of samplers in order and stops at the
 first certified one; the Reference names its sampler in ``provenance["sampler"]``.
 
+A pilot. A NUTS entry of such a list may ask for a pilot (``ReferenceConfig(pilot=True)``):
+before the full run, a short NUTS run (:data:`PILOT`: its warm-up and draws) is checked by
+an explicit rule, :func:`pilot_decision`, for signs that the full run cannot certify -
+divergences, energy or tree-depth failures, chains that disagree, or an effective sample
+size per draw too small to reach the rule's ESS within the run's cap of draws. If it
+predicts failure the full run is skipped and the next sampler is tried at once; the
+pilot's draws stand in the ``tried`` list as an uncertified run whose first failure says
+what the pilot saw. The last sampler of a list always runs in full (a pilot only chooses
+between samplers: a wrong prediction costs time, never the reference).
+
 Results are cached on disk (netCDF draws + provenance JSON, each written atomically)
 under a content hash of the model, its hyper-parameters, the data, the sampler settings,
 the certification rule, a digest of the source code that defines the model and the
@@ -109,6 +119,41 @@ class Certification:
 
 
 CERTIFICATION = Certification()
+
+
+@dataclass(frozen=True)
+class PilotRule:
+    """When a short NUTS pilot predicts that the full NUTS run cannot be certified.
+
+    The pilot is NUTS with the full run's chains, seed, target acceptance and tree depth,
+    but only ``num_warmup`` warm-up iterations and ``num_samples`` draws per chain (no
+    doublings). It predicts failure - and the full run is skipped - when any of these holds
+    (each a check of :data:`CERTIFICATION` that more draws of the same kind cannot mend, or
+    a projection that the run's cap of draws cannot reach it):
+
+    * divergences: more than the rule allows among the pilot's draws. A divergence is a
+      geometry problem of the posterior at the adapted step size; the full run's longer
+      warm-up adapts the same step size to the same geometry;
+    * energy (E-BFMI below the rule's minimum in some chain) or tree depth (more than the
+      rule's fraction of transitions at the maximum depth): the certification's own NUTS
+      checks, which stop its doubling loop too;
+    * R-hat above ``rhat_max``: after the pilot's warm-up the chains still sit in different
+      places (modes, or a scale the sampler crawls along); the certification needs 1.01;
+    * the projected ESS: the smallest bulk or tail ESS of any coordinate per recorded draw,
+      times every draw the full run may make (chains x num_samples x 2^max_doublings),
+      falls short of the rule's ESS by more than the factor ``ess_margin``. The pilot's
+      short warm-up makes its ESS per draw pessimistic, hence the margin.
+
+    Otherwise the full run goes ahead (its draws are its own: the pilot's are discarded).
+    """
+
+    num_warmup: int = 300
+    num_samples: int = 200
+    rhat_max: float = 1.2
+    ess_margin: float = 2.0
+
+
+PILOT = PilotRule()
 RHAT_MAX = CERTIFICATION.rhat_max
 ESS_BULK_MIN = CERTIFICATION.ess_bulk_min
 ESS_TAIL_MIN = CERTIFICATION.ess_tail_min
@@ -222,9 +267,16 @@ class ReferenceConfig:
     # (:class:`ReferenceTimeout`); a run that finishes gives the same draws as without
     # a limit, so the limit is not part of the cache key.
     time_limit: float | None = None
+    # NUTS only: run a short pilot first (:data:`PILOT`) and skip this sampler when the
+    # pilot predicts that it cannot certify (:func:`pilot_decision`). Acted on by
+    # first_certified_reference for every sampler but the last of its list; the full
+    # run's draws do not depend on it, so it is not part of the cache key.
+    pilot: bool = False
 
     def __post_init__(self):
         get_sampler(self.sampler)  # ValueError naming the known ones
+        if self.pilot and self.sampler != "nuts":
+            raise ValueError(f"pilot is a NUTS setting; the {self.sampler} sampler has none")
         if self.chain_method not in ("parallel", "sequential", "vectorized"):
             raise ValueError(
                 f"chain_method must be 'parallel', 'sequential' or 'vectorized'; got {self.chain_method!r}"
@@ -249,6 +301,7 @@ class ReferenceConfig:
         settings = asdict(self)
         settings.pop("chain_method")
         settings.pop("time_limit")
+        settings.pop("pilot")
         if self.sampler != "nuts":
             # the Gibbs samplers: no step size, no trees; one chain per device or one
             # after another give the same draws (each chain has its own key)
@@ -659,6 +712,7 @@ class NutsRun:
             num_chains=config.num_chains, chain_method=self.method, progress_bar=progress,
         )
         self.seed = config.seed
+        self.chunk = int(config.num_samples)
 
     def first(self):
         self.mcmc.run(jax.random.PRNGKey(self.seed), self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
@@ -668,12 +722,25 @@ class NutsRun:
         return {k: draws[k] for k in self.keep}, extra
 
     def more(self, n_more: int):
-        # continue every chain from its last state with the adapted step size and mass
-        # matrix: the new draws extend the same Markov chains
-        self.mcmc.post_warmup_state = self.mcmc.last_state
-        self.mcmc.num_samples = n_more
-        self.mcmc.run(self.mcmc.post_warmup_state.rng_key, self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
-        return self._kept(*_collect(self.mcmc))
+        """The next n_more draws of every chain: continued from its last state with the
+        adapted step size and mass matrix, so the new draws extend the same Markov chains.
+        They are drawn in pieces of the first run's length: NumPyro compiles its loop for
+        every run, and pieces of one length are one program, which JAX's persistent
+        compilation cache (on in the command line) then compiles once. Each piece starts
+        from the last one's state and key, so the draws are those of one long run."""
+        parts = []
+        left = int(n_more)
+        while left > 0:
+            n = min(self.chunk, left)
+            self.mcmc.post_warmup_state = self.mcmc.last_state
+            self.mcmc.num_samples = n
+            self.mcmc.run(self.mcmc.post_warmup_state.rng_key, self.Phi, y=self.y,
+                          extra_fields=tuple(_EXTRA_FIELDS))
+            parts.append(self._kept(*_collect(self.mcmc)))
+            left -= n
+        if len(parts) == 1:
+            return parts[0]
+        return tuple({k: np.concatenate([p[i][k] for p in parts], axis=1) for k in parts[0][i]} for i in (0, 1))
 
     @staticmethod
     def sample_stats(extra):
@@ -875,6 +942,69 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> R
     return reference
 
 
+def pilot_config(config: ReferenceConfig, rule: PilotRule | None = None) -> ReferenceConfig:
+    """The pilot run of a NUTS ``config`` (rule: :data:`PILOT` unless given): its chains,
+    seed and kernel settings, the pilot's warm-up and draws, no doublings (a cache entry of
+    its own)."""
+    rule = PILOT if rule is None else rule
+    return replace(config, num_warmup=rule.num_warmup, num_samples=rule.num_samples, max_doublings=0, pilot=False)
+
+
+def pilot_decision(diagnostics: dict, config: ReferenceConfig, rule: PilotRule | None = None,
+                   certification: Certification = CERTIFICATION) -> dict[str, Any]:
+    """Whether the full NUTS run of ``config`` may certify, judged from a pilot's
+    ``diagnostics`` (a Reference's: rhat_max, ess_bulk_min, ess_tail_min, divergences,
+    n_chains, n_draws, and for NUTS ebfmi_min and treedepth_fraction) by :class:`PilotRule`.
+
+    Returns {"go": bool, "reasons": [one sentence per failed check], the numbers judged,
+    "projected_ess_bulk"/"projected_ess_tail" (ESS per draw times the full run's cap of
+    draws) and "cap_draws"}. A NaN (constant or non-finite draws) fails its check.
+    """
+    rule = PILOT if rule is None else rule
+    d = diagnostics
+    reasons: list[str] = []
+    if d["divergences"] > certification.max_divergences:
+        reasons.append(f"{int(d['divergences'])} divergent transitions (allowed: {certification.max_divergences})")
+    ebfmi, depth = d.get("ebfmi_min"), d.get("treedepth_fraction")
+    if ebfmi is not None and not ebfmi >= certification.ebfmi_min:
+        reasons.append(f"E-BFMI {ebfmi:.3f} < {certification.ebfmi_min}")
+    if depth is not None and not depth <= certification.max_treedepth_fraction:
+        reasons.append(f"{100 * depth:.1f}% of transitions at the maximum tree depth "
+                       f"(allowed: {100 * certification.max_treedepth_fraction:g}%)")
+    if not d["rhat_max"] <= rule.rhat_max:
+        reasons.append(f"R-hat {d['rhat_max']:.3f} > {rule.rhat_max}: the chains disagree after the warm-up")
+    draws = int(d["n_chains"]) * int(d["n_draws"])
+    cap = int(config.num_chains) * int(config.num_samples) * 2 ** int(config.max_doublings)
+
+    def projected(ess):
+        return float(ess) / draws * cap if np.isfinite(ess) else 0.0
+
+    bulk, tail = projected(d["ess_bulk_min"]), projected(d["ess_tail_min"])
+    for label, value, needed in (("bulk", bulk, certification.ess_bulk_min),
+                                 ("tail", tail, certification.ess_tail_min)):
+        if not value * rule.ess_margin >= needed:
+            reasons.append(f"{label} ESS projected to {value:.0f} at the cap of {cap} draws "
+                           f"(needed: {needed:.0f}, margin {rule.ess_margin:g})")
+    return {
+        "go": not reasons, "reasons": reasons,
+        "pilot": {"num_warmup": rule.num_warmup, "num_samples": rule.num_samples},
+        "rule": asdict(rule),
+        **{k: d.get(k) for k in ("rhat_max", "ess_bulk_min", "ess_tail_min", "divergences", "ebfmi_min",
+                                 "treedepth_fraction")},
+        "projected_ess_bulk": bulk, "projected_ess_tail": tail, "cap_draws": cap,
+    }
+
+
+def _stopped_by_pilot(pilot: "Reference", decision: dict) -> "Reference":
+    """The pilot's run as the tried entry of a sampler it stopped: uncertified, the
+    pilot's prediction first among its failures."""
+    rule = decision["pilot"]
+    head = (f"the pilot ({rule['num_warmup']} warm-up + {rule['num_samples']} draws a chain) predicts the full run "
+            "cannot certify: " + "; ".join(decision["reasons"]))
+    return replace(pilot, certified=False, failures=[head] + [f for f in pilot.failures if f != head],
+                   provenance=dict(pilot.provenance, certified=False, pilot=_jsonable(decision)))
+
+
 def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress: bool = False):
     """Try the reference samplers of ``configs`` in order and stop at the first certified.
 
@@ -883,19 +1013,43 @@ def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress
     it). When none certifies, ``reference`` is the run closest to certification (smallest
     worst R-hat) and is *not* certified: callers must say so, never present it as truth.
     Raises :class:`NoReference` when every sampler ran out of time.
+
+    A NUTS config with ``pilot=True`` that is not the last of the list runs its pilot
+    first (:func:`pilot_config`, cached like any run): a pilot that already meets the
+    certification rule is the reference; one that :func:`pilot_decision` says cannot lead
+    to a certified run stands in ``tried`` as uncertified (its ``provenance["pilot"]``
+    holds the decision) and the next sampler is tried; otherwise the full run follows,
+    the decision in its ``provenance["pilot"]``.
     """
     configs = (configs,) if isinstance(configs, ReferenceConfig) else tuple(configs)
     if not configs:
         raise ValueError("no reference sampler configured")
     tried = []
-    for config in configs:
+    for position, config in enumerate(configs):
+        decision = None
         try:
+            if config.pilot and position < len(configs) - 1:
+                pilot = run_reference(spec, Phi, y, config=pilot_config(config), cache_dir=cache_dir,
+                                      progress=progress)
+                decision = dict(pilot_decision(pilot.diagnostics, config), seconds=float(pilot.seconds),
+                                from_cache=bool(pilot.from_cache))
+                if pilot.certified:
+                    ref = replace(pilot, provenance=dict(pilot.provenance, pilot=_jsonable(
+                        dict(decision, go=True, reasons=[], certified=True))))
+                    tried.append(ref)
+                    return ref, tried
+                if not decision["go"]:
+                    tried.append(_stopped_by_pilot(pilot, decision))
+                    warnings.warn(f"reference: {tried[-1].failures[0]}; trying the next sampler")
+                    continue
             ref = run_reference(spec, Phi, y, config=config, cache_dir=cache_dir, progress=progress)
         except ReferenceTimeout as err:
             tried.append(err)
             warnings.warn(f"reference: {err}; trying the next sampler" if config is not configs[-1] else
                           f"reference: {err}")
             continue
+        if decision is not None:
+            ref = replace(ref, provenance=dict(ref.provenance, pilot=_jsonable(decision)))
         tried.append(ref)
         if ref.certified:
             return ref, tried

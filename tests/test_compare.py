@@ -360,13 +360,13 @@ def test_ggsm_probit_rejects_unknown_parameters():
 def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
     from zoo.validation.compare import default_references
 
-    assert default_references("pcvm") == (ReferenceConfig(),)
-    nuts, gibbs = default_references("ggsm-probit")
+    assert default_references("pcvm") == (ReferenceConfig(num_samples=500, max_doublings=3),)
+    gibbs, nuts = default_references("ggsm-probit")
+    assert (gibbs.sampler, gibbs.num_warmup, gibbs.num_samples) == ("slice-gibbs", 500, 1500)
     assert (nuts.sampler, nuts.num_warmup, nuts.num_samples) == ("nuts", 2000, 2500)
-    assert (gibbs.sampler, gibbs.num_warmup, gibbs.num_samples) == ("slice-gibbs", 1000, 2500)
     assert all(r.num_samples == 300 for r in default_references("ggsm-probit", num_samples=300, num_warmup=None))
-    assert default_references("ggsm-probit", num_warmup=None)[0].num_warmup == 2000
-    assert CompareConfig(model="ggsm-probit").reference == (nuts, gibbs)
+    assert default_references("ggsm-probit", num_warmup=None)[1].num_warmup == 2000
+    assert CompareConfig(model="ggsm-probit").reference == (gibbs, nuts)
     # choosing samplers keeps each one's model defaults, in the order given
     only = default_references("ggsm-probit", ("slice-gibbs",))
     assert only == (gibbs,)

@@ -122,13 +122,14 @@ def test_battery_tries_the_models_reference_chain():
     from zoo.validation.reference import ReferenceConfig
 
     settings = D.BatterySettings(reference_draws=300)
-    # PCVM's chain is NUTS alone: the battery's runs are NUTS with the battery's draws
+    # PCVM's chain is NUTS alone: the battery's runs are NUTS with the battery's draws (and
+    # the record's doublings)
     assert D.battery_references("pcvm", settings, 3) == (
-        ReferenceConfig(num_warmup=300, num_samples=300, seed=6),)
-    # GIG's chain is NUTS then PG-Gibbs; the Gibbs sampler keeps its record's settings
-    nuts, pg = D.battery_references("gig-logistic", settings, 0)
+        ReferenceConfig(num_warmup=300, num_samples=300, seed=6, max_doublings=3),)
+    # GIG's chain is PG-Gibbs then NUTS; the Gibbs sampler keeps its record's settings
+    pg, nuts = D.battery_references("gig-logistic", settings, 0)
     assert (nuts.sampler, nuts.num_samples, nuts.target_accept) == ("nuts", 300, 0.95)
-    assert (pg.sampler, pg.num_samples, pg.seed) == ("pg-gibbs", 10000, 0)
+    assert (pg.sampler, pg.num_samples, pg.seed) == ("pg-gibbs", 2000, 0)
     only = D.battery_references("gig-logistic", D.BatterySettings(reference_samplers=["pg-gibbs"]), 0)
     assert [c.sampler for c in only] == ["pg-gibbs"]
 

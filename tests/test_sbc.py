@@ -210,15 +210,20 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
 
 
 def test_a_reference_sampler_runs_in_sbc_as_its_models_chain_sets_it():
-    # GIG's chain: NUTS at target_accept 0.95, PG-Gibbs 1,000 + 10,000 sweeps a chain. In
-    # SBC NUTS takes the settings' draws; a Gibbs sampler keeps its record's length (its
-    # draws are too autocorrelated for 99 thinned ranks from a short run)
+    # GIG's chain: PG-Gibbs 1,000 + 2,000 sweeps a chain with up to three doublings, then
+    # NUTS at target_accept 0.95. In SBC NUTS takes the settings' draws and no doubling; a
+    # Gibbs sampler keeps its record's length and doublings, so it stops at the certificate
+    # (its draws are too autocorrelated for 99 thinned ranks from a short run)
     record = registry.get_model("gig-logistic")
     settings = S.SBCSettings(reference_draws=200)
     pg = S.resolve_engine(record, "pg-gibbs", settings).fit.keywords["reference"]
-    assert (pg.sampler, pg.num_warmup, pg.num_samples, pg.max_doublings) == ("pg-gibbs", 1000, 10000, 0)
+    chain = {r["sampler"]: r for r in record.references}
+    assert (pg.sampler, pg.num_warmup, pg.num_samples, pg.max_doublings) == (
+        "pg-gibbs", chain["pg-gibbs"]["num_warmup"], chain["pg-gibbs"]["num_samples"],
+        chain["pg-gibbs"]["max_doublings"])
+    assert pg.max_doublings > 0
     nuts = S.resolve_engine(record, "nuts", settings).fit.keywords["reference"]
-    assert (nuts.target_accept, nuts.num_warmup, nuts.num_samples) == (0.95, 200, 200)
+    assert (nuts.target_accept, nuts.num_warmup, nuts.num_samples, nuts.max_doublings) == (0.95, 200, 200, 0)
 
 
 def test_a_reference_sampler_is_checked_on_each_model_variant(monkeypatch, tmp_path):

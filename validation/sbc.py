@@ -169,10 +169,16 @@ def _reference_fit(spec, Phi, y, *, config=None, reference=None):
     """A reference sampler under the engine contract (SBC checks our ground truth too).
 
     ``reference``: its ReferenceConfig as the model's reference chain sets it (e.g. GIG's
-    NUTS at target_accept 0.95, PG-Gibbs with 10,000 sweeps a chain; NUTS with the SBC
-    settings' draws; no doubling). A Gibbs sampler keeps its own length: its draws are far
-    more autocorrelated than NUTS's, and SBC ranks among thinned draws are uniform only
-    when those are close to independent. The chains run in the default layout, one per
+    NUTS at target_accept 0.95; PG-Gibbs with 2,000 sweeps a chain and up to three
+    doublings). NUTS runs with the SBC settings' draws and no doubling. A Gibbs sampler
+    keeps its record's first length and doublings and stops at the certificate, as a
+    reference run does: its draws are far more autocorrelated than NUTS's, and SBC ranks
+    among thinned draws are uniform only when those are close to independent - a certified
+    run has a bulk and tail ESS of at least the rule's minimum (400), above the ranked
+    draws (99 by default). The chain length so depends on the data set (on its
+    autocorrelation, not on where the truth lies); a run that never certifies ends at the
+    record's cap and is ranked all the same, so SBC sees the sampler as users get it.
+    The chains run in the default layout, one per
     CPU device: NumPyro compiles its sampling loop once per run in that layout but once
     per chain when the chains run one after another (measured on PCVM's SBC problem: 15 s
     against 50 s a run, the same draws)."""
@@ -236,7 +242,12 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
     if engine in record.sampler_names:
         from .compare import default_references
 
-        reference, = default_references(record.name, (engine,), nuts_draws=settings.reference_draws, max_doublings=0)
+        # NUTS: the settings' draws and no doubling (many short runs). A Gibbs sampler: its
+        # record's first run and doublings, stopping at the certificate, as the model's
+        # chain runs it (see _reference_fit)
+        reference, = default_references(record.name, (engine,), nuts_draws=settings.reference_draws)
+        if reference.sampler == "nuts":
+            reference = replace(reference, max_doublings=0)
         fit = functools.partial(_reference_fit, reference=reference)
         return ResolvedEngine(f"reference:{engine}", fit)
     if ":" in engine:

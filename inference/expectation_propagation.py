@@ -54,9 +54,9 @@ selection uses the parallel one for its many inner runs and then refits the sele
 model sequentially.
 
 Shapes: N data points, M basis columns, D = M + 1 parameters. Internally D is padded up to
-a power of two >= ``_MIN_PADDED_DIM`` (padding coordinates: unit prior precision, no
-data, no active site, hence exactly decoupled) so that basis selection, which changes M
-often, reuses one or two compiled programs.
+a power of two >= ``_MIN_PADDED_DIM`` (beyond 64 a multiple of 64; padding coordinates:
+unit prior precision, no data, no active site, hence exactly decoupled) so that basis
+selection, which changes M often, reuses one or two compiled programs.
 """
 from __future__ import annotations
 
@@ -104,6 +104,8 @@ __all__ = [
 #: the parameter dimension is padded to a power of two >= this: one compiled program
 #: covers every model with up to 15 basis functions (the usual size after selection)
 _MIN_PADDED_DIM = 16
+#: beyond this the padded dimension grows in steps of it (see _padded_dim)
+_PADDING_STEP = 64
 #: the parallel schedule halves its step at most down to this
 _MIN_PARALLEL_STEP = 2.0**-10
 #: the parallel schedule judges its contraction over the last _RATE_WINDOW sweeps, and
@@ -726,9 +728,14 @@ def _compiled(directions, columns, head, max_sweeps: int, parallel: bool):
 # problem assembly and the driver
 # --------------------------------------------------------------------------------------
 def _padded_dim(D: int) -> int:
+    """A power of two >= D (and >= _MIN_PADDED_DIM) up to _PADDING_STEP, beyond that the
+    smallest multiple of _PADDING_STEP: large-N selections keep 100-300 columns, where
+    doubling could waste up to 4x of the O(N D^2) sweep."""
     size = _MIN_PADDED_DIM
-    while size < D:
+    while size < D and size < _PADDING_STEP:
         size *= 2
+    if size < D:
+        size = _PADDING_STEP * -(-int(D) // _PADDING_STEP)
     return size
 
 
@@ -1100,8 +1107,8 @@ def fit_with_selection(
 ) -> tuple[GaussianPosterior, SelectionResult]:
     """EPCVM_EP: sequential basis selection with EP Gaussianization.
 
-    Phi_all: (N, K) candidate columns (e.g. ``pcvm_basis(X, y, width).transform(X)``);
-    y: (N,) labels. As in the paper, the returned model is the visited one with the
+    Phi_all: (N, K) candidate columns (e.g. ``pcvm_basis(X, y, width).transform(X)``), or
+    ``basis_selection.KernelCandidates`` for large N (never formed); y: (N,) labels. As in the paper, the returned model is the visited one with the
     smallest leave-one-out error estimate (the latest among ties), not the last iterate.
 
     selection_ep_config: EP settings of the many runs inside the selection loop (default
@@ -1122,19 +1129,21 @@ def fit_with_selection(
     """
     ep_config = EPConfig() if ep_config is None else ep_config
     selection_ep_config = SELECTION_EP_CONFIG if selection_ep_config is None else selection_ep_config
+    # the counts of each inner run only (a whole state holds N-vectors of sites: kept
+    # for every step, they would grow with N times the number of steps)
     runs: list[EPGaussianizationState] = []
 
     def gaussianize_and_log(spec_active, Phi_active, y_, warm_start):
         g = gaussianize(spec_active, Phi_active, y_, warm_start, config=selection_ep_config)
-        runs.append(g.state)
+        runs.append(g.state._replace(likelihood_sites=None, truncation_sites=None, chol=None))
         return g
 
     def refit_with_paper_settings(selection):
         if ep_config == selection_ep_config:
             return None
-        Phi_checked, y01 = check_design(Phi_all, y, name="Phi_all")
-        return gaussianize(selection.spec, Phi_checked[:, selection.active], y01, selection.posterior,
-                           config=ep_config)
+        Phi_checked, y01 = basis_selection.check_candidates(Phi_all, y)
+        return gaussianize(selection.spec, basis_selection.active_columns(Phi_checked, selection.active), y01,
+                           selection.posterior, config=ep_config)
 
     def ep_details(selection, selected):
         state: EPGaussianizationState = selection.posterior.state

@@ -76,7 +76,8 @@ class LaplaceConfig:
     the Cholesky factorization is retried (H is positive definite in exact arithmetic;
     the jitter only rescues round-off). The jitter actually used is reported in
     ``info.extra``.
-    min_bucket: the number of weight columns is padded to a power of two >= this, so
+    min_bucket: the number of weight columns is padded to a power of two >= this (to a
+    multiple of 64 beyond 64 columns), so
     that models of different sizes share compiled code (16: one compilation covers every
     model with up to 16 basis functions).
     """
@@ -262,11 +263,20 @@ def compile_stats() -> tuple[int, float]:
     return _PROGRAMS.stats()
 
 
+#: above this many weight columns the buckets grow in steps of it instead of doubling
+#: (large-N selections keep 100-300 columns, where a power of two could waste up to 4x
+#: of the O(N P^2) Newton work; zero padding changes no value but round-off)
+_BUCKET_STEP = 64
+
+
 def _bucket(n_weights: int, min_bucket: int) -> int:
-    """Smallest power of two >= n_weights (and >= min_bucket)."""
+    """Smallest power of two >= n_weights (and >= min_bucket) up to _BUCKET_STEP; beyond,
+    the smallest multiple of _BUCKET_STEP >= n_weights."""
     size = max(int(min_bucket), 1)
-    while size < n_weights:
+    while size < n_weights and size < _BUCKET_STEP:
         size *= 2
+    if size < n_weights:
+        size = _BUCKET_STEP * -(-int(n_weights) // _BUCKET_STEP)
     return size
 
 
@@ -477,7 +487,8 @@ def fit_with_selection(
 ) -> tuple[GaussianPosterior, SelectionResult]:
     """EPCVM_Lap: sequential basis selection + Laplace posterior at the selected alpha.
 
-    Phi_all: (N, K) candidate columns (e.g. ``pcvm_basis(X, y, width).transform(X)``).
+    Phi_all: (N, K) candidate columns (e.g. ``pcvm_basis(X, y, width).transform(X)``), or
+    ``basis_selection.KernelCandidates`` for large N (the same columns, never formed).
     Returns (posterior, selection). The posterior is over [b, w_active] with
     ``posterior.spec = selection.spec`` (probit PCVM with the selected alpha); predict
     with ``posterior.predict_proba(Phi_new[:, selection.active])``.

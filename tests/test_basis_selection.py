@@ -294,3 +294,161 @@ def test_select_basis_rejects_columns_that_cannot_start_a_model():
     Phi = -(2 * y[:, None] - 1) * np.ones((len(y), 5))
     with pytest.raises(ValueError, match="positive projection"):
         bs.select_basis(Phi, y, laplace.gaussianize)
+
+
+# --------------------------------------------------------------------------------------
+# Large N: candidates scored in kernel tiles (KernelCandidates), the working set
+# --------------------------------------------------------------------------------------
+def kernel_problem(kind: str, N: int = 90, seed: int = 3):
+    """Inputs, labels, the dense PCVM basis and the same candidates as KernelCandidates
+    with tiles smaller than N. kind: "repeated" (integers in {0, 1, 2}^3: many inputs
+    repeat), "integer" (distinct integer points of {0..4}^3) or "real"."""
+    rng = np.random.default_rng(seed)
+    if kind == "repeated":
+        X = rng.integers(0, 3, size=(N, 3)).astype(float)
+    elif kind == "integer":
+        grid = np.stack(np.meshgrid(*[np.arange(5.0)] * 3, indexing="ij"), -1).reshape(-1, 3)
+        X = grid[rng.choice(len(grid), N, replace=False)]
+    else:
+        X = rng.normal(size=(N, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=N) > np.median(X[:, 0])).astype(float)
+    basis = pcvm_basis(X, y, 1.0)
+    return X, y, basis, basis.transform(X), bs.KernelCandidates.from_basis(basis, X, block_size=32)
+
+
+def kernel_regression(Phi, seed: int = 5):
+    """Targets from three candidate columns plus noise, for regression_gaussianizer."""
+    rng = np.random.default_rng(seed)
+    w = np.zeros(Phi.shape[1])
+    w[[4, 20, 61]] = [1.5, 2.0, 1.0]
+    return 0.2 + Phi @ w + rng.normal(scale=0.3, size=Phi.shape[0]), 1.0 / 0.3**2
+
+
+@pytest.mark.parametrize("kind", ["repeated", "real"])
+def test_kernel_tiles_give_the_dense_products(kind):
+    X, y, basis, Phi, cands = kernel_problem(kind)
+    assert cands.integer == (kind == "repeated") and cands.symmetric
+    if kind == "repeated":  # repeated inputs are scored once
+        assert cands.n_distinct < len(X)
+    rng = np.random.default_rng(0)
+    W, v = rng.normal(size=(len(X), 5)), rng.uniform(size=len(X))
+    U, a = cands.products(W, v)
+    # the same sums in another order: float64 round-off of sums of ~100 terms
+    np.testing.assert_allclose(U, Phi.T @ W, rtol=0, atol=1e-12 * np.abs(Phi.T @ W).max())
+    np.testing.assert_allclose(a, (Phi * Phi).T @ v, rtol=1e-12)
+    # columns are the dense basis's own numbers
+    np.testing.assert_array_equal(cands.columns([0, 17, 89]), Phi[:, [0, 17, 89]])
+    # explicit centres (no symmetry, no deduplication) give the same
+    other = bs.KernelCandidates(X, 1.0, basis.signs[:70], centres=X[:70], block_size=32)
+    U2, a2 = other.products(W, v)
+    np.testing.assert_allclose(U2, Phi[:, :70].T @ W, rtol=0, atol=1e-12 * np.abs(Phi.T @ W).max())
+    np.testing.assert_allclose(a2, (Phi[:, :70] ** 2).T @ v, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["integer", "real"])
+def test_tiled_factors_and_selection_equal_the_dense_ones(kind):
+    """Distinct inputs: with repeated ones, equal columns tie and round-off picks among them."""
+    X, y, basis, Phi, cands = kernel_problem(kind)
+    assert cands.integer == (kind == "integer")
+    t, beta = kernel_regression(Phi)
+    gauss = regression_gaussianizer(t, beta)
+    dense = bs.select_basis(Phi, y, gauss)
+    tiled = bs.select_basis(cands, y, gauss)
+    assert dense.converged and tiled.converged and dense.n_iter > 3
+    np.testing.assert_array_equal(tiled.active, dense.active)
+    assert tiled.n_iter == dense.n_iter
+    assert [h["action"] for h in tiled.history] == [h["action"] for h in dense.history]
+    np.testing.assert_allclose(tiled.alpha, dense.alpha, rtol=1e-8)
+    # S, Q at the final state, with per-weight sites as Laplace and EP pass them
+    g = dense.posterior
+    M = len(dense.active)
+    d = np.r_[0.0, np.linspace(0.5, 1.5, M)]
+    h = np.r_[0.0, np.linspace(-0.3, 0.4, M)]
+    design = np.c_[np.ones(len(y)), Phi[:, dense.active]]
+    mean, cov = gaussian_posterior(design, t, g.noise_precision, np.r_[dense.alpha_bias, dense.alpha], d, h)
+    g = bs.Gaussianized(mean, cov, g.noise_precision, t, 0.0, d, h)
+    f_dense = bs.sparsity_quality_factors(g, Phi, dense.active, dense.alpha, dense.alpha_bias)
+    f_tiled = bs.sparsity_quality_factors(g, cands, dense.active, dense.alpha, dense.alpha_bias)
+    # S = phi^T B phi - c^T cov c cancels: round-off relative to the larger of its terms
+    scale = np.max((Phi * Phi).T @ g.noise_precision)
+    np.testing.assert_allclose(f_tiled.s, f_dense.s, rtol=0, atol=1e-11 * scale)
+    np.testing.assert_allclose(f_tiled.q, f_dense.q, rtol=0, atol=1e-11 * np.abs(f_dense.q).max())
+    assert (f_tiled.s_bias, f_tiled.q_bias) == (f_dense.s_bias, f_dense.q_bias)
+
+
+def test_tiled_scoring_never_forms_an_n_by_n_array(monkeypatch):
+    """Structural memory check with tiles smaller than N: every kernel tile is at most
+    block x block, only active columns are ever formed whole, and no numpy allocation
+    reaches the size of one N x N array."""
+    import tracemalloc
+
+    X, y, basis, Phi, cands = kernel_problem("real", N=400)
+    t, beta = kernel_regression(Phi)
+    N = len(y)
+
+    def gauss(spec, Phi_active, y_, warm_start):  # exact regression, no N x N evidence
+        design = np.c_[np.ones(N), Phi_active]
+        prior = np.r_[spec.alpha_bias, np.asarray(spec.alpha_vector(Phi_active.shape[1]))]
+        mean, cov = gaussian_posterior(design, t, np.full(N, beta), prior)
+        return bs.Gaussianized(mean, cov, np.full(N, beta), t, 0.0)
+
+    formed = []
+    columns = cands.columns
+    monkeypatch.setattr(cands, "columns", lambda idx: formed.append(len(np.atleast_1d(idx))) or columns(idx))
+    bs.select_basis(cands, y, gauss)  # compiles the tile programs outside the trace
+    formed.clear()
+    tracemalloc.start()
+    res = bs.select_basis(cands, y, gauss)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert res.converged and res.n_iter > 3
+    assert cands.largest_tile == (32, 32)
+    assert max(formed) <= max(h["n_active"] for h in res.history)  # active columns only
+    assert peak < N * N * 8 / 2, peak
+
+
+def test_working_set_stops_only_where_the_full_scan_finds_nothing_to_do():
+    X, y, basis, Phi, cands = kernel_problem("repeated")
+    t, beta = kernel_regression(Phi)
+    config = bs.SelectionConfig(scan="working-set", working_set_size=6, refresh_every=3, audit=True)
+    res = bs.select_basis(cands, y, regression_gaussianizer(t, beta), config=config)
+    assert res.converged, res.reason
+    kinds = [k for k, _, _ in res.scans]
+    assert set(kinds) == {"full", "working-set"} and kinds[0] == kinds[-1] == "full"
+    assert all(n <= 6 + 2 for k, _, n in res.scans if k == "working-set")  # the set, plus deleted columns
+    # the returned state is a fixed point of the paper's rule over all candidates
+    f = bs.sparsity_quality_factors(res.posterior, Phi, res.active, res.alpha, res.alpha_bias)
+    action, _ = bs._choose_action(f, res.active, res.alpha, res.alpha_bias, config, Phi.shape[1])
+    assert action is None
+    audited = [h for h in res.history if h.get("scan") == "working-set"]
+    assert audited and all(isinstance(h["audit_same_action"], bool) for h in audited)
+
+
+def test_laplace_selection_on_kernel_candidates_matches_the_dense_path(ripley_fit):
+    """EPCVM_Lap on Ripley: tiles of 64 (N = 250) select the same basis as the dense
+    candidate matrix of ripley_fit."""
+    _, dense, _ = ripley_fit
+    X, y = ripley()
+    X = (X - X.mean(0)) / X.std(0)
+    cands = bs.KernelCandidates.from_basis(pcvm_basis(X, y, 1.0), X, block_size=64)
+    _, tiled = laplace.fit_with_selection(cands, y)
+    np.testing.assert_array_equal(tiled.active, dense.active)
+    assert tiled.n_iter == dense.n_iter
+    np.testing.assert_allclose(tiled.alpha, dense.alpha, rtol=1e-6)
+    assert cands.largest_tile == (64, 64)
+
+
+def test_kernel_candidates_and_scan_settings_reject_bad_input():
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    with pytest.raises(ValueError, match="width"):
+        bs.KernelCandidates(X, 0.0)
+    with pytest.raises(ValueError, match="signs"):
+        bs.KernelCandidates(X, 1.0, signs=np.ones(9))
+    with pytest.raises(ValueError, match="block_size"):
+        bs.KernelCandidates(X, 1.0, block_size=0)
+    with pytest.raises(ValueError, match="scan"):
+        bs.SelectionConfig(scan="random")
+    with pytest.raises(ValueError, match="working_set_size"):
+        bs.SelectionConfig(working_set_size=0)
+    with pytest.raises(ValueError, match="labels"):
+        bs.select_basis(bs.KernelCandidates(X, 1.0), np.ones(9), laplace.gaussianize)

@@ -362,7 +362,7 @@ def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
 
     assert default_references("pcvm") == (ReferenceConfig(num_samples=500, max_doublings=3),)
     gibbs, nuts = default_references("ggsm-probit")
-    assert (gibbs.sampler, gibbs.num_warmup, gibbs.num_samples) == ("slice-gibbs", 500, 1500)
+    assert (gibbs.sampler, gibbs.num_warmup, gibbs.num_samples) == ("slice-gibbs", 1000, 1500)
     assert (nuts.sampler, nuts.num_warmup, nuts.num_samples) == ("nuts", 2000, 2500)
     assert all(r.num_samples == 300 for r in default_references("ggsm-probit", num_samples=300, num_warmup=None))
     assert default_references("ggsm-probit", num_warmup=None)[1].num_warmup == 2000

@@ -6,7 +6,7 @@ case of a model, as ratios taken in one run (never asserted in tests).
         --out benchmarks/results/engine_speed_ggsm_q1.json
 
 The reference runs fresh (no cache) with the model's default sampler chain (PCVM: NUTS;
-GGSM probit: NUTS, then slice-Gibbs if NUTS does not certify; the sampler used is
+GGSM probit: slice-Gibbs, then NUTS if slice-Gibbs does not certify; the sampler used is
 recorded); its warm time is its wall time minus JAX's own tracing/compilation time. Each engine is called once to compile, then
 ``--repeats`` times; the median warm time is used. The paper's Fig. 2 ordering is
 Laplace fastest, EP next, HMC slowest.

@@ -103,3 +103,20 @@ def run_compiled(cache: CompiledPrograms, jitted, *args) -> tuple[Any, float, fl
     start = time.perf_counter()
     out = jax.block_until_ready(executable(*args))
     return out, time.perf_counter() - start, compile_seconds
+
+
+#: padded sizes grow in steps of this beyond it instead of doubling: large-N selections
+#: keep 100-300 columns, where a power of two could waste up to 4x of an O(N P^2) step
+PADDING_STEP = 64
+
+
+def padded_size(n: int, minimum: int = 1, step: int = PADDING_STEP) -> int:
+    """The size a dimension of n is padded to so that nearby sizes share one compiled
+    program: the smallest power of two >= n (and >= minimum) up to ``step``, beyond that
+    the smallest multiple of ``step`` >= n. Zero padding changes no value but round-off."""
+    size = max(int(minimum), 1)
+    while size < n and size < step:
+        size *= 2
+    if size < n:
+        size = step * -(-int(n) // step)
+    return size

@@ -77,7 +77,7 @@ from ..models.special import inverse_mills_ratio
 from . import basis_selection
 from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart
 from .posterior import FitInfo, GaussianPosterior
-from .compile_cache import CompiledPrograms
+from .compile_cache import CompiledPrograms, padded_size
 from .linalg import lower_triangular_inverse
 from .contracts import EndToEndFit
 
@@ -104,8 +104,6 @@ __all__ = [
 #: the parameter dimension is padded to a power of two >= this: one compiled program
 #: covers every model with up to 15 basis functions (the usual size after selection)
 _MIN_PADDED_DIM = 16
-#: beyond this the padded dimension grows in steps of it (see _padded_dim)
-_PADDING_STEP = 64
 #: the parallel schedule halves its step at most down to this
 _MIN_PARALLEL_STEP = 2.0**-10
 #: the parallel schedule judges its contraction over the last _RATE_WINDOW sweeps, and
@@ -728,15 +726,8 @@ def _compiled(directions, columns, head, max_sweeps: int, parallel: bool):
 # problem assembly and the driver
 # --------------------------------------------------------------------------------------
 def _padded_dim(D: int) -> int:
-    """A power of two >= D (and >= _MIN_PADDED_DIM) up to _PADDING_STEP, beyond that the
-    smallest multiple of _PADDING_STEP: large-N selections keep 100-300 columns, where
-    doubling could waste up to 4x of the O(N D^2) sweep."""
-    size = _MIN_PADDED_DIM
-    while size < D and size < _PADDING_STEP:
-        size *= 2
-    if size < D:
-        size = _PADDING_STEP * -(-int(D) // _PADDING_STEP)
-    return size
+    """The padded parameter dimension (compile_cache.padded_size, at least _MIN_PADDED_DIM)."""
+    return padded_size(D, _MIN_PADDED_DIM)
 
 
 def _alpha_vector(spec: PCVM, M: int) -> np.ndarray:

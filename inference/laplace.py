@@ -56,7 +56,7 @@ from ..models.checks import check_design, check_spec
 from . import basis_selection
 from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart
 from .posterior import FitInfo, GaussianPosterior
-from .compile_cache import CompiledPrograms
+from .compile_cache import CompiledPrograms, padded_size
 from .linalg import lower_triangular_inverse
 from .contracts import EndToEndFit
 
@@ -263,21 +263,9 @@ def compile_stats() -> tuple[int, float]:
     return _PROGRAMS.stats()
 
 
-#: above this many weight columns the buckets grow in steps of it instead of doubling
-#: (large-N selections keep 100-300 columns, where a power of two could waste up to 4x
-#: of the O(N P^2) Newton work; zero padding changes no value but round-off)
-_BUCKET_STEP = 64
-
-
 def _bucket(n_weights: int, min_bucket: int) -> int:
-    """Smallest power of two >= n_weights (and >= min_bucket) up to _BUCKET_STEP; beyond,
-    the smallest multiple of _BUCKET_STEP >= n_weights."""
-    size = max(int(min_bucket), 1)
-    while size < n_weights and size < _BUCKET_STEP:
-        size *= 2
-    if size < n_weights:
-        size = _BUCKET_STEP * -(-int(n_weights) // _BUCKET_STEP)
-    return size
+    """The padded number of weight columns (compile_cache.padded_size)."""
+    return padded_size(n_weights, min_bucket)
 
 
 def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: float,

@@ -10,6 +10,7 @@ without the raw ranks) and prints the README's table.
     python benchmarks/sbc_all.py --only engines        # engines only (the samplers take longest)
     python benchmarks/sbc_all.py --only samplers --workers 2   # on a Dask LocalCluster
     python benchmarks/sbc_all.py --models ggsm-probit --names slice-gibbs --seed 1   # another seed
+    python benchmarks/sbc_all.py --pool --models ggsm-probit --names slice-gibbs   # seeds pooled
 
 Rows already in the results file for other (model, engine, seed) triples are kept, so the
 two halves, and further seeds, can run separately.
@@ -38,6 +39,8 @@ def main(argv=None) -> None:
                         help="Dask LocalCluster worker processes for the simulations (1: no cluster)")
     parser.add_argument("--out", default="zoo-sbc-benchmark", help="where simulations and figures are kept")
     parser.add_argument("--results", default=os.path.join(os.path.dirname(__file__), "results", "sbc_all.json"))
+    parser.add_argument("--pool", action="store_true",
+                        help="run nothing: test the stored simulations of every seed of each (model, engine) pooled")
     args = parser.parse_args(argv)
     settings = SBCSettings(n_sims=args.sims, seed=args.seed)
     only = set(filter(None, args.names.split(",")))
@@ -45,6 +48,12 @@ def main(argv=None) -> None:
     if os.path.exists(args.results):
         with open(args.results) as fh:
             rows = json.load(fh)["rows"]
+    if args.pool:
+        for model in args.models.split(","):
+            for engine in sorted({r["engine"] for r in rows if r["model"] == model}):
+                if not only or engine.split(":", 1)[-1] in only:
+                    print(pooled([r for r in rows if (r["model"], r["engine"]) == (model, engine)]))
+        return
     executor = client = cluster = None
     if args.workers > 1:
         from distributed import Client, LocalCluster
@@ -73,6 +82,48 @@ def main(argv=None) -> None:
         client.close()
         cluster.close()
     print(table(rows))
+
+
+def pooled(rows) -> str:
+    """One (model, engine)'s runs at several seeds pooled into one uniformity test: the
+    seeds' simulations are independent draws of the same problem, so together they are a
+    run of their summed size (a defect that flags runs of 100 consistently shows here with
+    more power; chance flags at single seeds do not add up). Reads each run's stored
+    simulations from the folder its row names."""
+    import numpy as np
+
+    from zoo.validation.sbc import describe_failure, quantity_names, problem_for, uniformity
+
+    ranks, used, missing, n_draws = [], [], [], set()
+    for r in sorted(rows, key=_seed):
+        folder = r.get("folder")
+        if not folder or not os.path.isdir(folder):
+            missing.append(_seed(r))
+            continue
+        sims = []
+        for fn in sorted(os.listdir(folder)):
+            if fn.endswith(".json"):
+                with open(os.path.join(folder, fn)) as fh:
+                    sims.append(json.load(fh))
+        ok = [s for s in sims if s["status"] == "ok"]
+        ranks += [s["ranks"] for s in ok]
+        n_draws.update(s["n_draws"] for s in ok)
+        used.append(f"seed {_seed(r)} ({len(ok)} ok, {r['status']})")
+    head = f"{rows[0]['model']} / {rows[0]['engine']} pooled over " + (", ".join(used) or "no stored run")
+    if missing:
+        head += f"; simulations not on this machine for seeds {missing}"
+    if len(ranks) < 10 or len(n_draws) != 1:
+        return head + ": too few simulations to test, or runs of different numbers of draws"
+    problem = problem_for(registry.get_model(rows[0]["model"]))
+    names = quantity_names(problem.spec, problem.Phi, problem.Phi_new)
+    R = np.asarray(ranks)
+    test = uniformity(R, n_draws.pop(), names=names)
+    lines = [head + f": {test['status']} over {len(R)} simulations"
+             + ("" if test["status"] == "calibrated" else " - " + "; ".join(describe_failure(q) for q in test["worst"]))]
+    lines += [f"  {q['name']}: {100 * q['share_below_half']:.0f}% below the median, "
+              f"{100 * q['share_in_outer_tenths']:.0f}% in the outer tenths, excess {q['excess']:+.2f}"
+              for q in test["quantities"]]
+    return "\n".join(lines)
 
 
 def _seed(row) -> int:

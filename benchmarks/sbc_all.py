@@ -89,40 +89,34 @@ def pooled(rows) -> str:
     seeds' simulations are independent draws of the same problem, so together they are a
     run of their summed size (a defect that flags runs of 100 consistently shows here with
     more power; chance flags at single seeds do not add up). Reads each run's stored
-    simulations from the folder its row names."""
-    import numpy as np
+    simulations from the folder its row names and judges them with SBC's own ``summarize``."""
+    from zoo.validation.sbc import problem_for, quantity_names, summarize
 
-    from zoo.validation.sbc import describe_failure, quantity_names, problem_for, uniformity
-
-    ranks, used, missing, n_draws = [], [], [], set()
+    sims, used, missing = [], [], []
     for r in sorted(rows, key=_seed):
         folder = r.get("folder")
         if not folder or not os.path.isdir(folder):
             missing.append(_seed(r))
             continue
-        sims = []
+        run = []
         for fn in sorted(os.listdir(folder)):
             if fn.endswith(".json"):
                 with open(os.path.join(folder, fn)) as fh:
-                    sims.append(json.load(fh))
-        ok = [s for s in sims if s["status"] == "ok"]
-        ranks += [s["ranks"] for s in ok]
-        n_draws.update(s["n_draws"] for s in ok)
-        used.append(f"seed {_seed(r)} ({len(ok)} ok, {r['status']})")
+                    run.append(json.load(fh))
+        sims += run
+        used.append(f"seed {_seed(r)} ({len(run)} simulations, {r['status']})")
     head = f"{rows[0]['model']} / {rows[0]['engine']} pooled over " + (", ".join(used) or "no stored run")
     if missing:
         head += f"; simulations not on this machine for seeds {missing}"
-    if len(ranks) < 10 or len(n_draws) != 1:
-        return head + ": too few simulations to test, or runs of different numbers of draws"
+    if not sims:
+        return head
     problem = problem_for(registry.get_model(rows[0]["model"]))
-    names = quantity_names(problem.spec, problem.Phi, problem.Phi_new)
-    R = np.asarray(ranks)
-    test = uniformity(R, n_draws.pop(), names=names)
-    lines = [head + f": {test['status']} over {len(R)} simulations"
-             + ("" if test["status"] == "calibrated" else " - " + "; ".join(describe_failure(q) for q in test["worst"]))]
+    spec = problem.variants.get(rows[0].get("variant"), problem.spec)
+    summary = summarize(sims, quantity_names(spec, problem.Phi, problem.Phi_new), SBCSettings(n_sims=len(sims)))
+    lines = [f"{head}: {summary['reason']}"]
     lines += [f"  {q['name']}: {100 * q['share_below_half']:.0f}% below the median, "
               f"{100 * q['share_in_outer_tenths']:.0f}% in the outer tenths, excess {q['excess']:+.2f}"
-              for q in test["quantities"]]
+              for q in summary.get("uniformity", {}).get("quantities", [])]
     return "\n".join(lines)
 
 

@@ -65,6 +65,8 @@ DEFAULT_OUT = os.path.join(HERE, "results", "epcvm_scaling")
 SIZES = (1000, 2000, 4000, 8000, 16000, 30956)
 ENGINES = ("laplace", "ep")
 SCANS = ("full", "working-set")
+#: SelectionConfig.reestimate: the paper's single re-estimates, or batches of them
+REESTIMATES = ("single", "batch")
 SEED = 20260518
 CV_POINTS = 1000
 #: sqrt(2) steps around the median distance of a1a's inputs (about 3.6)
@@ -181,7 +183,8 @@ def _count_compile_cpu() -> dict:
     return counter
 
 
-def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False) -> dict:
+def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False,
+             reestimate: str = "single") -> dict:
     import zoo  # noqa: F401
     from zoo.inference import basis_selection as bs
     from zoo.inference import expectation_propagation as ep
@@ -192,9 +195,9 @@ def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False) 
     X, y = X_pool[:N], y_pool[:N]
     basis = pcvm_basis(X, y, width)
     cands = bs.KernelCandidates.from_basis(basis, X, block_size=BLOCK_SIZE)
-    config = bs.SelectionConfig(scan=scan, audit=audit, max_iter=MAX_ITER,
+    config = bs.SelectionConfig(scan=scan, audit=audit, max_iter=MAX_ITER, reestimate=reestimate,
                                 **(WORKING_SET if scan == "working-set" else {}))
-    _log_progress(laplace if engine == "laplace" else ep, f"{engine} {scan} N={N}")
+    _log_progress(laplace if engine == "laplace" else ep, f"{engine} {scan} {reestimate} N={N}")
     compile_cpu = _count_compile_cpu()
     rate_before = dgemm_rate()
     compile_cpu_before = compile_cpu["cpu"]
@@ -218,7 +221,7 @@ def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False) 
     floor_paper = paper_floor_flops(N, N, selection)
     floor_own = own_floor_flops(N, selection)
     cell = {
-        "engine": engine, "scan": scan, "n": N, "width": width, "audit": audit,
+        "engine": engine, "scan": scan, "reestimate": reestimate, "n": N, "width": width, "audit": audit,
         "working_set": WORKING_SET if scan == "working-set" else None, "block_size": BLOCK_SIZE,
         "max_iter": MAX_ITER,
         "distinct_inputs": cands.n_distinct, "integer_path": cands.integer,
@@ -233,7 +236,11 @@ def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False) 
         "log_evidence": float(posterior.info.extra["log_evidence"]),
         "test_error": float(np.mean((p > 0.5) != (y_test == 1))),
         "active": [int(k) for k in selection.active],
-        "actions": {a: sum(h["action"] == a for h in selection.history) for a in ("add", "reestimate", "delete", "bias")},
+        "actions": {a: sum(h["action"] == a for h in selection.history) for a in ("add", "reestimate", "delete", "bias", "batch")},
+        # re-estimates applied: the single ones plus every member of a kept batch
+        "alphas_reestimated": sum(1 if h["action"] in ("reestimate", "bias") else len(h.get("indices", ()))
+                                  for h in selection.history),
+        "batches_tried": sum("batch_size" in h for h in selection.history),
         "timings": {k: float(v) for k, v in selection.timings.items()},
         "kernel_entries": int(cands.kernel_entries),
         "largest_tile": list(cands.largest_tile),
@@ -316,6 +323,12 @@ def hyper_cell() -> dict:
 # --------------------------------------------------------------------------------------
 # the parent: cells in fresh subprocesses
 # --------------------------------------------------------------------------------------
+def fit_cell_name(engine: str, scan: str, N: int, reestimate: str = "single") -> str:
+    """The single-re-estimate cells keep the names they had before batches existed."""
+    rule = "" if reestimate == "single" else f"{reestimate}--"
+    return f"{engine}--{scan}--{rule}{N}"
+
+
 def cell_path(out: str, name: str) -> str:
     return os.path.join(out, "cells", f"{name}.json")
 
@@ -352,7 +365,7 @@ def child_main(name: str, rest: list[str], out: str) -> None:
         cell = svc_cell(int(rest[0]), float(rest[1]), float(rest[2]))
     else:
         engine, scan, N, width, audit = rest[0], rest[1], int(rest[2]), float(rest[3]), rest[4] == "1"
-        cell = fit_cell(engine, scan, N, width, audit)
+        cell = fit_cell(engine, scan, N, width, audit, rest[5] if len(rest) > 5 else "single")
     cell["date"] = _dt.datetime.now().isoformat(timespec="seconds")
     cell["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "node": platform.node()}
     write_json_atomic(cell, cell_path(out, name))
@@ -366,6 +379,11 @@ def _slope(ns, secs) -> float | None:
 
 def _f(v, spec=".1f") -> str:
     return "-" if v is None else format(v, spec)
+
+
+def _rule(cell: dict) -> str:
+    """A cell's re-estimation rule (cells from before the rule existed are 'single')."""
+    return cell.get("reestimate", "single")
 
 
 def report(out: str) -> None:
@@ -394,20 +412,25 @@ def report(out: str) -> None:
                   + ", ".join(f"{w}: {e:.3f}" for w, e in hyper["cv_error"].items())
                   + f"; median distance {hyper['median_distance']:.2f}); SVC C = {hyper['svc_C']} (CV: "
                   + ", ".join(f"{c}: {e:.3f}" for c, e in hyper["svc_cv_error"].items()) + ").", ""]
-    lines += ["| engine | scan | N | wall s | CPU s (warm) | compile s | M | steps | full scans | conv | "
-              "log ev | test err | peak MB (before fit) | Gauss. s | full-scan s | working-set s | "
-              "floor (paper) s | ratio | floor (own) s | ratio (own) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in sorted(fits, key=lambda c: (c["engine"], c["scan"], c["n"])):
+    lines += ["| engine | scan | re-estimates | N | wall s | CPU s (warm) | compile s | M | steps (batches) | "
+              "full scans | conv | log ev | test err | peak MB (before fit) | Gauss. s | full-scan s | "
+              "working-set s | floor (paper) s | ratio | floor (own) s | ratio (own) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(fits, key=lambda c: (c["engine"], c["scan"], _rule(c), c["n"])):
         t = c["timings"]
+        batches = c["actions"].get("batch", 0)
         lines.append(
-            f"| {c['engine']} | {c['scan']} | {c['n']} | {c['wall_seconds']:.0f} | {c['warm_cpu_seconds']:.0f} | "
-            f"{c['compile_seconds']:.0f} | {c['m']} | {c['steps']} | {c['full_scans']} | "
+            f"| {c['engine']} | {c['scan']} | {_rule(c)} | {c['n']} | {c['wall_seconds']:.0f} | "
+            f"{c['warm_cpu_seconds']:.0f} | {c['compile_seconds']:.0f} | {c['m']} | {c['steps']}"
+            f"{f' ({batches})' if _rule(c) == 'batch' else ''} | {c['full_scans']} | "
             f"{'yes' if c['converged'] else 'no'} | {c['log_evidence']:.1f} | {c['test_error']:.4f} | "
             f"{c['peak_mb']:.0f} ({c['peak_mb_before_fit']:.0f}) | {t.get('gaussianize', 0):.0f} | "
             f"{t.get('full_scan', 0):.0f} | {t.get('working_set', 0):.0f} | {c['floor_paper_seconds']:.1f} | "
             f"{c['ratio_paper_floor']:.2f} | {c['floor_own_seconds']:.1f} | {c['ratio_own_floor']:.2f} |")
-    lines += ["", "Part times (Gauss., full-scan, working-set) are wall seconds. Floors: flops / the float64 "
+    lines += ["", "Re-estimates: 'single' is the paper's rule (one alpha per step); 'batch' "
+              "(SelectionConfig.reestimate, not the paper's) re-estimates every alpha the rules allow "
+              "in one step when a re-estimate is the best action; steps (batches) counts the kept batches. "
+              "Part times (Gauss., full-scan, working-set) are wall seconds. Floors: flops / the float64 "
               "GEMM rate measured in the same process (CPU seconds); ratio = warm CPU s / floor s. "
               "'paper': 2 N K (M_t + 2) at every step of this path (what scoring every candidate needs); "
               "'own': the products of the scans actually run. Warm CPU s = CPU s - CPU s spent compiling; "
@@ -431,7 +454,8 @@ def report(out: str) -> None:
     slopes = {}
     series = {}
     for c in fits:
-        series.setdefault(f"{c['engine']} {c['scan']}", []).append((c["n"], c["warm_cpu_seconds"]))
+        name = f"{c['engine']} {c['scan']}" + ("" if _rule(c) == "single" else f" {_rule(c)}")
+        series.setdefault(name, []).append((c["n"], c["warm_cpu_seconds"]))
     if svcs:
         series["SVC"] = [(c["n"], c["cpu_seconds"]) for c in svcs]
     for name, pts in series.items():
@@ -472,6 +496,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--scans", default=",".join(SCANS))
+    ap.add_argument("--reestimate", default="single",
+                    help="comma list of SelectionConfig.reestimate rules (single: the paper's; batch)")
     ap.add_argument("--max-full-n", type=int, default=30956, help="largest N fitted with scan=full")
     ap.add_argument("--audit-sizes", default="2000", help="N of the audit cells (empty: none)")
     ap.add_argument("--svc", action=argparse.BooleanOptionalAction, default=True)
@@ -488,7 +514,9 @@ def main(argv=None) -> None:
         sizes = [int(s) for s in args.sizes.split(",") if s]
         engines = [e for e in args.engines.split(",") if e]
         scans = [s for s in args.scans.split(",") if s]
-        bad = [e for e in engines if e not in ENGINES] + [s for s in scans if s not in SCANS]
+        rules = [r for r in args.reestimate.split(",") if r]
+        bad = ([e for e in engines if e not in ENGINES] + [s for s in scans if s not in SCANS]
+               + [r for r in rules if r not in REESTIMATES])
         if bad or any(not 1 <= n <= 30956 for n in sizes):
             raise SystemExit(f"unknown engines/scans {bad} or sizes outside 1..30956: {sizes}")
         hyper = run_child(args.out, "hyper", [], None, args.redo)
@@ -498,8 +526,9 @@ def main(argv=None) -> None:
                 for scan in scans:
                     if scan == "full" and n > args.max_full_n:
                         continue
-                    run_child(args.out, f"{engine}--{scan}--{n}", [engine, scan, str(n), str(width), "0"],
-                              args.timeout, args.redo)
+                    for rule in rules:
+                        run_child(args.out, fit_cell_name(engine, scan, n, rule),
+                                  [engine, scan, str(n), str(width), "0", rule], args.timeout, args.redo)
             if args.svc:
                 run_child(args.out, f"svc--{n}", [str(n), str(width), str(hyper["svc_C"])], args.svc_timeout, args.redo)
             if str(n) in args.audit_sizes.split(","):

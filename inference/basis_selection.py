@@ -91,7 +91,9 @@ the RBF candidate columns never formed whole - every step recomputes the kernel 
 (B and t_hat change at every point after each re-fit, so no product of an earlier step
 stays valid), memory O(N M + block^2) instead of O(N K). ``SelectionConfig(scan=
 "working-set")`` scores all K candidates only now and then (a stated deviation from the
-paper; convergence is still certified by a full scan).
+paper; convergence is still certified by a full scan), and ``reestimate="batch"`` applies
+every allowed re-estimate in one step (another; kept only when it ends at least as high
+as the paper's single step).
 """
 from __future__ import annotations
 

@@ -380,6 +380,24 @@ def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
 # --------------------------------------------------------------------------------------
 # GIG-hierarchical logistic regression through the same pipeline
 # --------------------------------------------------------------------------------------
+def test_forest_plot_keeps_the_coordinates_furthest_from_the_reference():
+    """At most FOREST_MAX_COORDS rows: scalars stay, a vector keeps the coordinates where
+    some posterior's mean is furthest from the reference's (in reference sds)."""
+    import arviz as az
+
+    rng = np.random.default_rng(0)
+    shift = np.zeros(100)
+    shift[[7, 60]] = [3.0, -4.0]
+    ref = az.from_dict(posterior={"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100))})
+    far = az.from_dict(posterior={"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100)) + shift})
+    near = az.from_dict(posterior={"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100))})
+    coords, shown, total = arviz_adapter.forest_coords({"reference": ref, "near": near, "far": far}, ["b", "w"], 5)
+    assert (shown, total) == (5, 101)
+    kept = [int(i) for i in coords["w_dim_0"]]
+    assert len(kept) == 4 and {7, 60} <= set(kept) and kept == sorted(kept)
+    assert arviz_adapter.forest_coords({"reference": ref, "far": far}, ["b", "w"], 101) == (None, 101, 101)
+
+
 def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     """The GIG default (Horii's synthetic design, no bias, proper hyper-prior) through the
     pipeline with a short NUTS run (certification not asserted, only reported). The
@@ -399,6 +417,7 @@ def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     _assert_rows_are_what_the_posteriors_say(comp)
     text = open(write_report(comp, str(tmp_path / "gig"))["report"]).read()
     _assert_report_states_the_certificate(text, res)
+    assert "The forest plot shows 30 of the 100 coordinates" in text
 
 
 def test_gig_logistic_rejects_unknown_parameters():

@@ -57,6 +57,7 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     os.makedirs(out_dir, exist_ok=True)
     res = comp.results
     files: dict[str, str] = {}
+    forest_note = None
     const = _constant_data(comp)
 
     # netCDF: the reference and each approximation, with the data they were fitted on
@@ -85,10 +86,14 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     # figures: each one shows the reference's draws
     if comp.reference is not None:
         files["forest"] = os.path.join(out_dir, "forest.png")
-        arviz_adapter.plot_forest(
-            idatas, [s.name for s in comp.reference.posterior.sites], files["forest"],
-            colors=[_color(k) for k in idatas],
-        )
+        sites = [s.name for s in comp.reference.posterior.sites]
+        coords, shown, total = arviz_adapter.forest_coords(idatas, sites)
+        arviz_adapter.plot_forest(idatas, sites, files["forest"], colors=[_color(k) for k in idatas],
+                                  coords=coords)
+        forest_note = (None if coords is None else
+                       f"The forest plot shows {shown} of the {total} coordinates: those where an engine's "
+                       "mean is furthest from the reference's, in reference sds (every coordinate is in "
+                       "the tables and the netCDF files).")
         files["probabilities"] = os.path.join(out_dir, "probabilities.png")
         _plot_probabilities(comp, files["probabilities"])
         files["weights"] = os.path.join(out_dir, "weight_metrics.png")
@@ -106,7 +111,8 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     files["results"] = os.path.join(out_dir, "results.json")
     write_json_atomic(res, files["results"])
     files["report"] = os.path.join(out_dir, "report.md")
-    write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions))
+    write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions,
+                                                       forest_note if comp.reference is not None else None))
     return files
 
 
@@ -331,7 +337,7 @@ def _variant_reference_lines(res: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
-                    captions: dict[str, str] | None = None) -> str:
+                    captions: dict[str, str] | None = None, forest_note: str | None = None) -> str:
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
     no_reference = reference_ran_out_of_time(res["reference"])
     lines = [
@@ -448,6 +454,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
         lines.append("None: every figure shows the engines beside the reference's draws.")
     else:
         lines += [
+            *([forest_note, ""] if forest_note else []),
             f"![forest plot]({rel['forest']})",
             "",
             f"![per-weight metrics]({rel['weights']})",

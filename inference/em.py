@@ -161,7 +161,7 @@ def _masked_cholesky(G, free):
     return jnp.linalg.cholesky(Gm)
 
 
-def _box_qp(G, c, lower, theta, chol, chol_free, qp_tol, max_iter, ls_max):
+def box_qp(G, c, lower, theta, chol, chol_free, qp_tol, max_iter, ls_max):
     """min_theta 1/2 theta^T G theta - c^T theta  subject to theta >= lower.
 
     Projected Newton with an epsilon-active set (Bertsekas 1982): coordinates at their
@@ -266,7 +266,7 @@ def _em_frozen_alpha(A, s, precisions, theta0, trace_buffer, tol, qp_tol, qp_max
 
     def step(st: EMState) -> EMState:
         c = A.T @ latent_mean(st.f, s)
-        qp = _box_qp(G, c, lower, st.theta, st.chol, st.chol_free, qp_tol, qp_max_iter, ls_max)
+        qp = box_qp(G, c, lower, st.theta, st.chol, st.chol_free, qp_tol, qp_max_iter, ls_max)
         theta_new = qp.theta
         f_new = A @ theta_new
         value = _log_joint_signed(s * f_new, theta_new, precisions)

@@ -54,7 +54,7 @@ from ..models.checks import check_design
 from ..models.special import inverse_mills_ratio
 from .compile_cache import CompiledPrograms, run_compiled
 from .contracts import EndToEndFit
-from .em import ALL_PRUNED, CONVERGED, ITERATION_CAP, NON_FINITE, RUNNING, _box_qp, latent_mean
+from .em import ALL_PRUNED, CONVERGED, ITERATION_CAP, NON_FINITE, RUNNING, box_qp, latent_mean
 from .posterior import FitInfo, PointPosterior
 
 __all__ = ["TopDownEMConfig", "fit_top_down", "fit_end_to_end"]
@@ -329,7 +329,7 @@ def _top_down_chunk(K, s, state: TopDownState, shrink_at, tol, w_min, rho, c, d,
         else:
             # max -1/2 u^T H u + rhs^T u over u >= 0 (w = M u >= 0), from the current w
             u0 = jnp.where(st.active, st.w / jnp.where(st.active, Mdiag, 1.0), 0.0)
-            u = _box_qp(H, rhs, jnp.zeros(m), jnp.maximum(u0, 0.0), eye, jnp.zeros(m, dtype=bool),
+            u = box_qp(H, rhs, jnp.zeros(m), jnp.maximum(u0, 0.0), eye, jnp.zeros(m, dtype=bool),
                         1e-12, 50, 40).theta
         w_em = Mdiag * u
         S2 = (st.b**2 + 2.0 * d) / prec_scale  # 1 / alpha_b; b = 0 with d = 0 is absorbing

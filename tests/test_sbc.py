@@ -124,6 +124,12 @@ def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     again = S.run_sbc("pcvm", "ep", settings=settings, out_dir=tmp_path, problem_kwargs=kwargs)
     assert again["reused"] == 8
     assert again["ranks"] == first["ranks"]
+    # the plot draws on a canvas of its own: the user's pyplot backend stays what it was
+    import matplotlib
+
+    backend = matplotlib.get_backend()
+    png = S.plot_sbc(again, tmp_path / "sbc.png")
+    assert os.path.getsize(png) > 1000 and matplotlib.get_backend() == backend
 
 
 USER_ENGINE = textwrap.dedent('''

@@ -724,10 +724,9 @@ def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str |
     written atomically to ``path`` (PNG). None when there are no ranks to plot."""
     if "ranks" not in summary:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure on an Agg canvas of its own: the user's pyplot backend and figures untouched
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from scipy.stats import binom
 
     from .atomic import atomic_write
@@ -745,7 +744,9 @@ def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str |
     edges = np.linspace(-0.5, L + 0.5, bins + 1)
     p_bin = np.diff(edges) / (L + 1)
     lo_c, hi_c = binom.ppf(0.005, S, p_bin.mean()), binom.ppf(0.995, S, p_bin.mean())
-    fig, axes = plt.subplots(len(shown), 2, figsize=(9, 2.0 * len(shown)), squeeze=False)
+    fig = Figure(figsize=(9, 2.0 * len(shown)))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(shown), 2, squeeze=False)
     for row, k in enumerate(shown):
         q = test["quantities"][k]
         colour = "tab:blue" if q["inside"] else "tab:red"
@@ -765,5 +766,4 @@ def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str |
                  f"({summary['counts']['ok']} simulations, L = {L})", fontsize=10)
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90), suffix=".png")
-    plt.close(fig)
     return os.fspath(path)

@@ -421,6 +421,23 @@ def test_gig_logistic_classifier_is_horii_vb_on_the_linear_design_with_a_bias(gi
     assert np.mean(pred != y_test) <= MAX_TEST_ERROR
 
 
+def test_gig_logistic_classifier_takes_its_hyper_prior(ripley):
+    """k, theta, rho reach the spec the VB fits (Horii's nearly improper k = theta = 1e-6
+    here), and are scikit-learn parameters (get_params / set_params, so a grid can
+    search them)."""
+    from zoo.inference import gig_vb
+    from zoo.models.gig_logistic import GIGLogistic
+
+    X, y = ripley[:2]
+    clf = SparseBayesClassifier(model="gig-logistic", engine="vb", basis="linear", k=1e-6, theta=1e-6, rho=0.5)
+    assert {"k", "theta", "rho"} <= set(clf.get_params())
+    clf.fit(X, y)
+    assert (clf.spec_.k, clf.spec_.theta, clf.spec_.rho) == (1e-6, 1e-6, 0.5)
+    by_hand = gig_vb.fit(GIGLogistic(k=1e-6, theta=1e-6, rho=0.5), np.column_stack([np.ones(len(X)), X]),
+                         (y == "b").astype(float))
+    np.testing.assert_allclose(clf.posterior_.mean_flat(), by_hand.mean_flat(), rtol=1e-8)
+
+
 def test_gig_logistic_classifier_maps_any_two_labels_back(ripley):
     X, y, X_test, y_test = ripley
     y_int = np.where(y == "b", 7, -3)
@@ -434,6 +451,9 @@ def test_gig_logistic_classifier_maps_any_two_labels_back(ripley):
     (dict(model="gig-logistic", engine="vb", basis="linear", q=0.5), "q does not apply to gig-logistic"),
     (dict(model="gig-logistic", engine="vb", basis="linear", gamma=2.0), "gamma does not apply to gig-logistic"),
     (dict(model="gig-logistic", engine="laplace", basis="linear"), "no end-to-end mode.*the classifier runs vb"),
+    (dict(model="gig-logistic", engine="vb", basis="linear", k=0.0), "k must be a positive number or None, got 0.0"),
+    (dict(model="gig-logistic", engine="vb", basis="linear", rho=-1.0), "rho"),
+    (dict(engine="laplace", theta=2.0), "theta does not apply to pcvm"),
 ])
 def test_gig_logistic_classifier_refuses_what_does_not_apply(params, match, ripley):
     with pytest.raises(ValueError, match=match):

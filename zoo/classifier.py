@@ -108,10 +108,15 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       features (row-major; rows x columns = X's width)
     delta : float or None             grid-rvm with basis="per-dimension-rbf" (None: the
                                       paper's 5.55)
+    k, theta : float or None          gig-logistic: shape and rate of the Gamma hyper-prior
+                                      on each a_i (None: 1, the default proper hyper-prior;
+                                      Horii's experiments use 1e-6, nearly improper)
+    rho : float or None               gig-logistic: the GIG index, > 0 with its gamma
+                                      mixing (None: 1)
 
-    gig-logistic runs at the default proper hyper-prior of ``models/gig_logistic.py``
-    (k = theta = 1, rho = 1, gamma mixing); q, gamma, table_shape and delta do not apply
-    to it. A parameter that does not apply to the chosen model is refused at ``fit``.
+    gig-logistic runs with gamma mixing; q, gamma, table_shape and delta do not apply to
+    it, and k, theta, rho only to it. A parameter that does not apply to the chosen model
+    is refused at ``fit``.
 
     Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
     ``active_`` (indices of the design columns kept: training points for a kernel basis;
@@ -124,7 +129,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
                  basis: str = "rbf", q: float | None = None, gamma: float | None = None,
-                 table_shape: tuple[int, int] | None = None, delta: float | None = None):
+                 table_shape: tuple[int, int] | None = None, delta: float | None = None,
+                 k: float | None = None, theta: float | None = None, rho: float | None = None):
         self.model = model
         self.engine = engine
         self.width = width
@@ -134,6 +140,9 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         self.gamma = gamma
         self.table_shape = table_shape
         self.delta = delta
+        self.k = k
+        self.theta = theta
+        self.rho = rho
 
     # ----------------------------------------------------------------------------------
     # scikit-learn tags
@@ -201,7 +210,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                 and 0 <= seed < SEED_LIMIT):
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
         options = {"width": width, "basis": self.basis, "table_shape": self.table_shape}
-        for name, positive in (("q", False), ("gamma", True), ("delta", True)):
+        for name, positive in (("q", False), ("gamma", True), ("delta", True), ("k", True), ("theta", True),
+                               ("rho", False)):
             value = getattr(self, name)
             if value is not None:
                 if not (_is_real(value) and np.isfinite(value) and (value > 0 or not positive)):

@@ -117,11 +117,13 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     """The classifier's design: linear, as Horii's model is, with a bias column in front
     (under the same prior), which is what :func:`prepare` gives every data set but Horii's
     intercept-free synthetic one - a classifier does not know its data are centred. The VB
-    runs at the default proper hyper-prior (k = theta = 1, rho = 1, gamma mixing), the spec
-    :func:`prepare` makes without ``--param``, and keeps every column (the hyper-prior is
-    fixed: nothing is selected)."""
-    reject_options("gig-logistic (a linear model)", options, (), ("linear",))
-    return WithBias(LinearBasis.fit(X)), {"spec": GIGLogistic(parameterization=GIG_REFERENCE_PARAMETERIZATION)}
+    runs at the hyper-prior the options give (k, theta, rho; each None keeps the default
+    proper hyper-prior's 1, gamma mixing - the spec :func:`prepare` makes without
+    ``--param``) and keeps every column (the hyper-prior is fixed: nothing is selected)."""
+    hyper = ("k", "theta", "rho")
+    reject_options("gig-logistic (a linear model)", options, hyper, ("linear",))
+    given = {name: options[name] for name in hyper if options.get(name) is not None}
+    return WithBias(LinearBasis.fit(X)), {"spec": GIGLogistic(parameterization=GIG_REFERENCE_PARAMETERIZATION, **given)}
 
 
 def sbc_spec():

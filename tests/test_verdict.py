@@ -88,3 +88,33 @@ def test_an_engine_given_as_draws_adds_its_own_monte_carlo_error():
     # has 19 degrees of freedom (about 16% relative noise), so with this seed the ratio
     # lies well above 1.1 - and exactly 1 would mean the engine's own error was dropped
     assert v_draws["detectable_mean_shift"] > 1.1 * v_exact["detectable_mean_shift"]
+
+
+@pytest.mark.parametrize("as_draws", [False, True])
+def test_a_weight_pruned_to_a_point_differs_for_certain_and_the_reference_is_not_blamed(as_draws):
+    """MM, EM and mm-laplace's draws put some weights at exactly 0. Their sd there is 0
+    against a positive reference sd: "differs", named, outside the z tests (before, the
+    0/0 of the sd test made the verdict decline, blaming the reference's Monte Carlo error)."""
+    rng = np.random.default_rng(3)
+    sites = (Site("w", (3,)),)
+    mean, sd = np.array([1.0, 0.2, -0.5]), np.array([0.5, 0.3, 0.4])
+    ref = DrawsPosterior(None, sites, {"w": V.ar1_reference_draws(rng, mean, sd)}, INFO)
+    pruned_mean, pruned_sd = mean.copy(), sd.copy()
+    pruned_mean[1] = pruned_sd[1] = 0.0
+    if as_draws:
+        draws = V.ar1_reference_draws(rng, pruned_mean, np.where(pruned_sd > 0, pruned_sd, 1.0))
+        draws[..., 1] = 0.0
+        engine = DrawsPosterior(None, sites, {"w": draws}, INFO)
+    else:
+        engine = GaussianPosterior(None, sites, pruned_mean, np.diag(pruned_sd), INFO)
+    v = V.verdict(engine, ref)
+    assert v["status"] == V.DIFFERS and v["point_mass"] == ["w[1]"]
+    assert "sd is exactly 0 at 1 coordinate (w[1]" in v["reason"] and "Monte Carlo" not in v["reason"]
+    assert v["n_tests"] == 5 and all(w["test"] != "sd" or w["coordinate"] != "w[1]" for w in v["worst"])
+    assert np.isfinite(v["statistic"])
+    # an engine without point masses has none, and a reference without error still declines
+    exact_engine = GaussianPosterior(None, sites, mean, np.diag(sd), INFO)
+    assert V.verdict(exact_engine, ref)["point_mass"] == []
+    flat = DrawsPosterior(None, sites, {"w": np.ones((4, 100, 3))}, INFO)
+    declined = V.verdict(exact_engine, flat)
+    assert declined["status"] == V.NOT_APPLICABLE and "of the reference" in declined["reason"]

@@ -434,6 +434,9 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
         for name, v in verdicts:
             worst = "; ".join(f"{w['coordinate']} {w['test']} z={w['z']:+.1f} ({w['difference']:+.2f})"
                               for w in v["worst"]) or "-"
+            if v.get("point_mass"):  # sd exactly 0 there: differs for certain, outside the z's
+                worst = (f"sd = 0 (pruned) at {len(v['point_mass'])}: " + ", ".join(v["point_mass"][:3])
+                         + (", ..." if len(v["point_mass"]) > 3 else "") + "; " + worst)
             status = v["status"] if v["status"] != "differs" else "**differs**"
             detect = (f"{_fmt(v['detectable_mean_shift'], 3)} sd / "
                       + (f"{100 * v['detectable_sd_change']:.1f}%" if v.get("detectable_sd_change") else "-")

@@ -119,10 +119,12 @@ def moments_and_mcse(draws: np.ndarray) -> dict[str, Any]:
     # delta method se(s) = se(s^2) / (2 s) (batch sds would miss the part of s^2 that
     # the spread of the batch means contributes)
     squares = ((batches - mean) ** 2).mean(1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant coordinate: 0 / 0, NaN
+        rel_mcse_sd = squares.std(0, ddof=1) / squares.mean(0) / np.sqrt(b) / 2.0
     return {"mean": mean, "sd": sd,
             "mcse_mean": batches.mean(1).std(0, ddof=1) / np.sqrt(b),
             # relative: se(s) / s, scale-free (see the module docstring)
-            "rel_mcse_sd": squares.std(0, ddof=1) / squares.mean(0) / np.sqrt(b) / 2.0,
+            "rel_mcse_sd": rel_mcse_sd,
             # one degree of freedom per chain spent, not one in all (see the docstring)
             "df": b - chains}
 
@@ -144,7 +146,8 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     reason (a sentence), statistic (max |z|), threshold (c_K), n_tests, worst (up to three
     coordinates, each with its test, z and the difference in reference sds),
     detectable_mean_shift and detectable_sd_change (what the reference could detect),
-    false_alarm.
+    false_alarm, point_mass (the coordinates where the engine's sd is exactly 0: "differs"
+    for certain, outside the z tests).
     """
     if approx.kind == "point":
         return not_applicable("a point estimate has no distribution to compare (its distance to the "
@@ -154,6 +157,9 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     if not mean_exists:
         return not_applicable("the posterior mean does not exist on these data: nothing to compare")
     ref = reference_moments if reference_moments is not None else moments_and_mcse(chains_draws_flat(ref_post))
+    ref_errors = np.r_[ref["mcse_mean"], ref["rel_mcse_sd"] if sd_exists else []]
+    if not (np.all(np.isfinite(ref_errors)) and np.all(ref_errors > 0) and np.all(ref["sd"] > 0)):
+        return not_applicable("a Monte Carlo standard error of the reference is zero or not finite")
     m_e = np.asarray(approx.mean_flat(), dtype=float)
     s_e = np.asarray(approx.sd_flat(), dtype=float)
     mcse_m_e = rel_s_e = 0.0
@@ -166,24 +172,36 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     se_mean = np.sqrt(ref["mcse_mean"] ** 2 + np.square(mcse_m_e))
     tests = [("mean", i, (m_e[i] - ref["mean"][i]) / se_mean[i], (m_e[i] - ref["mean"][i]) / ref["sd"][i])
              for i in range(len(names))]
+    # a coordinate where the engine's sd is exactly 0 (a weight pruned to a point: MM, EM,
+    # mm-laplace's draws) cannot match a reference whose sd is positive: that difference
+    # is certain, not a test with a false-alarm rate, so it is reported apart from the z's
+    point_mass = (s_e == 0.0) if sd_exists else np.zeros(len(names), dtype=bool)
     rel_sd = None
     if sd_exists:
-        # relative error of the sd, taken at the engine's sd (the value under test)
-        rel_sd = np.sqrt(ref["rel_mcse_sd"] ** 2 + np.square(rel_s_e))
+        # relative error of the sd, taken at the engine's sd (the value under test); a
+        # constant coordinate of draws has no Monte Carlo error in its sd (it is 0 exactly)
+        rel_sd = np.sqrt(ref["rel_mcse_sd"] ** 2 + np.square(np.where(point_mass, 0.0, rel_s_e)))
         tests += [("sd", i, (s_e[i] - ref["sd"][i]) / (s_e[i] * rel_sd[i]), s_e[i] / ref["sd"][i] - 1.0)
-                  for i in range(len(names))]
-    c = threshold(len(tests), false_alarm, df)
+                  for i in range(len(names)) if not point_mass[i]]
+    c = threshold(len(tests) + int(point_mass.sum()), false_alarm, df)
     z_abs = np.array([abs(t[2]) for t in tests])
     if not np.all(np.isfinite(z_abs)):
-        return not_applicable("a Monte Carlo standard error of the reference is zero or not finite")
+        return not_applicable("the engine's own Monte Carlo standard error is not finite")
     order = np.argsort(-z_abs)[:N_WORST]
     worst = [{"coordinate": names[tests[k][1]], "test": tests[k][0], "z": float(tests[k][2]),
               "difference": float(tests[k][3])} for k in order]
     statistic = float(z_abs.max())
-    status = DIFFERS if statistic > c else INDISTINGUISHABLE
+    status = DIFFERS if statistic > c or point_mass.any() else INDISTINGUISHABLE
     detect_mean = float(c * np.max(se_mean / ref["sd"]))
     detect_sd = float(c * np.max(rel_sd)) if rel_sd is not None else None
-    if status == DIFFERS:
+    collapsed = [names[i] for i in np.flatnonzero(point_mass)]
+    if collapsed:
+        shown = ", ".join(collapsed[:N_WORST]) + (", ..." if len(collapsed) > N_WORST else "")
+        reason = (f"differs from the reference: the engine's sd is exactly 0 at {len(collapsed)} coordinate"
+                  f"{'s' if len(collapsed) > 1 else ''} ({shown}; pruned to a point) where the reference's is "
+                  f"{ref['sd'][point_mass].min():.3g} or more - certain, not a test; the other tests: "
+                  f"max |z| = {statistic:.2f} against {c:.2f}")
+    elif status == DIFFERS:
         top = worst[0]
         size = (f"mean off by {top['difference']:+.2f} reference sd" if top["test"] == "mean"
                 else f"sd off by {100 * top['difference']:+.0f}%")
@@ -197,7 +215,7 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     if not sd_exists:
         reason += "; the posterior sd does not exist on these data, so only means were compared"
     return {"status": status, "reason": reason, "false_alarm": false_alarm, "n_tests": len(tests),
-            "statistic": statistic, "threshold": c, "worst": worst,
+            "statistic": statistic, "threshold": c, "worst": worst, "point_mass": collapsed,
             "detectable_mean_shift": detect_mean, "detectable_sd_change": detect_sd}
 
 

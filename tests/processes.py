@@ -16,6 +16,25 @@ def process_running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def describe_running(pids) -> str:
+    """The processes of ``pids`` that still run, each with its state letter and command
+    line (what a failed "workers must be gone" check shows, to tell a stuck worker from a
+    restarted one)."""
+    described = []
+    for pid in sorted(pids):
+        if not process_running(pid):
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        described.append(f"{pid} ({state}) {cmd[:200]}")
+    return "; ".join(described) or "none"
+
+
 def wait_until(predicate, timeout: float, what: str, poll: float = 0.1) -> float:
     """Poll ``predicate`` until it holds; the seconds it took. AssertionError naming
     ``what`` after ``timeout`` seconds."""

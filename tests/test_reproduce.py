@@ -6,9 +6,10 @@ import contextlib
 import json
 import os
 import re
+import time
 
 import pytest
-from processes import process_running, wait_until
+from processes import describe_running, process_running, wait_until
 
 from zoo import cli
 from zoo.validation import reproduce
@@ -436,8 +437,11 @@ def test_a_killed_or_interrupted_reproduce_leaves_no_worker_running(signame, tmp
     markers = out / "tiny-kill" / "markers"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
            "JAX_PLATFORMS": "cpu"}
-    driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # the driver writes to files, not pipes: a pipe nobody reads until the end could fill
+    # and stop the driver in a write, which would look like a driver that ignores the signal
+    with open(tmp_path / "stdout", "w") as stdout_file, open(tmp_path / "stderr", "w") as stderr_file:
+        driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
+                                  stdout=stdout_file, stderr=stderr_file, start_new_session=True)
     pids: set[int] = set()
 
     def both_workers_busy():
@@ -451,13 +455,20 @@ def test_a_killed_or_interrupted_reproduce_leaves_no_worker_running(signame, tmp
             os.killpg(driver.pid, signal.SIGINT)
         else:
             os.kill(driver.pid, getattr(signal, signame))
-        seconds = wait_until(lambda: not any(map(process_running, pids)), 15, "the workers to stop")
-        stdout, stderr = driver.communicate(timeout=60)
+        t0 = time.monotonic()
+        while any(map(process_running, pids)) and time.monotonic() - t0 < 15:
+            time.sleep(0.1)
+        seconds, survivors = time.monotonic() - t0, describe_running(pids)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            driver.wait(timeout=60)
     finally:
         for pid in pids | {driver.pid}:  # only what this test started, by pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    print(f"{signame}: workers gone {seconds:.2f} s after the signal")
+    stderr = (tmp_path / "stderr").read_text()
+    print(f"{signame}: workers {'gone' if survivors == 'none' else 'STILL RUNNING'} {seconds:.2f} s after the signal")
+    assert survivors == "none", (f"workers still running 15 s after the driver's {signame}: {survivors}; "
+                                 f"the driver's status {driver.returncode}, its stderr:\n{stderr[-3000:]}")
     assert driver.returncode == {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": -15}[signame], stderr[-2000:]
     if signame == "SIGINT":
         assert "Traceback" not in stderr and "WARNING" not in stderr, stderr[-2000:]

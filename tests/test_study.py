@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from processes import process_running, wait_until
+from processes import describe_running, process_running, wait_until
 
 import zoo  # noqa: F401
 from zoo.cli import main
@@ -275,9 +275,11 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
     (tmp_path / "driver.py").write_text(KILL_DRIVER)
     out = tmp_path / "out"
     markers = out / "markers"
-    driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "s.toml"), str(out)],
-                              env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # files, not pipes: a pipe read only at the end could fill and stop the driver in a write
+    with open(tmp_path / "stdout", "w") as stdout_file, open(tmp_path / "stderr", "w") as stderr_file:
+        driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "s.toml"), str(out)],
+                                  env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=stdout_file,
+                                  stderr=stderr_file, start_new_session=True)
     pids: set[int] = set()
 
     def both_busy():
@@ -295,14 +297,19 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
         t0 = time.monotonic()
         while any(map(process_running, pids)) and time.monotonic() - t0 < 15:
             time.sleep(0.1)
-        gone = not any(map(process_running, pids))
-        print(f"{signame}: workers {'gone' if gone else 'STILL RUNNING'} {time.monotonic() - t0:.2f} s after")
-        stdout, stderr = driver.communicate(timeout=60)
+        survivors = describe_running(pids)
+        print(f"{signame}: workers {'gone' if survivors == 'none' else 'STILL RUNNING'} "
+              f"{time.monotonic() - t0:.2f} s after")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            driver.wait(timeout=60)
     finally:
         for pid in pids | {driver.pid}:  # only what this test started, by pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    assert len(pids) == 2 and gone, f"workers {sorted(pids)} outlived the driver's {signame} by 15 s"
+    stderr = (tmp_path / "stderr").read_text()
+    assert len(pids) == 2 and survivors == "none", (
+        f"workers {sorted(pids)} outlived the driver's {signame} by 15 s: {survivors}; the driver's status "
+        f"{driver.returncode}, its stderr:\n{stderr[-3000:]}")
     assert driver.returncode == {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": -15}[signame], stderr[-2000:]
     if signame == "SIGINT":
         lines = [line for line in stderr.splitlines() if line.strip()]

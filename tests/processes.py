@@ -35,6 +35,17 @@ def describe_running(pids) -> str:
     return "; ".join(described) or "none"
 
 
+def signal_masks(pid: int) -> str:
+    """The signal masks of a process as /proc shows them (hex bit sets): blocked, ignored,
+    caught. Bit 2 (0x2) is SIGINT: a driver that inherited SIGINT ignored or blocked never
+    sees a Ctrl-C."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return ", ".join(line.strip() for line in fh if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone"
+
+
 def wait_until(predicate, timeout: float, what: str, poll: float = 0.1) -> float:
     """Poll ``predicate`` until it holds; the seconds it took. AssertionError naming
     ``what`` after ``timeout`` seconds."""

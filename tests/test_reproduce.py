@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from processes import describe_running, process_running, wait_until
+from processes import describe_running, process_running, signal_masks, wait_until
 
 from zoo import cli
 from zoo.validation import reproduce
@@ -404,9 +404,12 @@ def run_entry(ctx):
 '''
 
 TINY_DRIVER = '''
+import faulthandler
+import signal
 import sys
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks if stuck
     from zoo.validation import reproduce
 
     reproduce.ENTRIES["tiny-kill"] = reproduce.Entry("tiny-kill", "test-only", 1, "-", (), "tinycells:run_entry")
@@ -459,6 +462,12 @@ def test_a_killed_or_interrupted_reproduce_leaves_no_worker_running(signame, tmp
         while any(map(process_running, pids)) and time.monotonic() - t0 < 15:
             time.sleep(0.1)
         seconds, survivors = time.monotonic() - t0, describe_running(pids)
+        stuck = ""
+        if survivors != "none" and driver.poll() is None:
+            # what the driver does instead of stopping them: its signal masks and stacks
+            stuck = signal_masks(driver.pid)
+            os.kill(driver.pid, signal.SIGUSR1)
+            time.sleep(2)
         with contextlib.suppress(subprocess.TimeoutExpired):
             driver.wait(timeout=60)
     finally:
@@ -468,7 +477,7 @@ def test_a_killed_or_interrupted_reproduce_leaves_no_worker_running(signame, tmp
     stderr = (tmp_path / "stderr").read_text()
     print(f"{signame}: workers {'gone' if survivors == 'none' else 'STILL RUNNING'} {seconds:.2f} s after the signal")
     assert survivors == "none", (f"workers still running 15 s after the driver's {signame}: {survivors}; "
-                                 f"the driver's status {driver.returncode}, its stderr:\n{stderr[-3000:]}")
+                                 f"the driver's status {driver.returncode} ({stuck}), its stderr:\n{stderr[-6000:]}")
     assert driver.returncode == {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": -15}[signame], stderr[-2000:]
     if signame == "SIGINT":
         assert "Traceback" not in stderr and "WARNING" not in stderr, stderr[-2000:]

@@ -410,6 +410,12 @@ import sys
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks if stuck
+    # Ctrl-C as a terminal delivers it to a foreground command, whose SIGINT starts at its
+    # default. The test itself may run where SIGINT is ignored (a background job of a
+    # non-interactive shell, nohup: how a CI run started by hand inherited it), and Python
+    # keeps an inherited "ignore" - rightly, `nohup zoo reproduce ... &` must not stop on a
+    # stray Ctrl-C - so the driver sets the terminal's default back itself
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from zoo.validation import reproduce
 
     reproduce.ENTRIES["tiny-kill"] = reproduce.Entry("tiny-kill", "test-only", 1, "-", (), "tinycells:run_entry")

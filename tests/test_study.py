@@ -223,6 +223,7 @@ sims = 10
 """
 
 KILL_DRIVER = """
+import signal
 import sys
 
 
@@ -248,6 +249,12 @@ def tiny_run_cell(cell, out_dir):
 
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
+    # Ctrl-C as a terminal delivers it to a foreground command, whose SIGINT starts at its
+    # default. The test itself may run where SIGINT is ignored (a background job of a
+    # non-interactive shell, nohup: how a CI run started by hand inherited it), and Python
+    # keeps an inherited "ignore" - rightly, `nohup zoo study ... &` must not stop on a
+    # stray Ctrl-C - so the driver sets the terminal's default back itself
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from zoo.validation import study
 
     study.run_cell = tiny_run_cell  # pickled by value (defined in __main__)

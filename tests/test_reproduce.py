@@ -6,10 +6,9 @@ import contextlib
 import json
 import os
 import re
-import time
 
 import pytest
-from processes import describe_running, process_running, signal_masks, wait_until
+from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 from zoo import cli
 from zoo.validation import reproduce
@@ -404,18 +403,10 @@ def run_entry(ctx):
 '''
 
 TINY_DRIVER = '''
-import faulthandler
-import signal
 import sys
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for stacks if stuck
-    # Ctrl-C as a terminal delivers it to a foreground command, whose SIGINT starts at its
-    # default. The test itself may run where SIGINT is ignored (a background job of a
-    # non-interactive shell, nohup: how a CI run started by hand inherited it), and Python
-    # keeps an inherited "ignore" - rightly, `nohup zoo reproduce ... &` must not stop on a
-    # stray Ctrl-C - so the driver sets the terminal's default back itself
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # AS FROM A TERMINAL
     from zoo.validation import reproduce
 
     reproduce.ENTRIES["tiny-kill"] = reproduce.Entry("tiny-kill", "test-only", 1, "-", (), "tinycells:run_entry")
@@ -437,20 +428,15 @@ def test_a_killed_or_interrupted_reproduce_leaves_no_worker_running(signame, tmp
     group, as a terminal sends it), SIGTERM or kill -9. Every worker must be gone within
     15 s; on Ctrl-C the driver says so in one line, exits 130, and the finished cells stay."""
     import signal
-    import subprocess
     import sys
 
     (tmp_path / "tinycells.py").write_text(TINY_CELLS)
-    (tmp_path / "driver.py").write_text(TINY_DRIVER)
+    (tmp_path / "driver.py").write_text(driver_text(TINY_DRIVER))
     out = tmp_path / "out"
     markers = out / "tiny-kill" / "markers"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
            "JAX_PLATFORMS": "cpu"}
-    # the driver writes to files, not pipes: a pipe nobody reads until the end could fill
-    # and stop the driver in a write, which would look like a driver that ignores the signal
-    with open(tmp_path / "stdout", "w") as stdout_file, open(tmp_path / "stderr", "w") as stderr_file:
-        driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
-                                  stdout=stdout_file, stderr=stderr_file, start_new_session=True)
+    driver = start_driver([sys.executable, str(tmp_path / "driver.py"), str(out)], tmp_path, env)
     pids: set[int] = set()
 
     def both_workers_busy():
@@ -460,22 +446,7 @@ def test_a_killed_or_interrupted_reproduce_leaves_no_worker_running(signame, tmp
 
     try:
         wait_until(both_workers_busy, 240, "both workers and a slow cell")
-        if signame == "SIGINT":
-            os.killpg(driver.pid, signal.SIGINT)
-        else:
-            os.kill(driver.pid, getattr(signal, signame))
-        t0 = time.monotonic()
-        while any(map(process_running, pids)) and time.monotonic() - t0 < 15:
-            time.sleep(0.1)
-        seconds, survivors = time.monotonic() - t0, describe_running(pids)
-        stuck = ""
-        if survivors != "none" and driver.poll() is None:
-            # what the driver does instead of stopping them: its signal masks and stacks
-            stuck = signal_masks(driver.pid)
-            os.kill(driver.pid, signal.SIGUSR1)
-            time.sleep(2)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            driver.wait(timeout=60)
+        seconds, survivors, stuck = signal_and_watch(driver, pids, signame)
     finally:
         for pid in pids | {driver.pid}:  # only what this test started, by pid
             with contextlib.suppress(ProcessLookupError):

@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from processes import describe_running, process_running, wait_until
+from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 import zoo  # noqa: F401
 from zoo.cli import main
@@ -223,7 +223,6 @@ sims = 10
 """
 
 KILL_DRIVER = """
-import signal
 import sys
 
 
@@ -249,12 +248,7 @@ def tiny_run_cell(cell, out_dir):
 
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
-    # Ctrl-C as a terminal delivers it to a foreground command, whose SIGINT starts at its
-    # default. The test itself may run where SIGINT is ignored (a background job of a
-    # non-interactive shell, nohup: how a CI run started by hand inherited it), and Python
-    # keeps an inherited "ignore" - rightly, `nohup zoo study ... &` must not stop on a
-    # stray Ctrl-C - so the driver sets the terminal's default back itself
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # AS FROM A TERMINAL
     from zoo.validation import study
 
     study.run_cell = tiny_run_cell  # pickled by value (defined in __main__)
@@ -274,19 +268,14 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
     15 s; on Ctrl-C the driver says so in one line and exits 130, the finished cell kept."""
     import contextlib
     import signal
-    import subprocess
     import sys
-    import time
 
     (tmp_path / "s.toml").write_text(KILL_STUDY)
-    (tmp_path / "driver.py").write_text(KILL_DRIVER)
+    (tmp_path / "driver.py").write_text(driver_text(KILL_DRIVER))
     out = tmp_path / "out"
     markers = out / "markers"
-    # files, not pipes: a pipe read only at the end could fill and stop the driver in a write
-    with open(tmp_path / "stdout", "w") as stdout_file, open(tmp_path / "stderr", "w") as stderr_file:
-        driver = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "s.toml"), str(out)],
-                                  env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=stdout_file,
-                                  stderr=stderr_file, start_new_session=True)
+    driver = start_driver([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "s.toml"), str(out)],
+                          tmp_path, {**os.environ, "JAX_PLATFORMS": "cpu"})
     pids: set[int] = set()
 
     def both_busy():
@@ -297,18 +286,8 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
 
     try:
         wait_until(both_busy, 240, "two cells running")
-        if signame == "SIGINT":
-            os.killpg(driver.pid, signal.SIGINT)
-        else:
-            os.kill(driver.pid, getattr(signal, signame))
-        t0 = time.monotonic()
-        while any(map(process_running, pids)) and time.monotonic() - t0 < 15:
-            time.sleep(0.1)
-        survivors = describe_running(pids)
-        print(f"{signame}: workers {'gone' if survivors == 'none' else 'STILL RUNNING'} "
-              f"{time.monotonic() - t0:.2f} s after")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            driver.wait(timeout=60)
+        seconds, survivors, stuck = signal_and_watch(driver, pids, signame)
+        print(f"{signame}: workers {'gone' if survivors == 'none' else 'STILL RUNNING'} {seconds:.2f} s after")
     finally:
         for pid in pids | {driver.pid}:  # only what this test started, by pid
             with contextlib.suppress(ProcessLookupError):
@@ -316,7 +295,7 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
     stderr = (tmp_path / "stderr").read_text()
     assert len(pids) == 2 and survivors == "none", (
         f"workers {sorted(pids)} outlived the driver's {signame} by 15 s: {survivors}; the driver's status "
-        f"{driver.returncode}, its stderr:\n{stderr[-3000:]}")
+        f"{driver.returncode} ({stuck}), its stderr:\n{stderr[-6000:]}")
     assert driver.returncode == {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": -15}[signame], stderr[-2000:]
     if signame == "SIGINT":
         lines = [line for line in stderr.splitlines() if line.strip()]

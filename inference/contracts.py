@@ -114,7 +114,9 @@ class EngineEntry:
     """
 
     name: str
-    kind: str  # "gaussian" | "point" | "draws": the Posterior type it returns
+    # "gaussian" | "point" | "draws": the Posterior type it returns; "user": a user's
+    # engine, whose type is known only from what it returns
+    kind: str
     description: str
     fixed: str | Callable
     end_to_end: str | Callable | None = None
@@ -131,8 +133,9 @@ class EngineEntry:
     variant: str | None = None
 
     def __post_init__(self):
-        if self.kind not in ("gaussian", "point", "draws"):
-            raise ValueError(f"engine {self.name!r}: kind must be 'gaussian', 'point' or 'draws', got {self.kind!r}")
+        if self.kind not in (*POSTERIOR_KINDS, "user"):
+            raise ValueError(f"engine {self.name!r}: kind must be 'gaussian', 'point', 'draws' or 'user', "
+                             f"got {self.kind!r}")
 
     def _resolve(self, target: str | Callable) -> Callable:
         fn = _import_target(target) if isinstance(target, str) else target
@@ -155,3 +158,66 @@ def _import_target(target: str) -> Callable:
         raise ValueError(f"an engine function is named 'module:function', got {target!r}")
     path = module if "." in module else f"zoo.inference.{module}"
     return getattr(importlib.import_module(path), name)
+
+
+class EngineReturnError(RuntimeError):
+    """A fit function (typically a user's ``module:function``) raised, or returned
+    something that is not a usable posterior of the spec it was given. The message is one
+    line naming what was wrong; callers such as ``zoo compare`` put it in the engine's own
+    row and go on with the other engines."""
+
+
+#: the Posterior classes a fixed-spec fit may return
+POSTERIOR_KINDS = ("gaussian", "draws", "point")
+
+
+def returned_problem(result, spec, Phi) -> str | None:
+    """What is wrong with ``result`` as the return value of ``fit(spec, Phi, y)``, in one
+    line, or None when it is a usable posterior: a zoo Posterior (Gaussian, draws or point)
+    over exactly ``spec.sites(Phi.shape[1])`` (names and shapes), with finite numbers.
+
+    The posterior constructors already refuse inconsistent shapes and non-finite Gaussian
+    or point values; this check adds what a constructor cannot know (the spec's sites) and
+    the finiteness of draws, and names the problem for someone who wrote the engine."""
+    from .posterior import DrawsPosterior, GaussianPosterior, PointPosterior
+
+    if not isinstance(result, (GaussianPosterior, DrawsPosterior, PointPosterior)):
+        return (f"returned {type(result).__module__}.{type(result).__qualname__}, not a zoo Posterior "
+                "(GaussianPosterior, DrawsPosterior or PointPosterior from zoo.inference.posterior)")
+    expected = tuple(spec.sites(int(np.shape(Phi)[1])))
+    got = tuple(result.sites)
+    describe = lambda sites: ", ".join(f"{s.name}{tuple(s.shape)}" for s in sites) or "none"  # noqa: E731
+    if [(s.name, tuple(s.shape)) for s in got] != [(s.name, tuple(s.shape)) for s in expected]:
+        return (f"returned a posterior over the sites ({describe(got)}) but the model on this design has "
+                f"({describe(expected)})")
+    if isinstance(result, DrawsPosterior):
+        for s in got:
+            values = np.asarray(result.draws[s.name], dtype=float)
+            bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
+            if bad:
+                return f"returned draws of {s.name!r} with {bad} non-finite value(s) (NaN or inf)"
+        if result.n_draws < 2:
+            return f"returned {result.n_draws} draw(s) a chain; at least 2 are needed for a mean and an sd"
+    return None
+
+
+def checked_fit(fit: Callable, label: str) -> Callable:
+    """``fit`` under the fixed-spec contract, with every failure turned into one line: an
+    exception it raises and a return value that :func:`returned_problem` refuses both
+    become :class:`EngineReturnError` naming ``label``. For engines the zoo did not write,
+    whose bugs are theirs to see in their own row, not ours to propagate."""
+
+    def fit_checked(spec, Phi, y, *, config=None):
+        try:
+            result = fit(spec, Phi, y, config=config)
+        except Exception as err:  # noqa: BLE001 - any failure of a user's engine is its row's result
+            text = " ".join(str(err).split())
+            raise EngineReturnError(f"{label} raised {type(err).__name__}" + (f": {text}" if text else "")) from err
+        problem = returned_problem(result, spec, Phi)
+        if problem:
+            raise EngineReturnError(f"{label} {problem}")
+        return result
+
+    fit_checked.__name__ = getattr(fit, "__name__", "fit")
+    fit_checked.__wrapped_engine__ = fit  # the user's function, for code digests of caches
+    return fit_checked

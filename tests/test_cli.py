@@ -70,6 +70,10 @@ BAD_ARGUMENTS = {
     "ggsm q out of range": (["--model", "ggsm-probit", "--param", "q=3"], ["q", "(0, 2]"]),
     "ggsm negative prior scale": (["--model", "ggsm-probit", "--param", "b=-1"], ["b"]),
     "ggsm engine of another model": (["--model", "ggsm-probit", "--engines", "laplace"], ["laplace", "mm"]),
+    "a user engine that does not import": (["--engines", "ep,no_such_module_xyz:fit"],
+                                           ["cannot import", "no_such_module_xyz"]),
+    "a user engine without the contract": (["--engines", "os.path:join"],
+                                           ["os.path:join", "contract", "fit(spec, Phi, y, *, config=None)"]),
 }
 
 
@@ -124,17 +128,24 @@ def test_bad_compare_arguments_fail_with_one_clear_line(extra, words, capsys, tm
     assert not out_dir.exists(), "a failed command must not start writing a report"
 
 
-def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nuts_cli_args, nuts_cache_dir):
-    """The success path, small: width given (no CV), one engine, the short NUTS settings
-    of conftest.py (certified here) and the session's NUTS cache."""
+def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nuts_cli_args, nuts_cache_dir,
+                                                       monkeypatch):
+    """The success path, small: width given (no CV), one engine and the README's example of
+    a user's engine (examples/biased_ep.py, imported from the current folder as the README
+    runs it), the short NUTS settings of conftest.py (certified here) and the session's
+    NUTS cache."""
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out_dir = tmp_path / "report"
-    argv = ["compare", "--param", "width=0.7", "--engines", "em", *fast_nuts_cli_args, "--no-progress",
-            "--cache-dir", str(nuts_cache_dir), "--out", str(out_dir)]
+    argv = ["compare", "--param", "width=0.7", "--engines", "em,examples.biased_ep:fit", *fast_nuts_cli_args,
+            "--no-progress", "--cache-dir", str(nuts_cache_dir), "--out", str(out_dir)]
     status, out, err = run_cli(argv, capsys)
     assert status == 0, err
     assert "pcvm on ripley" in out
     assert "reference (nuts): certified" in out
     assert any(line.startswith("em ") for line in out.splitlines())
+    # the biased EP is measured and judged like the zoo's engines, and its bias is seen
+    assert any(line.startswith("examples.biased_ep:fit ") for line in out.splitlines())
+    assert "examples.biased_ep:fit differs from the reference" in out
     assert (out_dir / "report.md").is_file() and (out_dir / "results.json").is_file()
     assert f"report: {out_dir / 'report.md'}" in out
 

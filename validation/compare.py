@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
 
+from ..inference.contracts import EngineReturnError
 from ..inference.posterior import ApproximationFailed
 from .. import data as datasets
 from . import registry
+from .engines import engine_label, resolve_entry
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import METRIC_KEYS, metrics_without_reference, posterior_metrics, pruned_weights_vs_reference
 from .reference import NoReference, ReferenceConfig, ReferenceTimeout, first_certified_reference
@@ -34,7 +36,9 @@ class CompareConfig:
     model: str = "pcvm"
     data: str | None = None  # None: the model's default (its record's default_data)
     split: int = 0
-    engines: tuple[str, ...] | None = None  # None: the model's default (its record's default_engines)
+    # engine names, a user's "module:function" paths or callables (validation/engines.py);
+    # None: the model's default (its record's default_engines)
+    engines: tuple[str | Callable, ...] | None = None
     params: dict[str, float] = field(default_factory=dict)
     # one ReferenceConfig, or several tried in order (the first certified one is the
     # reference); None: the model's default (its record's references)
@@ -59,6 +63,11 @@ class CompareConfig:
             raise ValueError("reference must be a ReferenceConfig or a non-empty sequence of them")
         if not self.engines:
             raise ValueError("no engines given: name at least one, e.g. --engines laplace,ep")
+        object.__setattr__(self, "engines", tuple(self.engines))
+        labels = [engine_label(e) for e in self.engines]
+        repeated = sorted({x for x in labels if labels.count(x) > 1})
+        if repeated:
+            raise ValueError(f"engines named more than once: {', '.join(repeated)}")
         if self.metric_draws < 100:
             raise ValueError(f"metric_draws must be at least 100; got {self.metric_draws}")
 
@@ -123,7 +132,8 @@ def failed_row(entry, err: BaseException) -> dict[str, Any]:
     Every metric key is present and None with the failure as its null reason, so readers
     of results.json that look keys up keep working and nothing looks like a measurement.
     """
-    reason = f"{type(err).__name__}: {err}"
+    # a user's engine's failure is already one line that names the engine and what went wrong
+    reason = str(err) if isinstance(err, EngineReturnError) else f"{type(err).__name__}: {err}"
     values = [k for k in METRIC_KEYS if k not in ("khat_reason", "null_reasons")]
     return {
         **{k: None for k in values},
@@ -231,7 +241,8 @@ def reference_ran_out_of_time(summary: dict[str, Any]) -> bool:
 def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     """Run the comparison protocol; see the module docstring of ``protocols``."""
     record = registry.get_model(config.model)
-    entries = [record.engine(e) for e in config.engines]
+    # a user's engine is checked against the contract here, before any costly work
+    entries = [resolve_entry(record, e) for e in config.engines]
     record.check_params(config.params)  # before any data are read or fits run
     split = datasets.load(config.data, config.split, standardize=not record.raw_inputs)
 
@@ -272,10 +283,12 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         bar.set_postfix_str(f"engine {entry.name}")
         try:
             posterior, warm, compile_s = timed_fit(entry.fit(), spec, Phi, y)
-        except (ApproximationFailed, FloatingPointError) as err:
-            # the engine's answer does not exist here (e.g. an indefinite Hessian) or a
-            # posterior constructor refused non-finite numbers: one failed row, the other
-            # engines still compared. Any other exception is a bug and propagates.
+        except (ApproximationFailed, FloatingPointError, EngineReturnError) as err:
+            # the engine's answer does not exist here (e.g. an indefinite Hessian), a
+            # posterior constructor refused non-finite numbers, or a user's engine failed
+            # or returned something unusable (one line, validation/engines.py): one failed
+            # row, the other engines still compared. Any other exception from one of the
+            # zoo's own engines is a bug and propagates.
             engines_out[entry.name] = failed_row(entry, err)
             bar.update(1)
             continue
@@ -290,7 +303,8 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             )
         row = {
             **m,
-            "kind": entry.kind,
+            # a user's engine is of the kind it returned
+            "kind": posterior.kind,
             "description": entry.description,
             "other_model": entry.other_model,
             # an engine that prunes (GGSM's MM) reports how many weights it kept
@@ -354,7 +368,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             (reference.posterior.predict_proba(prepared.Phi_test) > 0.5) != (prepared.y_test == 1))),
         "engines": engines_out,
         "config": {
-            "engines": list(config.engines),
+            "engines": [e.name for e in entries],
             "params": dict(config.params),
             "reference": [asdict(r) for r in config.reference],
             "seed": config.seed,

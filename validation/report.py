@@ -10,6 +10,7 @@ report.md says so at its top.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import jax
@@ -52,6 +53,13 @@ def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
     }
 
 
+def file_stem(name: str) -> str:
+    """A file name for an engine's output: a user's ``pkg.mod:fit`` becomes ``pkg.mod--fit``
+    (a ':' is not allowed in file names everywhere), other characters outside letters,
+    digits, '.', '-' and '_' become '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name.replace(":", "--"))
+
+
 def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     """Write every artefact of a comparison under ``out_dir``; return name -> path."""
     os.makedirs(out_dir, exist_ok=True)
@@ -78,7 +86,7 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     for name, post in comp.posteriors.items():
         key, sub = jax.random.split(key)
         idata = arviz_adapter.posterior_to_idata(post, sub, **draw_shape, constant_data=const)
-        path = os.path.join(out_dir, f"{name}.nc")
+        path = os.path.join(out_dir, f"{file_stem(name)}.nc")
         arviz_adapter.to_netcdf(idata, path)
         files[name] = path
         idatas[name] = idata

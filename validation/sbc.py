@@ -61,7 +61,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..inference.contracts import contract_problems
+from ..inference.contracts import checked_fit, contract_problems
 from ..models.base import flatten
 from .atomic import write_json_atomic
 
@@ -69,6 +69,9 @@ from .atomic import write_json_atomic
 FALSE_ALARM = 0.05
 CALIBRATED = "calibrated"
 MISCALIBRATED = "miscalibrated"
+#: the ranks stayed inside their bands, but the run was too small to have seen a gross
+#: defect (:data:`USELESS`): not a verdict of "calibrated"
+TOO_FEW = "too few simulations to call"
 NOT_APPLICABLE = "not applicable"
 #: file format of the stored simulations (bump when their content changes)
 SBC_FORMAT = 1
@@ -189,24 +192,10 @@ def _reference_fit(spec, Phi, y, *, config=None, reference=None):
 
 def import_engine(target: str) -> Callable:
     """``"package.module:function"`` -> the function, checked against the fixed-spec
-    contract ``fit(spec, Phi, y, *, config=None) -> Posterior``."""
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"an engine given as a path is 'module:function'; got {target!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"cannot import {module_name!r} for engine {target!r}: {err}") from err
-    fn = module
-    for part in attr.split("."):
-        if not hasattr(fn, part):
-            raise ValueError(f"module {module_name!r} has no {attr!r} (engine {target!r})")
-        fn = getattr(fn, part)
-    problems = contract_problems(fn, "fixed")
-    if problems:
-        raise ValueError(f"{target} does not keep the engine contract fit(spec, Phi, y, *, config=None): "
-                         + "; ".join(problems))
-    return fn
+    contract (the one rule for every user engine: ``validation/engines.py``)."""
+    from .engines import import_engine as _import
+
+    return _import(target)
 
 
 def sbc_names(record, *, engines: bool = True, samplers: bool = True) -> list[str]:
@@ -227,7 +216,9 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         if problems:
             raise ValueError("the engine does not keep the contract fit(spec, Phi, y, *, config=None): "
                              + "; ".join(problems))
-        return ResolvedEngine(getattr(engine, "__name__", "engine"), engine)
+        label = getattr(engine, "__name__", "engine")
+        # every return value checked: a bad one is a failed simulation with one line saying why
+        return ResolvedEngine(label, checked_fit(engine, label))
     if engine in record.engine_names:
         entry = record.engine(engine)
         # an engine of another model is ranked against that model's prior when the record
@@ -251,7 +242,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         fit = functools.partial(_reference_fit, reference=reference)
         return ResolvedEngine(f"reference:{engine}", fit)
     if ":" in engine:
-        return ResolvedEngine(engine, import_engine(engine))
+        return ResolvedEngine(engine, checked_fit(import_engine(engine), engine))
     raise ValueError(f"model {record.name!r} has no engine or reference sampler {engine!r}; engines: "
                      f"{', '.join(record.engine_names)}; samplers: {', '.join(record.sampler_names)}; "
                      "or give 'module:function'")
@@ -458,7 +449,11 @@ def pit_values(ranks: np.ndarray, n_draws: int, rng: np.random.Generator) -> np.
 def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = None,
                false_alarm: float = FALSE_ALARM, seed: int = 0) -> dict[str, Any]:
     """The uniformity test of (S, K) ranks in 0..``n_draws``: per quantity, does the PIT
-    ECDF stay inside the simultaneous band of level 1 - false_alarm / K?"""
+    ECDF stay inside the simultaneous band of level 1 - false_alarm / K?
+
+    Per quantity also the shares of its PIT values in the lowest tenth, the highest
+    tenth, both (``share_in_outer_tenths``) and below one half, the two shape scores of
+    :func:`failure_shape` and, for a quantity outside its band, its shape in words."""
     ranks = np.asarray(ranks)
     S, K = ranks.shape
     names = names or [f"q[{k}]" for k in range(K)]
@@ -473,12 +468,16 @@ def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = Non
     worst = excess.max(0)
     per = []
     for k in range(K):
-        # the shape of a failure: mass piled at the ends (too narrow), in the middle (too
-        # wide), or on one side (biased)
-        ends = float(np.mean((u[:, k] < 0.1) | (u[:, k] > 0.9)))
+        low, high = float(np.mean(u[:, k] < 0.1)), float(np.mean(u[:, k] > 0.9))
         below = float(np.mean(u[:, k] < 0.5))
-        per.append({"name": names[k], "inside": bool(worst[k] <= 0.0), "excess": float(worst[k]),
-                    "share_in_outer_tenths": ends, "share_below_half": below})
+        inside = bool(worst[k] <= 0.0)
+        shape = failure_shape(low, high, below, S)
+        per.append({"name": names[k], "inside": inside, "excess": float(worst[k]),
+                    "share_in_lower_tenth": low, "share_in_upper_tenth": high,
+                    "share_in_outer_tenths": low + high, "share_below_half": below,
+                    "shift_score": shape["shift_score"], "spread_score": shape["spread_score"],
+                    # words only where the test failed: a lean inside the band is chance
+                    "shape": None if inside else shape["shape"]})
     failed = [p for p in per if not p["inside"]]
     status = MISCALIBRATED if failed else CALIBRATED
     return {"status": status, "n_sims": S, "n_draws": n_draws, "n_quantities": K, "false_alarm": false_alarm,
@@ -493,7 +492,8 @@ def conjugate_normal_ranks(rng: np.random.Generator, n_sims: int, n_draws: int, 
     exact (``sd_factor = 1``, ``shift = 0``: the ranks are uniform) or have a planted
     defect: sd scaled by ``sd_factor``, mean moved by ``shift`` posterior sds, in the
     first ``defective`` quantities (None: all; the rest stay exact). Used to measure the
-    uniformity test's false-alarm rate and power."""
+    uniformity test's false-alarm rate and power. A positive ``shift`` moves the draws
+    up, so the truths fall at low ranks: a posterior shifted up."""
     theta = rng.standard_normal((n_sims, n_quantities))
     x = theta + rng.standard_normal((n_sims, n_quantities))
     k = n_quantities if defective is None else int(defective)
@@ -504,22 +504,268 @@ def conjugate_normal_ranks(rng: np.random.Generator, n_sims: int, n_draws: int, 
     return (draws < theta[:, None, :]).sum(1)
 
 
+# --------------------------------------------------------------------------------------
+# The shape of a failure
+# --------------------------------------------------------------------------------------
+#: standard errors a shape score must reach before its word is used. The quantity has
+#: already failed the band test, so these scores only choose the words; two standard
+#: errors keep a wrong word rare (about 2% one-sided per score) without leaving most
+#: flagged shifts at "no simple shape"
+SHAPE_SCORE = 2.0
+SHIFTED_UP = "posterior shifted up"
+SHIFTED_DOWN = "posterior shifted down"
+TOO_NARROW = "too narrow"
+TOO_WIDE = "too wide"
+NO_SIMPLE_SHAPE = "no simple shape"
+
+
+def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict[str, Any]:
+    """A quantity's rank distribution in words, from the shares of its PIT values in the
+    lowest tenth (``lower``), the highest tenth (``upper``) and below one half
+    (``below``) over ``n_sims`` simulations.
+
+    Two scores, each in binomial standard errors at this S (not fixed cut-offs: the same
+    share is strong evidence at S = 1000 and none at S = 20):
+
+    * shift: (below - 1/2) / sqrt(1/4 / S). Truths piled at LOW ranks (most of them below
+      the posterior median) mean the posterior sits too high: "posterior shifted up";
+      piled at high ranks, "shifted down".
+    * spread: probit(lower) + probit(upper) - 2 probit(0.1), over its delta-method
+      standard error. For draws off by a shift d and an sd factor s (N(mu + d sd, (s sd)^2)
+      against the truth's N(mu, sd^2)), probit(lower) = d + s probit(0.1) and
+      probit(upper) = -d + s probit(0.1): the shift cancels in the sum, which reads
+      2 s probit(0.1). So the score sees the spread whatever the shift: positive when the
+      tails are fuller than any pure shift makes them ("too narrow"; a pure narrowing
+      over-fills both tails), negative when emptier ("too wide"). A pure shift, which
+      piles truths in ONE tail and empties the other, scores about 0 - reading the two
+      outer tenths together, as this module once did, called a shift "too narrow".
+
+    Both scores past :data:`SHAPE_SCORE`: both words ("posterior shifted up and too
+    narrow"); neither: "no simple shape". Returns the scores and ``shape``."""
+    from scipy.special import ndtri
+    from scipy.stats import norm
+
+    S = int(n_sims)
+    shift = (below - 0.5) / np.sqrt(0.25 / S)
+    # continuity-corrected shares (half a count added to each of the three cells: lowest
+    # tenth, middle, highest tenth): an empty tenth has a finite probit, and the middle
+    # cell keeps a share, so the variance below stays positive
+    pl, pu = (lower * S + 0.5) / (S + 1.5), (upper * S + 0.5) / (S + 1.5)
+    zl, zu = ndtri(pl), ndtri(pu)
+    dl, du = norm.pdf(zl), norm.pdf(zu)
+    # multinomial (co)variances of the two shares, through the probit's slope
+    var = (pl * (1 - pl) / dl ** 2 + pu * (1 - pu) / du ** 2 - 2 * pl * pu / (dl * du)) / S
+    spread = (zl + zu - 2 * ndtri(0.1)) / np.sqrt(var)
+    words = []
+    if abs(shift) >= SHAPE_SCORE:
+        words.append(SHIFTED_UP if shift > 0 else SHIFTED_DOWN)
+    if abs(spread) >= SHAPE_SCORE:
+        words.append(TOO_NARROW if spread > 0 else TOO_WIDE)
+    return {"shape": " and ".join(words) if words else NO_SIMPLE_SHAPE,
+            "shift_score": float(shift), "spread_score": float(spread)}
+
+
 def describe_failure(q: dict[str, Any]) -> str:
-    """A failing quantity in words, from where its PIT values piled up."""
-    ends, below = q["share_in_outer_tenths"], q["share_below_half"]
-    if ends > 0.2 + 0.1:
-        shape = f"{100 * ends:.0f}% of truths in the outer tenths (expected 20%): too narrow"
-    elif ends < 0.2 - 0.1:
-        shape = f"{100 * ends:.0f}% of truths in the outer tenths (expected 20%): too wide"
-    elif below > 0.5 + 0.1:
-        shape = f"{100 * below:.0f}% of truths below the posterior median: posterior biased upwards"
-    elif below < 0.5 - 0.1:
-        shape = f"{100 * (1 - below):.0f}% of truths above the posterior median: posterior biased downwards"
+    """A failing quantity of :func:`uniformity` in words: its shape (:func:`failure_shape`)
+    and the shares it was read from."""
+    shape = q["shape"] or NO_SIMPLE_SHAPE
+    return (f"{q['name']} ({shape}: {100 * q['share_below_half']:.0f}% of truths below the posterior median, "
+            f"{100 * q['share_in_lower_tenth']:.0f}% / {100 * q['share_in_upper_tenth']:.0f}% in the lowest / "
+            "highest tenth of ranks; 50%, 10% / 10% if calibrated)")
+
+
+# --------------------------------------------------------------------------------------
+# Power: what a run of S simulations could have seen
+# --------------------------------------------------------------------------------------
+#: the detection probability the power line states
+POWER_PROBABILITY = 0.8
+#: replicates of the power simulation: the 80% is estimated with a binomial Monte Carlo
+#: sd of sqrt(0.8 x 0.2 / 1000) = 1.3%
+POWER_REPLICATES = 1000
+#: of the power simulation's uniforms: a fixed seed makes every power line deterministic
+POWER_SEED = 20261127
+#: the largest defects searched: a shift of 8 posterior sds, an sd x 1/100 and x 100
+MAX_SHIFT_SD = 8.0
+MAX_SD_FACTOR = 100.0
+#: when a run that stays inside its bands is "too few simulations to call": when the
+#: smallest defects it detects with 80% probability are a mean off by more than one
+#: posterior sd, or an sd narrower than half the true one (or none at all). Both are
+#: gross errors: a posterior one sd off covers the truth with its central 95% interval 83%
+#: of the time, one half as wide 68% of the time (its "95%" interval is a 68% one). A
+#: test blind to either says nothing a user would call calibrated. A posterior too wide
+#: errs on the safe side (its intervals over-cover), so widening is reported, not used.
+USELESS = {"mean_shift_sd": 1.0, "sd_factor_narrow": 0.5}
+#: simulation counts tried for the number a useful run needs
+SIMS_GRID = (10, 20, 50, 100, 200, 500, 1000)
+
+_GAUSS_LEGENDRE = np.polynomial.legendre.leggauss(64)
+
+
+@functools.lru_cache(maxsize=16)
+def _order_statistic_probits(n_draws: int) -> np.ndarray:
+    """(L, 64): probit of the (r + 1)-th smallest of L uniforms at the Gauss-Legendre
+    nodes of its quantile, r = 0..L-1 (the rank cdf of :func:`pit_cdf` integrates over it)."""
+    from scipy.special import betaincinv, ndtri
+
+    nodes = (_GAUSS_LEGENDRE[0] + 1.0) / 2.0
+    r = np.arange(n_draws, dtype=float)[:, None]
+    return ndtri(betaincinv(r + 1.0, n_draws - r, nodes[None, :]))
+
+
+def pit_cdf(x: np.ndarray, n_draws: int, shift: float = 0.0, sd_factor: float = 1.0) -> np.ndarray:
+    """P(u <= x) for the randomized PIT u of one quantity whose L posterior draws are off
+    by ``shift`` posterior sds and an sd scaled by ``sd_factor`` (the defect
+    :func:`conjugate_normal_ranks` plants), exactly up to quadrature.
+
+    With z the truth's standardized place in the exact posterior (N(0, 1)), each draw
+    falls below the truth with probability p = Phi((z - shift) / sd_factor), so the rank R
+    is Binomial(L, p) and R <= r exactly when the (r + 1)-th smallest of L uniforms, a
+    Beta(r + 1, L - r) variable B, exceeds p: P(R <= r) = E[Phi(shift + sd_factor
+    probit(B))], a smooth integral over B's quantile (64-node Gauss-Legendre). u = (R +
+    V) / (L + 1) then has a piecewise linear cdf between those values."""
+    from scipy.special import ndtr
+
+    L = int(n_draws)
+    weights = _GAUSS_LEGENDRE[1] / 2.0
+    cdf = np.concatenate([[0.0], ndtr(shift + sd_factor * _order_statistic_probits(L)) @ weights, [1.0]])
+    t = np.asarray(x, dtype=float) * (L + 1)
+    r = np.clip(np.floor(t).astype(int), 0, L)
+    # cdf[r] is P(R <= r - 1): the randomized PIT spreads P(R = r) evenly over [r, r + 1)
+    return cdf[r] + (t - r) * (cdf[r + 1] - cdf[r])
+
+
+@functools.lru_cache(maxsize=4)
+def _sorted_uniforms(n_sims: int, replicates: int, seed: int) -> np.ndarray:
+    """``replicates`` sorted samples of ``n_sims`` uniforms, row i shifted by i and
+    flattened, so one ``searchsorted`` counts every row's values below its thresholds.
+    The same uniforms serve every defect size (common random numbers: the estimated
+    detection rate then moves smoothly with the size, and bisection finds one crossing)."""
+    u = np.sort(np.random.default_rng(seed).uniform(size=(replicates, n_sims)), axis=1)
+    return (u + np.arange(replicates)[:, None]).ravel()
+
+
+def detection_rate(n_sims: int, n_draws: int, n_quantities: int, *, shift: float = 0.0, sd_factor: float = 1.0,
+                   false_alarm: float = FALSE_ALARM, replicates: int = POWER_REPLICATES,
+                   seed: int = POWER_SEED) -> float:
+    """How often the uniformity test flags a quantity off by ``shift`` posterior sds and
+    an sd x ``sd_factor``, in a run of S = ``n_sims`` simulations, L = ``n_draws`` draws
+    and K = ``n_quantities`` quantities (the defective quantity's ECDF against its band of
+    level 1 - false_alarm / K).
+
+    Only the defective quantity is simulated: its PIT values are exact draws from
+    :func:`pit_cdf` (inverse cdf of sorted uniforms), so their ECDF at the test's points is
+    the count of uniforms below the cdf there. The other K - 1 quantities are taken as
+    exact and their own chance alarms (up to the false-alarm rate) not counted, and real
+    defects touch several quantities at once: so this is the conservative, hardest case,
+    and a run's real power is at least this."""
+    S, K = int(n_sims), int(n_quantities)
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, 1.0 - false_alarm / K)
+    G = pit_cdf(x, n_draws, shift, sd_factor)
+    flat = _sorted_uniforms(S, int(replicates), int(seed))
+    offset = np.arange(int(replicates))[:, None]
+    ecdf = (np.searchsorted(flat, G[None, :] + offset, side="right") - offset * S) / S
+    return float(np.mean(((ecdf > upper) | (ecdf < lower)).any(1)))
+
+
+def _smallest_detected(rate: Callable[[float], float], top: float, tol: float) -> float | None:
+    """The smallest size in [0, top] whose detection rate reaches POWER_PROBABILITY
+    (bisection to ``tol``; the rate grows with the size), None if even ``top`` does not."""
+    if rate(top) < POWER_PROBABILITY:
+        return None
+    lo, hi = 0.0, top
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if rate(mid) >= POWER_PROBABILITY else (mid, hi)
+    return hi
+
+
+@functools.lru_cache(maxsize=256)
+def _detectable(n_sims: int, n_draws: int, n_quantities: int, false_alarm: float) -> tuple:
+    def rate(**defect):
+        return detection_rate(n_sims, n_draws, n_quantities, false_alarm=false_alarm, **defect)
+
+    shift = _smallest_detected(lambda d: rate(shift=d), MAX_SHIFT_SD, 1e-3)
+    # the sd factors on a log scale: x 0.5 and x 2 are defects of the same size
+    narrow = _smallest_detected(lambda a: rate(sd_factor=float(np.exp(-a))), np.log(MAX_SD_FACTOR), 1e-3)
+    wide = _smallest_detected(lambda a: rate(sd_factor=float(np.exp(a))), np.log(MAX_SD_FACTOR), 1e-3)
+    return (shift, None if narrow is None else float(np.exp(-narrow)), None if wide is None else float(np.exp(wide)))
+
+
+def power_useful(power: dict[str, Any]) -> bool:
+    """Whether a run with this power may call an engine calibrated (:data:`USELESS`)."""
+    shift, narrow = power["mean_shift_sd"], power["sd_factor_narrow"]
+    return (shift is not None and shift <= USELESS["mean_shift_sd"]
+            and narrow is not None and narrow >= USELESS["sd_factor_narrow"])
+
+
+def power_line(power: dict[str, Any]) -> str:
+    """The power of a run in one line."""
+    shift, narrow, wide = power["mean_shift_sd"], power["sd_factor_narrow"], power["sd_factor_wide"]
+    mean = (f"a mean off by {shift:.2f} posterior sd" if shift is not None
+            else f"no mean shift up to {MAX_SHIFT_SD:g} posterior sd")
+    if narrow is not None and wide is not None:
+        sd = f"an sd off by x{narrow:.2f} / x{wide:.2f}"
+    elif narrow is not None:
+        sd = f"an sd off by x{narrow:.2f} (no widening up to x{MAX_SD_FACTOR:g})"
+    elif wide is not None:
+        sd = f"an sd off by x{wide:.2f} (no narrowing down to x{1 / MAX_SD_FACTOR:g})"
     else:
-        # the ECDF left its band somewhere in between: naming a direction would mislead
-        shape = (f"rank ECDF outside its band, no simple shape: {100 * ends:.0f}% in the outer tenths, "
-                 f"{100 * below:.0f}% below the median")
-    return f"{q['name']} ({shape})"
+        sd = f"no sd off by x{1 / MAX_SD_FACTOR:g} to x{MAX_SD_FACTOR:g}"
+    return (f"with {power['n_sims']} simulations this test detects ({100 * power['probability']:.0f}% of the time) "
+            f"{mean} or {sd} in any one quantity")
+
+
+def detectable_defects(n_sims: int, n_draws: int, n_quantities: int,
+                       false_alarm: float = FALSE_ALARM) -> dict[str, Any]:
+    """The power of a run of S = ``n_sims`` simulations, L = ``n_draws`` draws and K =
+    ``n_quantities`` quantities: the smallest mean shift (in posterior sds) and sd factors
+    (narrow, below 1; wide, above 1) of ONE quantity that the uniformity test detects with
+    probability :data:`POWER_PROBABILITY` (None: not even the largest searched). Computed
+    by :func:`detection_rate` with bisection on the size; cached, so a summary pays for it
+    once per (S, L, K, false_alarm)."""
+    shift, narrow, wide = _detectable(int(n_sims), int(n_draws), int(n_quantities), float(false_alarm))
+    power = {"probability": POWER_PROBABILITY,
+             "probability_mc_sd": float(np.sqrt(POWER_PROBABILITY * (1 - POWER_PROBABILITY) / POWER_REPLICATES)),
+             "mean_shift_sd": shift, "sd_factor_narrow": narrow, "sd_factor_wide": wide,
+             "n_sims": int(n_sims), "n_draws": int(n_draws), "n_quantities": int(n_quantities),
+             "false_alarm": float(false_alarm), "replicates": POWER_REPLICATES, "seed": POWER_SEED,
+             "method": ("one quantity's ranks off by a normal mean shift or sd factor (as conjugate_normal_ranks "
+                        "plants them), their exact PIT distribution against the same simultaneous band of level "
+                        "1 - false_alarm / K; the other K - 1 quantities exact and their chance alarms not "
+                        f"counted (the conservative, hardest case); {POWER_REPLICATES} replicates with common "
+                        f"random numbers (seed {POWER_SEED}), bisection on the size")}
+    power["useful"] = power_useful(power)
+    power["line"] = power_line(power)
+    return power
+
+
+def simulations_needed(n_draws: int, n_quantities: int, false_alarm: float = FALSE_ALARM) -> dict[str, Any] | None:
+    """The power at the smallest S of :data:`SIMS_GRID` whose power is useful
+    (:func:`power_useful`), None if none is."""
+    for s in SIMS_GRID:
+        power = detectable_defects(s, n_draws, n_quantities, false_alarm)
+        if power["useful"]:
+            return power
+    return None
+
+
+def quantity_glossary(names: list[str]) -> dict[str, str]:
+    """What each kind of ranked quantity is: name pattern -> meaning."""
+    out: dict[str, str] = {}
+    for name in names:
+        base, bracket, _ = name.partition("[")
+        if base == "f_new":
+            out["f_new[k]"] = ("the linear predictor f = phi(x_k)' w (the model's own linear_predictor) at the k-th "
+                               "held-out design row: it probes the predictive")
+        elif name == "log_lik":
+            out["log_lik"] = ("the log-likelihood of the simulated labels under each draw: a test quantity that "
+                              "depends on the data, so it sees joint errors the marginals hide")
+        else:
+            key = f"{base}[i]" if bracket else base
+            out[key] = (f"the model's parameter {base}" + (" (its i-th coordinate)" if bracket else "")
+                        + ": its truth is drawn from the prior")
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -562,8 +808,9 @@ def _run_task(task: _Task) -> dict[str, Any]:
 
 
 def _fit_module(fit: Callable) -> str:
-    while isinstance(fit, functools.partial):
-        fit = fit.func
+    # through partials and the return-value check to the engine's own code
+    while isinstance(fit, functools.partial) or hasattr(fit, "__wrapped_engine__"):
+        fit = fit.func if isinstance(fit, functools.partial) else fit.__wrapped_engine__
     return fit.__module__
 
 
@@ -690,20 +937,38 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
         return {"status": NOT_APPLICABLE, "counts": counts, "failure_messages": failures,
                 "reason": f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity"}
     ranks = np.array([r["ranks"] for r in ok])
-    test = uniformity(ranks, ok[0]["n_draws"], names=names, false_alarm=settings.false_alarm, seed=settings.seed)
-    if test["status"] == CALIBRATED:
-        reason = (f"calibrated at this precision: the ranks of all {test['n_quantities']} quantities stay inside "
-                  f"their simultaneous {100 * test['band_level']:.2f}% bands over {len(ok)} simulations "
-                  f"({100 * settings.false_alarm:g}% family-wise false-alarm rate)")
-    else:
+    n_draws = ok[0]["n_draws"]
+    test = uniformity(ranks, n_draws, names=names, false_alarm=settings.false_alarm, seed=settings.seed)
+    S, K = len(ok), test["n_quantities"]
+    power = detectable_defects(S, n_draws, K, settings.false_alarm)
+    inside = (f"the ranks of all {K} quantities stay inside their simultaneous {100 * test['band_level']:.2f}% "
+              f"bands over {S} simulations ({100 * settings.false_alarm:g}% family-wise false-alarm rate)")
+    needed = None
+    if test["status"] == MISCALIBRATED:
+        # a detection keeps its false-alarm rate at any S: it stands however small the run
+        status = MISCALIBRATED
         reason = ("miscalibrated: " + "; ".join(describe_failure(q) for q in test["worst"])
-                  + f" ({sum(not q['inside'] for q in test['quantities'])} of {test['n_quantities']} quantities "
-                  f"outside their bands over {len(ok)} simulations)")
+                  + f" ({sum(not q['inside'] for q in test['quantities'])} of {K} quantities "
+                  f"outside their bands over {S} simulations)")
+    elif power["useful"]:
+        status = CALIBRATED
+        reason = f"calibrated: {inside}"
+    else:
+        status = TOO_FEW
+        enough = simulations_needed(n_draws, K, settings.false_alarm)
+        needed = None if enough is None else enough["n_sims"]
+        reason = (f"{TOO_FEW}: {inside}, but a run this small misses a mean off by "
+                  f"{USELESS['mean_shift_sd']:g} posterior sd or an sd x{USELESS['sd_factor_narrow']:g} more than "
+                  f"{100 * (1 - POWER_PROBABILITY):.0f}% of the time; "
+                  + (f"{needed} simulations would be enough ({enough['line']})" if enough is not None else
+                     f"not even {SIMS_GRID[-1]} simulations would be enough with {K} quantities"))
     if failed:
         reason += (f"; {len(failed)} of {len(results)} fits failed and are missing from the ranks, "
                    "which can bias them")
-    return {"status": test["status"], "reason": reason, "counts": counts, "failure_messages": failures,
-            "uniformity": test, "ranks": ranks.tolist()}
+    reason += f"; {power['line']}"
+    return {"status": status, "reason": reason, "counts": counts, "failure_messages": failures,
+            "uniformity": test, "power": {**power, "simulations_needed": needed},
+            "glossary": quantity_glossary(names), "ranks": ranks.tolist()}
 
 
 def summary_line(summary: dict[str, Any]) -> str:
@@ -715,7 +980,9 @@ def summary_line(summary: dict[str, Any]) -> str:
 
 __all__ = ["SBCProblem", "SBCSettings", "rbf_design", "problem_for", "resolve_engine", "import_engine",
            "simulate_one", "uniformity", "conjugate_normal_ranks", "run_sbc", "summarize", "summary_line", "FALSE_ALARM",
-           "CALIBRATED", "MISCALIBRATED", "NOT_APPLICABLE"]
+           "CALIBRATED", "MISCALIBRATED", "TOO_FEW", "NOT_APPLICABLE", "failure_shape", "describe_failure",
+           "detection_rate", "detectable_defects", "simulations_needed", "power_line", "pit_cdf",
+           "quantity_glossary"]
 
 
 def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:

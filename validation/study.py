@@ -87,8 +87,13 @@ class Cell:
         """Digest of the description and of the code that computes this kind of cell."""
         from .code_digest import code_digest
 
+        from .engines import user_modules
+
+        p = self.params
+        # a user's engine's own module is digested too: its stored cells go stale with its code
+        named = p["engines"] if self.kind == "compare" else [p["engine"]]
         modules = {"compare": ("zoo.validation.compare",), "sbc": ("zoo.validation.sbc",),
-                   "defects": ("zoo.validation.defects",)}[self.kind]
+                   "defects": ("zoo.validation.defects",)}[self.kind] + user_modules(named)
         payload = {"format": STUDY_FORMAT, "kind": self.kind, "cell": self.params, "code": code_digest(modules)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -135,6 +140,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     """Every cell of the study, in a stable order; checked against the registry, so a typo
     fails before anything runs."""
     from . import registry
+    from .engines import is_user_engine, resolve_entry
 
     cells: list[Cell] = []
     for i, block in enumerate(config.get("compare", [])):
@@ -142,7 +148,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
             record = registry.get_model(model)
             engines = block.get("engines", list(record.default_engines))
             for e in engines:
-                record.engine(e)
+                resolve_entry(record, e)  # a user's module:function is imported and checked here
             record.check_params(block.get("params", {}))
             for data in block.get("data", [record.default_data]):
                 for split in block.get("splits", [0]):
@@ -154,7 +160,9 @@ def expand(config: dict[str, Any]) -> list[Cell]:
         model = _need(block, "model", "sbc", i)
         record = registry.get_model(model)
         for engine in block.get("engines", list(record.engine_names)):
-            if engine not in record.engine_names + record.sampler_names and ":" not in engine:
+            if is_user_engine(engine):
+                resolve_entry(record, engine)
+            elif engine not in record.engine_names + record.sampler_names:
                 raise ValueError(f"study: {model} has no engine or sampler {engine!r}")
             for r in range(int(block.get("replicates", 1))):
                 cells.append(Cell("sbc", _frozen({"model": model, "engine": engine, "replicate": r,
@@ -163,7 +171,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     for i, block in enumerate(config.get("defects", [])):
         model = _need(block, "model", "defects", i)
         engine = _need(block, "engine", "defects", i)
-        registry.get_model(model).engine(engine)
+        resolve_entry(registry.get_model(model), engine)
         samplers = list(block.get("reference_samplers", []))
         if samplers:
             from .compare import default_references

@@ -102,6 +102,10 @@ def bars_fit(stream) -> bool:
 
 
 def _cmd_compare(args) -> int:
+    # a user's engine given as module:function is imported like `python -m` would: from
+    # the current folder first
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     from zoo import data as datasets
     from zoo.validation import registry
     from zoo.validation.compare import CompareConfig, compare, default_references
@@ -126,10 +130,13 @@ def _cmd_compare(args) -> int:
             params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
             cache_dir=None if args.no_cache else args.cache_dir,
         )
-        # every name before any work (compare() checks them again, after nothing costly)
+        # every name before any work (compare() checks them again, after nothing costly);
+        # a user's module:function is imported and its signature checked here
+        from zoo.validation.engines import resolve_entry
+
         record = registry.get_model(config.model)
         for name in config.engines:
-            record.engine(name)
+            resolve_entry(record, name)
         record.check_params(config.params)
         datasets.load(config.data, config.split, standardize=False)
         reference_cache = [] if args.no_cache else [(args.cache_dir, "cache folder (--cache-dir, env ZOO_CACHE_DIR)")]
@@ -470,7 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated engines (default: "
                         + "; ".join(f"{','.join(r.default_engines)} for {r.name}" for r in records)
                         + "). All engines: "
-                        + "; ".join(f"{r.name} {', '.join(r.engine_names)}" for r in records))
+                        + "; ".join(f"{r.name} {', '.join(r.engine_names)}" for r in records)
+                        + ". Your own: module:function with fit(spec, Phi, y, *, config=None) -> Posterior, "
+                          "imported from the current folder first (e.g. examples.biased_ep:fit)")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a scalar hyper-parameter (repeatable): "
                         + "; ".join(f"{r.name} {', '.join(r.params)}" for r in records if r.params))

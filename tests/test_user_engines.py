@@ -1,0 +1,168 @@
+"""A user's engine goes wherever a registered one goes (validation/engines.py).
+
+One comparison on Ripley (width given: no CV; EP's posterior needs no surrogate reference)
+with the short NUTS settings and the session's NUTS cache of conftest.py, shared by the
+module: a biased EP given as a Python function, and broken engines given as
+``module:function`` paths (tests/user_engines.py), beside the zoo's own EP.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64)
+from zoo.inference.contracts import EngineReturnError, checked_fit, returned_problem
+from zoo.validation.compare import CompareConfig, compare
+from zoo.validation.engines import engine_label, resolve_entry, user_modules
+from zoo.validation.report import write_report
+
+import user_engines
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BROKEN = {
+    "user_engines:raises": "user_engines:raises raised RuntimeError: my engine broke on line 2",
+    "user_engines:returns_dict": "user_engines:returns_dict returned builtins.dict, not a zoo Posterior",
+    "user_engines:wrong_sites": "user_engines:wrong_sites returned a posterior over the sites (b(), w(",
+    "user_engines:nan_draws": "user_engines:nan_draws returned draws of 'w' with 1 non-finite value(s)",
+}
+
+
+def biased_ep(spec, Phi, y, *, config=None):
+    """The README's example engine (examples/biased_ep.py), given as a function."""
+    import sys
+
+    sys.path.insert(0, REPO)
+    try:
+        from examples.biased_ep import fit
+    finally:
+        sys.path.remove(REPO)
+    return fit(spec, Phi, y, config=config)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, nuts_cache_dir, fast_nuts):
+    config = CompareConfig(model="pcvm", data="ripley", params={"width": 0.7},
+                           engines=("ep", biased_ep, *BROKEN), reference=fast_nuts,
+                           cache_dir=str(nuts_cache_dir), metric_draws=1000)
+    comp = compare(config)
+    out = tmp_path_factory.mktemp("report")
+    files = write_report(comp, str(out))
+    with open(files["results"]) as fh:
+        return comp, files, json.load(fh)
+
+
+def test_a_user_function_gets_every_column_a_built_in_engine_gets(run):
+    comp, files, res = run
+    label = "test_user_engines:biased_ep"
+    assert list(res["engines"]) == ["ep", label, *BROKEN]
+    assert res["config"]["engines"] == ["ep", label, *BROKEN]
+    ep, mine = res["engines"]["ep"], res["engines"][label]
+    assert set(mine) == set(ep)  # the same metrics, verdict, timings: nothing missing
+    assert mine["kind"] == "gaussian" and mine["failure"] is None
+    for key in ("pred_mae", "std_mean_err_median", "sd_ratio_median", "khat", "test_error", "seconds"):
+        assert isinstance(mine[key], float), key
+    # the mean is moved by 0.3 posterior sd: the median standardized error says so
+    # (EP's own is about 0.03 here), and the sd ratio is near sqrt(0.8) = 0.89 of EP's
+    assert mine["std_mean_err_median"] > ep["std_mean_err_median"] + 0.2
+    assert mine["sd_ratio_median"] == pytest.approx(np.sqrt(0.8) * ep["sd_ratio_median"], rel=0.02)
+    v = mine["verdict"]
+    assert v["status"] == "differs" and "mean off by +0." in v["reason"]
+    # its report row, its posterior file and its place in the figures
+    md = open(files["report"]).read()
+    assert f"| {label} |" in md
+    assert files[label].endswith("test_user_engines--biased_ep.nc") and os.path.isfile(files[label])
+    assert label in comp.posteriors
+
+
+@pytest.mark.parametrize("name", list(BROKEN))
+def test_a_broken_user_engine_gets_one_line_in_its_own_row(run, name):
+    _, files, res = run
+    row = res["engines"][name]
+    assert row["failure"].startswith(BROKEN[name]), row["failure"]
+    assert "\n" not in row["failure"] and "Traceback" not in row["failure"]
+    assert row["pred_mae"] is None and row["null_reasons"]["pred_mae"].endswith(row["failure"])
+    md = open(files["report"]).read()
+    assert f"| {name} |" in md and "failed" in md.split(f"| {name} |")[1].splitlines()[0]
+    # the zoo's own engine beside it was measured as usual
+    assert res["engines"]["ep"]["failure"] is None and res["engines"]["ep"]["verdict"]["status"] != "not applicable"
+
+
+def test_a_user_engine_without_the_contract_is_refused_before_any_work(monkeypatch):
+    from zoo.validation import compare as compare_module
+
+    monkeypatch.setattr(compare_module.datasets, "load", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(ValueError, match="config.*keyword-only"):
+        compare(CompareConfig(model="pcvm", engines=("ep", "user_engines:no_contract")))
+    with pytest.raises(ValueError, match="cannot import 'no_such_module_xyz'"):
+        compare(CompareConfig(model="pcvm", engines=("no_such_module_xyz:fit",)))
+    with pytest.raises(ValueError, match="no engine 'epp'.*module:function"):
+        compare(CompareConfig(model="pcvm", engines=("epp",)))
+    with pytest.raises(ValueError, match="more than once: ep"):
+        CompareConfig(model="pcvm", engines=("ep", "ep"))
+
+
+def test_the_return_value_check_names_what_is_wrong():
+    import jax.numpy as jnp
+
+    from zoo.models.pcvm import PCVM
+
+    spec, Phi, y = PCVM(alpha=1.0), np.eye(4)[:, :3] + 0.1, np.array([0.0, 1.0, 0.0, 1.0])
+    assert returned_problem(user_engines.shrunk(spec, jnp.asarray(Phi), y), spec, Phi) is None
+    fit = checked_fit(user_engines.returns_dict, "mine")
+    with pytest.raises(EngineReturnError, match="^mine returned builtins.dict, not a zoo Posterior"):
+        fit(spec, Phi, y)
+    with pytest.raises(EngineReturnError, match=r"^mine raised RuntimeError: my engine broke on line 2$"):
+        checked_fit(user_engines.raises, "mine")(spec, Phi, y)
+
+
+def test_labels_and_the_modules_whose_code_keys_stored_results():
+    assert engine_label("pkg.mod:fit") == "pkg.mod:fit"
+    assert engine_label(user_engines.shrunk) == "user_engines:shrunk"
+    assert user_modules(["ep", "pkg.mod:fit", user_engines.shrunk, "pkg.mod:other"]) == ("pkg.mod", "user_engines")
+
+
+def test_a_user_engine_in_a_study_is_checked_and_its_code_keys_the_cell(tmp_path):
+    from zoo.validation.study import expand
+
+    config = {"compare": [{"models": ["pcvm"], "engines": ["ep", "user_engines:shrunk"]}],
+              "sbc": [{"model": "pcvm", "engines": ["user_engines:shrunk"]}],
+              "defects": [{"model": "pcvm", "engine": "user_engines:shrunk"}]}
+    cells = expand(config)
+    assert [c.kind for c in cells] == ["compare", "sbc", "defects"]
+    keys = [c.key() for c in cells]
+    # the user's module enters each cell's key: a key computed as if it were not a user's
+    # module (no digest of it) differs
+    from zoo.validation import engines as engines_module
+
+    real = engines_module.user_modules
+    try:
+        engines_module.user_modules = lambda names: ()
+        assert [c.key() for c in cells] != keys
+    finally:
+        engines_module.user_modules = real
+    with pytest.raises(ValueError, match="keyword-only"):
+        expand({"compare": [{"models": ["pcvm"], "engines": ["user_engines:no_contract"]}]})
+    with pytest.raises(ValueError, match="keyword-only"):
+        expand({"defects": [{"model": "pcvm", "engine": "user_engines:no_contract"}]})
+
+
+def test_a_user_engine_through_sbc_fails_each_simulation_with_its_line(tmp_path):
+    from zoo.validation.sbc import SBCSettings, run_sbc
+
+    summary = run_sbc("pcvm", "user_engines:returns_dict", settings=SBCSettings(n_sims=10, n_draws=9),
+                      out_dir=tmp_path, problem_kwargs={"n": 30, "n_basis": 3})
+    assert summary["counts"]["failed"] == 10 and summary["status"] == "not applicable"
+    assert summary["failure_messages"] == [
+        "EngineReturnError: user_engines:returns_dict returned builtins.dict, not a zoo Posterior "
+        "(GaussianPosterior, DrawsPosterior or PointPosterior from zoo.inference.posterior)"]
+
+
+def test_resolve_entry_of_a_model_engine_is_the_registry_entry():
+    from zoo.validation import registry
+
+    record = registry.get_model("pcvm")
+    assert resolve_entry(record, "ep") is record.engine("ep")
+    assert resolve_entry(record, "user_engines:shrunk").kind == "user"

@@ -50,22 +50,121 @@ def test_conjugate_ranks_plant_the_defect_only_where_asked():
     assert np.all(np.abs(outer[1:] - 0.2) < 0.04), outer
 
 
-@pytest.mark.parametrize("defect, words", [({"sd_factor": 0.5}, "too narrow"), ({"sd_factor": 2.0}, "too wide"),
-                                           ({"shift": 0.5}, "biased upwards")])
+@pytest.mark.parametrize("defect, words", [
+    ({"shift": 0.3}, S.SHIFTED_UP), ({"shift": -0.3}, S.SHIFTED_DOWN), ({"sd_factor": 0.6}, S.TOO_NARROW),
+    ({"sd_factor": 1.6}, S.TOO_WIDE), ({"shift": 0.3, "sd_factor": 0.6}, "posterior shifted up and too narrow")])
 def test_uniformity_test_catches_and_names_a_broken_posterior(defect, words):
-    # at S = 100 each of these defects puts the ECDF far outside the band (power ~1 at
-    # this size; the fixed seed makes the check deterministic)
+    # S = 300, the defect in quantity 0 of 3: each is detected at this size nearly always
+    # (the power line: a 0.3-sd shift needs about S = 200 at 80%; sd x0.6 or x1.6 far
+    # fewer), and its shape scores are far past 2 standard errors (shift 0.3: about
+    # +4 sd of the median share). A positive shift moves the draws UP, so truths fall at
+    # low ranks: "posterior shifted up", whose lowest tenth fills and highest empties -
+    # the old reading of both outer tenths together called that "too narrow". The fixed
+    # seed makes each check deterministic; over seeds, a pure defect gets an extra word
+    # in about 3% of flagged runs (each score's two-sided 2-sd tail)
     rng = np.random.default_rng(5)
-    test = S.uniformity(_exact_and_engine_ranks(rng, 100, 99, **defect), 99)
+    test = S.uniformity(S.conjugate_normal_ranks(rng, 300, 99, 3, defective=1, **defect), 99)
     assert test["status"] == S.MISCALIBRATED
-    assert words in S.describe_failure(test["worst"][0])
+    flagged = test["worst"][0]
+    assert flagged["name"] == "q[0]" and flagged["shape"] == words
+    assert S.describe_failure(flagged).startswith(f"q[0] ({words}:")
+    if "shift" in defect and "sd_factor" not in defect:
+        # one tail over-full, the other under-full: the direction the shift says
+        low, high = flagged["share_in_lower_tenth"], flagged["share_in_upper_tenth"]
+        assert (low > 0.1 > high) if defect["shift"] > 0 else (high > 0.1 > low)
+        assert "too narrow" not in flagged["shape"] and "too wide" not in flagged["shape"]
 
 
-def test_a_failure_without_a_clear_shape_names_no_direction():
-    # a band exceeded with near-even shares (seen on grid-rvm's vb-s-grid, 23% / 48%):
-    # "biased downwards" on 52% above the median would mislead
-    words = S.describe_failure({"name": "w[11]", "share_in_outer_tenths": 0.23, "share_below_half": 0.48})
-    assert "no simple shape" in words and "biased" not in words
+def test_shape_scores_are_in_standard_errors_of_the_run():
+    # the same shares are a clear shape at S = 1000 and none at S = 20: the cut-off is
+    # SHAPE_SCORE binomial standard errors, not a fixed share. 60% below the median is
+    # (0.6 - 0.5) / sqrt(0.25 / S) = 6.3 sds at S = 1000, 0.9 at S = 20
+    assert S.failure_shape(0.14, 0.07, 0.6, 1000)["shape"] == S.SHIFTED_UP
+    assert S.failure_shape(0.14, 0.07, 0.6, 20)["shape"] == S.NO_SIMPLE_SHAPE
+    # both tenths over-full and an even median: narrow; both under-full: wide
+    assert S.failure_shape(0.2, 0.2, 0.5, 300)["shape"] == S.TOO_NARROW
+    assert S.failure_shape(0.03, 0.03, 0.5, 300)["shape"] == S.TOO_WIDE
+    # a pure shift's one-sided pile (the lowest tenth 16%, the highest 6%: what a 0.3-sd
+    # shift gives) is not a spread defect, though the outer tenths hold 22%
+    score = S.failure_shape(0.16, 0.06, 0.62, 300)
+    assert score["shape"] == S.SHIFTED_UP and abs(score["spread_score"]) < 1.0
+    # grid-rvm's vb-s-grid w[11] (23% in the outer tenths, 48% below the median at S =
+    # 100; split here 12% / 11%): a band exceeded with no clear shape names no direction
+    assert S.failure_shape(0.12, 0.11, 0.48, 100)["shape"] == S.NO_SIMPLE_SHAPE
+    # an empty tenth (every truth in the middle) still gives a finite score
+    assert np.isfinite(S.failure_shape(0.0, 0.0, 0.5, 10)["spread_score"])
+
+
+def test_power_is_the_detection_rate_the_uniformity_test_reaches():
+    # the power line's sizes, checked by running the test itself: ranks from
+    # conjugate_normal_ranks with the defect in quantity 0 only, against the band of
+    # level 1 - 0.05 / K (K = 11, as PCVM's SBC problem; uniformity on the one column
+    # with false_alarm / K is that band). 400 replicates here (binomial sd 2%) and the
+    # power line's own 1000 (1.3%): at the 80%-sizes the rate must lie within 3 pooled
+    # sds (3 x 2.4% = 7.2%) of 0.8
+    S_, L, K = 100, 99, 11
+    power = S.detectable_defects(S_, L, K)
+    assert power["probability"] == 0.8 and power["replicates"] == S.POWER_REPLICATES
+    rng = np.random.default_rng(17)
+    for defect in ({"shift": power["mean_shift_sd"]}, {"sd_factor": power["sd_factor_narrow"]},
+                   {"sd_factor": power["sd_factor_wide"]}):
+        hits = [S.uniformity(S.conjugate_normal_ranks(rng, S_, L, 1, **defect), L, false_alarm=0.05 / K,
+                             seed=r)["status"] == S.MISCALIBRATED for r in range(400)]
+        assert abs(np.mean(hits) - 0.8) < 0.072, (defect, np.mean(hits))
+    # the exact PIT cdf that the power simulation draws from, against the empirical one
+    # of 200,000 ranks (shift and narrowing together): the largest gap over the test's 99
+    # points must stay within 4 binomial sds (at most sqrt(0.25 / 200000) = 0.0011 each)
+    ranks = S.conjugate_normal_ranks(rng, 200_000, L, 1, shift=0.3, sd_factor=0.6)[:, 0]
+    u = S.pit_values(ranks, L, rng)
+    x = S.eval_points(100)
+    empirical = (u[:, None] <= x[None, :]).mean(0)
+    assert np.abs(empirical - S.pit_cdf(x, L, 0.3, 0.6)).max() < 4 * 0.0011
+    # power grows with S; the line is deterministic and cached
+    assert S.detectable_defects(20, L, K)["mean_shift_sd"] > power["mean_shift_sd"]
+    assert S.detectable_defects(S_, L, K) == power and power["line"] == S.power_line(power)
+
+
+def test_too_few_simulations_to_call_is_not_calibrated():
+    # the user's report: an engine with covariance x0.8 and every mean +0.3 sd (the
+    # defect of examples/biased_ep.py, planted here in all K = 11 quantities as that
+    # engine has it) stayed inside its bands at 10 simulations and was called
+    # "calibrated". At S = 10 no sd error of one quantity is detectable 80% of the time
+    # and only a mean 1.4 sds off is, so the run is too few to call; at S = 100 the same
+    # engine is flagged (every quantity 0.3 sd off: caught in nearly every run at this
+    # size; the seed fixes which)
+    def run(n_sims, seed):
+        rng = np.random.default_rng(seed)
+        ranks = S.conjugate_normal_ranks(rng, n_sims, 99, 11, sd_factor=0.8 ** 0.5, shift=0.3)
+        results = [{"index": i, "status": "ok", "ranks": [int(v) for v in r], "n_draws": 99, "redraws": 0}
+                   for i, r in enumerate(ranks)]
+        return S.summarize(results, [f"w[{k}]" for k in range(8)] + ["f_new[0]", "f_new[1]", "log_lik"],
+                           S.SBCSettings(n_sims=n_sims, seed=seed))
+
+    small = run(10, 0)
+    assert small["uniformity"]["status"] == S.CALIBRATED  # inside every band ...
+    assert small["status"] == S.TOO_FEW  # ... and still not called calibrated
+    assert small["reason"].startswith(S.TOO_FEW) and "calibrated:" not in small["reason"]
+    assert not small["power"]["useful"] and small["power"]["sd_factor_narrow"] is None
+    # the reason says how many would do: the smallest S of the grid with useful power
+    needed = small["power"]["simulations_needed"]
+    assert needed == S.simulations_needed(99, 11)["n_sims"] and needed in S.SIMS_GRID and needed > 10
+    assert f"{needed} simulations would be enough" in small["reason"]
+    assert small["reason"].endswith(small["power"]["line"])
+    big = run(100, 0)
+    assert big["status"] == S.MISCALIBRATED and big["power"]["useful"]
+    assert "posterior shifted up" in big["reason"]
+    # a detection stands at any S: the same defect flagged at S = 10 (at a seed where a
+    # band is left) is miscalibrated, not too few
+    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s["uniformity"]["status"] == S.MISCALIBRATED)
+    assert flagged["status"] == S.MISCALIBRATED
+
+
+def test_the_glossary_explains_every_ranked_quantity():
+    names = ["b", "w[0]", "w[1]", "f_new[0]", "f_new[1]", "log_lik"]
+    glossary = S.quantity_glossary(names)
+    assert set(glossary) == {"b", "w[i]", "f_new[k]", "log_lik"}
+    assert "linear predictor" in glossary["f_new[k]"] and "held-out" in glossary["f_new[k]"]
+    assert "log-likelihood of the simulated labels" in glossary["log_lik"]
 
 
 def test_factor_terms_are_the_rejection_weights_of_the_prior():
@@ -113,8 +212,21 @@ def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     settings = S.SBCSettings(n_sims=12, n_draws=19, seed=3)
     kwargs = {"n": 30, "n_basis": 3}
     first = S.run_sbc("pcvm", "ep", settings=settings, out_dir=tmp_path, problem_kwargs=kwargs)
-    assert first["status"] in (S.CALIBRATED, S.MISCALIBRATED) and first["counts"]["ok"] == 12
-    assert first["reused"] == 0
+    assert first["counts"]["ok"] == 12 and first["reused"] == 0
+    # what a user reads off the summary: one rank in 0..L per simulation and quantity ...
+    names = [q["name"] for q in first["uniformity"]["quantities"]]
+    ranks = np.asarray(first["ranks"])
+    assert ranks.shape == (12, len(names)) and ranks.min() >= 0 and ranks.max() <= 19
+    # ... a verdict that is the uniformity test's on exactly those ranks ...
+    test = S.uniformity(ranks, 19, names=names, seed=3)
+    assert test == first["uniformity"]
+    power = S.detectable_defects(12, 19, test["n_quantities"])
+    expected = (S.MISCALIBRATED if test["status"] == S.MISCALIBRATED
+                else S.CALIBRATED if power["useful"] else S.TOO_FEW)
+    assert first["status"] == expected
+    # ... and the power line of this S, L and K, as a direct computation gives it
+    assert {k: first["power"][k] for k in power} == power and first["reason"].endswith(power["line"])
+    assert set(first["glossary"]) >= {"f_new[k]", "log_lik"}
     files = sorted(f for f in os.listdir(first["folder"]) if f.endswith(".json"))
     assert len(files) == 12
     # a killed run leaves some simulations finished: the rerun does only the rest and
@@ -163,6 +275,9 @@ def test_zoo_sbc_runs_a_users_engine_from_module_and_function(tmp_path, monkeypa
     text = capsys.readouterr().out
     assert code == 0
     assert "pcvm / my_engines:overconfident: miscalibrated" in text and "too narrow" in text
+    # the run's power closes its line, and the ranked quantities are explained once
+    assert "with 40 simulations this test detects (80% of the time)" in text
+    assert text.count("f_new[k]: the linear predictor") == 1 and "log_lik: the log-likelihood" in text
     folder = out / "pcvm" / "my_engines_overconfident"
     summary = json.loads((folder / "sbc.json").read_text())
     assert summary["status"] == S.MISCALIBRATED and summary["counts"]["ok"] == 40
@@ -190,8 +305,14 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     # when a second, independent run (seed 1) flags it too: false alarms 0.25% a sampler,
     # while every planted defect of the battery is caught at S = 100 in >= 96% of runs.
     summary = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100), out_dir=tmp_path)
-    assert summary["status"] in (S.CALIBRATED, S.MISCALIBRATED, S.NOT_APPLICABLE)
+    # 100 simulations have useful power for every model's K (10-16 quantities; at K = 10
+    # and 30 a mean 0.44 and 0.48 sd off, an sd x0.67 and x0.65, are detected 80% of the
+    # time: benchmarks/results/sbc_power.md), so a run inside its bands is a verdict here,
+    # never "too few to call"
+    assert summary["status"] in (S.CALIBRATED, S.MISCALIBRATED, S.NOT_APPLICABLE), summary["reason"]
     assert summary["reason"]
+    if summary["status"] != S.NOT_APPLICABLE:
+        assert summary["power"]["useful"] and summary["reason"].endswith(summary["power"]["line"])
     if engine.split("@")[0] in registry.get_model(model).sampler_names and summary["status"] != S.CALIBRATED:
         again = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100, seed=1), out_dir=tmp_path)
         assert again["status"] == S.CALIBRATED, (summary["reason"], again["reason"])

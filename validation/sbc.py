@@ -5,7 +5,8 @@ and an exact posterior is computed from those data, then the rank of the true va
 among L independent posterior draws is uniform on {0, ..., L} (Talts et al. 2018),
 for every parameter and every function of the parameters. An engine whose ranks are not
 uniform does not give the posterior of the model it claims to approximate; which way
-they fail says how (a U shape: too narrow; a hump: too wide; a slope: biased).
+they fail says how (truths piled at low ranks: the posterior shifted up; at high ranks:
+shifted down; in both tails: too narrow; in the middle: too wide - :func:`failure_shape`).
 
 One simulation here:
 
@@ -34,8 +35,14 @@ and their empirical CDF is checked against ArviZ's simultaneous confidence band
 the band holds the whole ECDF of S uniform values with probability 1 - a. With K
 quantities, a = false_alarm / K (Bonferroni), so a calibrated engine is called
 miscalibrated with probability at most ``false_alarm`` (5%); the rate reached is measured
-by simulation in ``benchmarks/sbc_false_alarm.py``. Power grows with S: the report says
-how many simulations stand behind the verdict.
+by simulation in ``benchmarks/sbc_false_alarm.py``.
+
+Power grows with S, and every verdict says what its run could have seen: the smallest
+mean shift and sd factors of one quantity that the test detects 80% of the time at the
+run's S, L and K (:func:`detectable_defects`; tabled by ``benchmarks/sbc_power.py``). A
+run that stays inside its bands but could not see a mean one posterior sd off or an sd
+halved is "too few simulations to call" (:data:`TOO_FEW`, :data:`USELESS`), not
+"calibrated"; a run that leaves a band is "miscalibrated" at any S.
 
 Not applicable, with the reason instead of ranks: point estimates (no distribution to
 rank in) and engines that fit a different model (their ranks against this model's prior
@@ -543,7 +550,6 @@ def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict
     Both scores past :data:`SHAPE_SCORE`: both words ("posterior shifted up and too
     narrow"); neither: "no simple shape". Returns the scores and ``shape``."""
     from scipy.special import ndtri
-    from scipy.stats import norm
 
     S = int(n_sims)
     shift = (below - 0.5) / np.sqrt(0.25 / S)
@@ -552,7 +558,7 @@ def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict
     # cell keeps a share, so the variance below stays positive
     pl, pu = (lower * S + 0.5) / (S + 1.5), (upper * S + 0.5) / (S + 1.5)
     zl, zu = ndtri(pl), ndtri(pu)
-    dl, du = norm.pdf(zl), norm.pdf(zu)
+    dl, du = np.exp(-0.5 * zl * zl) / np.sqrt(2 * np.pi), np.exp(-0.5 * zu * zu) / np.sqrt(2 * np.pi)
     # multinomial (co)variances of the two shares, through the probit's slope
     var = (pl * (1 - pl) / dl ** 2 + pu * (1 - pu) / du ** 2 - 2 * pl * pu / (dl * du)) / S
     spread = (zl + zu - 2 * ndtri(0.1)) / np.sqrt(var)
@@ -591,9 +597,11 @@ MAX_SD_FACTOR = 100.0
 #: smallest defects it detects with 80% probability are a mean off by more than one
 #: posterior sd, or an sd narrower than half the true one (or none at all). Both are
 #: gross errors: a posterior one sd off covers the truth with its central 95% interval 83%
-#: of the time, one half as wide 68% of the time (its "95%" interval is a 68% one). A
+#: of the time, one half as wide 67% of the time (its "95%" interval is a 67% one). A
 #: test blind to either says nothing a user would call calibrated. A posterior too wide
 #: errs on the safe side (its intervals over-cover), so widening is reported, not used.
+#: With L = 99 and K = 10 to 30 quantities this makes 10 and 20 simulations too few and
+#: 50 enough (benchmarks/results/sbc_power.md)
 USELESS = {"mean_shift_sd": 1.0, "sd_factor_narrow": 0.5}
 #: simulation counts tried for the number a useful run needs
 SIMS_GRID = (10, 20, 50, 100, 200, 500, 1000)
@@ -699,21 +707,34 @@ def power_useful(power: dict[str, Any]) -> bool:
             and narrow is not None and narrow >= USELESS["sd_factor_narrow"])
 
 
+def _detected_sizes(power: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The power's defects in words: (those detected, those not even at the largest size)."""
+    shift, narrow, wide = power["mean_shift_sd"], power["sd_factor_narrow"], power["sd_factor_wide"]
+    seen, missed = [], []
+    if shift is not None:
+        seen.append(f"a mean off by {shift:.2f} posterior sd")
+    else:
+        missed.append(f"mean shift up to {MAX_SHIFT_SD:g} posterior sd")
+    if narrow is not None and wide is not None:
+        seen.append(f"an sd off by x{narrow:.2f} / x{wide:.2f}")
+    elif narrow is not None:
+        seen.append(f"an sd off by x{narrow:.2f}")
+        missed.append(f"widening up to x{MAX_SD_FACTOR:g}")
+    elif wide is not None:
+        seen.append(f"an sd off by x{wide:.2f}")
+        missed.append(f"narrowing down to x{1 / MAX_SD_FACTOR:g}")
+    else:
+        missed.append(f"sd off by x{1 / MAX_SD_FACTOR:g} to x{MAX_SD_FACTOR:g}")
+    return seen, missed
+
+
 def power_line(power: dict[str, Any]) -> str:
     """The power of a run in one line."""
-    shift, narrow, wide = power["mean_shift_sd"], power["sd_factor_narrow"], power["sd_factor_wide"]
-    mean = (f"a mean off by {shift:.2f} posterior sd" if shift is not None
-            else f"no mean shift up to {MAX_SHIFT_SD:g} posterior sd")
-    if narrow is not None and wide is not None:
-        sd = f"an sd off by x{narrow:.2f} / x{wide:.2f}"
-    elif narrow is not None:
-        sd = f"an sd off by x{narrow:.2f} (no widening up to x{MAX_SD_FACTOR:g})"
-    elif wide is not None:
-        sd = f"an sd off by x{wide:.2f} (no narrowing down to x{1 / MAX_SD_FACTOR:g})"
-    else:
-        sd = f"no sd off by x{1 / MAX_SD_FACTOR:g} to x{MAX_SD_FACTOR:g}"
-    return (f"with {power['n_sims']} simulations this test detects ({100 * power['probability']:.0f}% of the time) "
-            f"{mean} or {sd} in any one quantity")
+    seen, missed = _detected_sizes(power)
+    head = f"with {power['n_sims']} simulations this test detects ({100 * power['probability']:.0f}% of the time)"
+    if not seen:
+        return f"{head} no {' and no '.join(missed)} in one quantity"
+    return f"{head} {' or '.join(seen)} in any one quantity" + (f", but no {' and no '.join(missed)}" if missed else "")
 
 
 def detectable_defects(n_sims: int, n_draws: int, n_quantities: int,
@@ -763,8 +784,8 @@ def quantity_glossary(names: list[str]) -> dict[str, str]:
                               "depends on the data, so it sees joint errors the marginals hide")
         else:
             key = f"{base}[i]" if bracket else base
-            out[key] = (f"the model's parameter {base}" + (" (its i-th coordinate)" if bracket else "")
-                        + ": its truth is drawn from the prior")
+            out[key] = (f"the i-th coordinate of the model's parameter {base}" if bracket
+                        else f"the model's parameter {base}") + " (its truth drawn from the prior)"
     return out
 
 
@@ -960,7 +981,8 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
         reason = (f"{TOO_FEW}: {inside}, but a run this small misses a mean off by "
                   f"{USELESS['mean_shift_sd']:g} posterior sd or an sd x{USELESS['sd_factor_narrow']:g} more than "
                   f"{100 * (1 - POWER_PROBABILITY):.0f}% of the time; "
-                  + (f"{needed} simulations would be enough ({enough['line']})" if enough is not None else
+                  + (f"{needed} simulations would be enough (they detect {' or '.join(_detected_sizes(enough)[0])} "
+                     f"{100 * POWER_PROBABILITY:.0f}% of the time)" if enough is not None else
                      f"not even {SIMS_GRID[-1]} simulations would be enough with {K} quantities"))
     if failed:
         reason += (f"; {len(failed)} of {len(results)} fits failed and are missing from the ranks, "

@@ -282,11 +282,18 @@ def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):
     em, lap, ep = (res["engines"][e]["verdict"] for e in ("em", "laplace", "ep"))
     assert em["status"] == "not applicable" and "point estimate" in em["reason"]
     for v in (lap, ep):
-        assert v["status"] in ("indistinguishable", "differs") and v["n_tests"] == 2 * n_params
+        assert v["n_tests"] == 2 * n_params
         assert (v["status"] == "differs") == (v["statistic"] > v["threshold"])
         assert v["detectable_mean_shift"] > 0 and len(v["worst"]) == 3
-    # Laplace approximates the surrogate model: its verdict against that reference too
-    assert res["engines"]["laplace"]["vs_surrogate"]["verdict"]["status"] in ("indistinguishable", "differs")
+    # what the verdicts say here, measured (2 x 1000 NUTS draws, 20 tests, threshold 4.33):
+    # Laplace's probit-model sds are far off (an sd +69%, z = 26: the surrogate's change of
+    # model), and against its own surrogate its means are (-0.22 sd, z = -21); EP is close
+    # but its sds are told apart (-17%, z = -8.5). Each margin is at least twice the
+    # threshold, so these are facts of the engines, not of the reference's Monte Carlo draw.
+    assert lap["status"] == "differs" and lap["statistic"] > 3 * lap["threshold"]
+    vs_surrogate = res["engines"]["laplace"]["vs_surrogate"]["verdict"]
+    assert vs_surrogate["status"] == "differs" and vs_surrogate["worst"][0]["test"] == "mean"
+    assert ep["status"] == "differs" and ep["worst"][0]["test"] == "sd" and ep["worst"][0]["difference"] < 0
     md = open(files["report"]).read()
     assert "## Verdicts" in md and "Targets of the issue" not in md
     summary = summary_table(res)

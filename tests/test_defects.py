@@ -90,18 +90,28 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
             return D.transform_posterior(fit(spec, Phi, y, config=config), shift_sd=2.0)
         return broken
 
-    chosen = ["cov x 0.5", "truncation ignored", double_shift]
+    chosen = ["cov x 0.5", "truncation ignored", double_shift, "rotated"]
     out = D.run_battery("pcvm", "ep", chosen, settings=settings, out_dir=tmp_path)
     rows = {(r["detector"], r["defect"]): r for r in out["rows"]}
-    assert set(rows) == {(det, d) for det in ("verdict",) for d in (D.EXACT, D.INTACT, "cov x 0.5",
-                                                                    "truncation ignored", "double_shift")} | {
-        ("sbc", d) for d in (D.INTACT, "cov x 0.5", "truncation ignored", "double_shift")}
+    named = (D.INTACT, "cov x 0.5", "truncation ignored", "double_shift", "rotated")
+    assert set(rows) == {(det, d) for det in ("verdict", "joint verdict") for d in (D.EXACT, *named)} | {
+        ("sbc", d) for d in named}
     assert all(r["failed_fits"] == 0 for r in out["rows"])
-    for r in out["rows"]:
-        assert 0 <= r["detected"] <= r["trials"]
     assert out["certified_datasets"] == 1  # so the verdict rows below judged something
-    assert rows[("verdict", "cov x 0.5")]["detected"] == rows[("verdict", "cov x 0.5")]["trials"] == 1
-    assert rows[("verdict", "double_shift")]["detected"] == rows[("verdict", "double_shift")]["trials"] == 1
+    for det in ("verdict", "joint verdict"):
+        assert all(rows[(det, d)]["trials"] == 1 for d in (D.EXACT, *named)), det
+        # the second NUTS run is exact: neither verdict calls it different (each would with
+        # probability <= 5%; this seed's pair is the first tried, not one picked among passes)
+        assert rows[(det, D.EXACT)]["detected"] == 0, det
+        # covariance halved, a mean moved by 2 sd: both verdicts see them
+        assert rows[(det, "cov x 0.5")]["detected"] == 1 and rows[(det, "double_shift")]["detected"] == 1, det
+    # correlations rotated with every marginal kept: only the joint verdict can see it
+    assert rows[("joint verdict", "rotated")]["detected"] == 1
+    # SBC at 10 simulations: one run each, none failed; a run that stays inside its bands
+    # says it had too few simulations to call, never "calibrated"
+    for d in named:
+        r = rows[("sbc", d)]
+        assert r["trials"] == 1 and r["detected"] + r["too_few"] == 1, r
     folder = next(p for p in tmp_path.iterdir() if p.name.startswith("battery-"))
     stored = sorted(os.listdir(folder / "verdict"))
     assert len(stored) == 1

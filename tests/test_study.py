@@ -71,7 +71,9 @@ def test_the_config_expands_into_checked_content_keyed_cells(tmp_path):
 def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys):
     from distributed import Client, LocalCluster
 
-    (tmp_path / "s.toml").write_text(TINY)
+    # a user's engine (tests/user_engines.py, EP with its covariance halved) in the compare
+    # cell: the Dask workers import it by its module:function name as the zoo's own
+    (tmp_path / "s.toml").write_text(TINY.replace('engines = ["ep"]\nparams', 'engines = ["ep", "user_engines:shrunk"]\nparams'))
     out = tmp_path / "out"
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
@@ -92,9 +94,15 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
         assert json.loads(sbc_file.read_text())["kind"] == "sbc"
     assert len(files) == 4 and not any(f.startswith(".tmp-") for f in files)
     compare_cell = json.loads(next((out / "cells" / f) for f in files if f.startswith("compare")).read_text())
-    assert compare_cell["results"]["engines"]["ep"]["verdict"]["status"] in ("indistinguishable", "differs")
+    engines = compare_cell["results"]["engines"]
+    ep, mine = engines["ep"]["verdict"], engines["user_engines:shrunk"]["verdict"]
+    # the verdict the report shows is the one its statistic gives; the user's engine has
+    # every sd 29% low (covariance x 0.5), which the verdict must call a difference
+    assert ep["status"] == ("differs" if ep["statistic"] > ep["threshold"] else "indistinguishable")
+    assert mine["status"] == "differs" and "sd off by -" in mine["reason"], mine
     report = (out / "report.md").read_text()
     assert re.search(r"\| pcvm \| ripley \| 0 \| nuts (NOT )?certified \| ep \|", report) and "## SBC" in report
+    assert re.search(r"\| user_engines:shrunk \| [0-9.]+ \| differs \|", report)
     assert "calibrated: calibrated" not in report and "miscalibrated: miscalibrated" not in report
     # the battery cell fanned its 2 data sets and 2 SBC runs out over the cluster
     battery = json.loads(next((out / "cells" / f) for f in files if f.startswith("defects")).read_text())["battery"]

@@ -166,3 +166,18 @@ def test_resolve_entry_of_a_model_engine_is_the_registry_entry():
     record = registry.get_model("pcvm")
     assert resolve_entry(record, "ep") is record.engine("ep")
     assert resolve_entry(record, "user_engines:shrunk").kind == "user"
+
+
+def test_a_user_engine_through_the_defect_battery(tmp_path):
+    """No data sets for the verdict (NUTS is the battery's cost and is tested in
+    test_defects.py): the SBC runs of the intact and the broken user engine go by its
+    module:function name, and its broken return value is each run's failure."""
+    from zoo.validation import defects as D
+
+    settings = D.BatterySettings(n_datasets=0, sbc_replicates=1, sbc_sims=10, problem=(("n", 30), ("n_basis", 3)))
+    out = D.run_battery("pcvm", "user_engines:returns_dict", ["cov x 2"], settings=settings, out_dir=tmp_path)
+    sbc = {r["defect"]: r for r in out["rows"] if r["detector"] == "sbc"}
+    assert set(sbc) == {D.INTACT, "cov x 2"} and all(r["trials"] == 0 and r["failed_fits"] == 1 for r in sbc.values())
+    assert any(p.name.startswith("battery-pcvm-user_engines--returns_dict-") for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match="'module:function'"):
+        D.run_battery("pcvm", user_engines.shrunk, settings=settings, out_dir=tmp_path)

@@ -28,7 +28,7 @@ from .engines import engine_label, resolve_entry
 from .atomic import write_json_atomic  # noqa: F401  (re-exported for callers)
 from .metrics import METRIC_KEYS, metrics_without_reference, posterior_metrics, pruned_weights_vs_reference
 from .reference import NoReference, ReferenceConfig, ReferenceTimeout, first_certified_reference
-from .verdict import NOT_APPLICABLE, chains_draws_flat, moments_and_mcse, not_applicable, verdict
+from .verdict import NOT_APPLICABLE, chains_draws_flat, joint_verdict, moments_and_mcse, not_applicable, verdict
 
 
 @dataclass(frozen=True)
@@ -323,6 +323,8 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "pruned_vs_reference": None if reference is None else _without_undefined_moments(
                 pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
             "verdict": _verdict(posterior, reference, entry, prepared.moments, ref_moments),
+            # the same question of the joint posterior: correlations the marginals cannot see
+            "joint_verdict": _verdict(posterior, reference, entry, prepared.moments, None, joint=True),
         }
         variant = entry.variant
         if variant in variant_refs:
@@ -337,6 +339,9 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             row[f"vs_{variant}"]["verdict"] = _verdict(posterior, variant_refs[variant], entry,
                                                        prepared.variant_moments.get(variant), None,
                                                        own_model=True)
+            row[f"vs_{variant}"]["joint_verdict"] = _verdict(posterior, variant_refs[variant], entry,
+                                                             prepared.variant_moments.get(variant), None,
+                                                             own_model=True, joint=True)
         elif variant is not None:
             row[f"vs_{variant}"] = {
                 **metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test,
@@ -378,16 +383,21 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     return Comparison(results, prepared, reference, variant_refs, posteriors, split, tried)
 
 
-def _verdict(posterior, reference, entry, moments, ref_moments, *, own_model: bool = False) -> dict[str, Any]:
-    """The engine's verdict against a reference (validation/verdict.py), or why there is
-    none: no reference, an uncertified one (its draws are not known to be the posterior),
-    or an engine that fits another model (its distance is not an approximation error, unless
+def _verdict(posterior, reference, entry, moments, ref_moments, *, own_model: bool = False,
+             joint: bool = False) -> dict[str, Any]:
+    """The engine's verdict against a reference (validation/verdict.py): the marginal one,
+    or with ``joint`` the verdict on the joint posterior; or why there is none: no
+    reference, an uncertified one (its draws are not known to be the posterior), or an
+    engine that fits another model (its distance is not an approximation error, unless
     ``own_model``: the reference is that of the variant the engine fits)."""
     if reference is None:
         return not_applicable("no reference posterior")
     if not reference.certified:
         return not_applicable("the reference is not certified: a difference from it would prove nothing")
-    v = verdict(posterior, reference.posterior, moments=moments, reference_moments=ref_moments)
+    if joint:
+        v = joint_verdict(posterior, reference.posterior, moments=moments)
+    else:
+        v = verdict(posterior, reference.posterior, moments=moments, reference_moments=ref_moments)
     if entry.other_model and not own_model and v["status"] != NOT_APPLICABLE:
         v["reason"] = f"fits another model ({entry.other_model}), so this is a distance, not an error: " + v["reason"]
     return v

@@ -58,10 +58,104 @@ class Defect:
         return broken
 
 
-def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float = 0.0, coordinate: int | None = None):
+#: seed of the "rotated" defect's rotation (with the posterior's dimension: deterministic)
+ROTATION_SEED = 20261127
+
+
+def random_rotation(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A (d, d) orthogonal matrix drawn uniformly (Haar): QR of a Gaussian matrix, with
+    the signs of R's diagonal moved into Q (without them QR's sign convention biases Q)."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def unit_diagonal(cov: np.ndarray) -> np.ndarray:
+    """The correlation matrix of a covariance matrix."""
+    s = np.sqrt(np.diag(cov))
+    return cov / np.outer(s, s)
+
+
+def rotated_correlation(corr: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Q R Q' renormalized to unit diagonal, Q a random rotation (``rng``; None: the fixed
+    seed ROTATION_SEED with the dimension): the same spectrum of dependence, pointing
+    elsewhere. On a posterior without correlations (R = I) it changes nothing."""
+    d = corr.shape[0]
+    q = random_rotation(rng if rng is not None else np.random.default_rng([ROTATION_SEED, d]), d)
+    return unit_diagonal(q @ corr @ q.T)
+
+
+def dropped_correlation(corr: np.ndarray) -> np.ndarray:
+    """The identity: a mean-field posterior with the same marginals."""
+    return np.eye(corr.shape[0])
+
+
+#: the correlation replacements ``transform_posterior`` knows by name
+CORRELATIONS = {"dropped": dropped_correlation, "rotated": rotated_correlation}
+
+
+def _lower_factor(sd: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Lower-triangular L with L L' = diag(sd) corr diag(sd), rows and columns of zero
+    sd left zero (a weight pruned to a point stays at its point)."""
+    live = np.flatnonzero(sd > 0)
+    L = np.zeros((len(sd), len(sd)))
+    sub = sd[live, None] * corr[np.ix_(live, live)] * sd[None, live]
+    L[np.ix_(live, live)] = np.linalg.cholesky(sub)  # live is sorted: L stays lower triangular
+    return L
+
+
+def replace_correlations(posterior, correlation: Callable[[np.ndarray], np.ndarray] | np.ndarray):
+    """The posterior with its correlation matrix R replaced by ``correlation(R)`` (or by a
+    given matrix) and every marginal mean and sd kept exactly. Gaussian: a new Cholesky
+    factor. Draws: whitened by their own sample covariance and re-coloured with the new
+    one, so the draws' own means and sds (ddof 1) are unchanged to rounding; their
+    chains' autocorrelation goes with them. Coordinates of zero sd stay constant."""
+    if isinstance(posterior, GaussianPosterior):
+        sd = posterior.sd_flat()
+        live = sd > 0
+        corr = np.eye(len(sd))
+        corr[np.ix_(live, live)] = unit_diagonal(posterior.cov[np.ix_(live, live)])
+        new = correlation(corr) if callable(correlation) else np.asarray(correlation, dtype=float)
+        return replace(posterior, chol=_lower_factor(sd, new))
+    if isinstance(posterior, DrawsPosterior):
+        flat = posterior.flat_draws()
+        mean, sd = flat.mean(0), flat.std(0, ddof=1)
+        live = np.flatnonzero(sd > 0)
+        centred = flat[:, live] - mean[live]
+        cov = np.atleast_2d(np.cov(centred, rowvar=False))
+        try:
+            own = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError as err:
+            raise ValueError(f"the draws' covariance is singular ({flat.shape[0]} draws of {len(live)} varying "
+                             "coordinates): their correlations cannot be replaced") from err
+        corr = np.eye(len(sd))
+        corr[np.ix_(live, live)] = unit_diagonal(cov)
+        new = correlation(corr) if callable(correlation) else np.asarray(correlation, dtype=float)
+        white = np.linalg.solve(own, centred.T)  # sample covariance exactly I
+        moved = flat.copy()
+        moved[:, live] = mean[live] + (_lower_factor(sd[live], new[np.ix_(live, live)]) @ white).T
+        return _with_flat_draws(posterior, moved)
+    raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
+
+
+def _with_flat_draws(posterior, flat: np.ndarray):
+    chains, draws = posterior.n_chains, posterior.n_draws
+    per_site = unflatten(flat, posterior.sites)
+    return replace(posterior, draws={k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:])
+                                     for k, v in per_site.items()})
+
+
+def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float = 0.0, coordinate: int | None = None,
+                        correlations: str | None = None):
     """The posterior with its covariance scaled by ``cov_factor`` (sds by its square root)
     and its mean moved by ``shift_sd`` of its own sds, in one ``coordinate`` or in all
-    (None). Gaussian: exactly; draws: each draw moved and spread about the draws' mean."""
+    (None). Gaussian: exactly; draws: each draw moved and spread about the draws' mean.
+    ``correlations``: "dropped" (mean field) or "rotated" (:func:`rotated_correlation`)
+    replaces the correlation matrix first, keeping every marginal
+    (:func:`replace_correlations`)."""
+    if correlations is not None:
+        if correlations not in CORRELATIONS:
+            raise ValueError(f"unknown correlations {correlations!r}; known: {', '.join(CORRELATIONS)}")
+        posterior = replace_correlations(posterior, CORRELATIONS[correlations])
     sd = np.asarray(posterior.sd_flat(), dtype=float)
     shift = shift_sd * sd
     if coordinate is not None:
@@ -74,11 +168,7 @@ def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float =
     if isinstance(posterior, DrawsPosterior):
         flat = posterior.flat_draws()
         mean = flat.mean(0)
-        moved = mean + np.sqrt(cov_factor) * (flat - mean) + shift
-        chains, draws = posterior.n_chains, posterior.n_draws
-        per_site = unflatten(moved, posterior.sites)
-        return replace(posterior, draws={k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:])
-                                         for k, v in per_site.items()})
+        return _with_flat_draws(posterior, mean + np.sqrt(cov_factor) * (flat - mean) + shift)
     raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
 
 
@@ -110,6 +200,11 @@ GENERIC = (
     Defect("mean + 0.5 sd (one)", "the first coordinate's mean moved by 0.5 of its sd",
            _posterior_defect(shift_sd=0.5, coordinate=0)),
     Defect("mean + 0.5 sd (all)", "every coordinate's mean moved by 0.5 of its sd", _posterior_defect(shift_sd=0.5)),
+    # the next two keep every marginal mean and sd: only a joint verdict can see them
+    Defect("correlations dropped", "mean field: the correlations set to 0, every marginal kept",
+           _posterior_defect(correlations="dropped")),
+    Defect("rotated", "the correlation matrix turned by a fixed random rotation and renormalized, every marginal "
+           "kept", _posterior_defect(correlations="rotated")),
 )
 #: defects of one engine, switched on in its own code
 SPECIFIC = (
@@ -215,13 +310,14 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
 
     import zoo  # noqa: F401  (float64 in a fresh worker)
     from . import registry
+    from .engines import resolve_entry
     from .reference import run_reference
     from .sbc import draw_from_prior, problem_for
-    from .verdict import chains_draws_flat, moments_and_mcse, verdict
+    from .verdict import chains_draws_flat, joint_verdict, moments_and_mcse, verdict
 
     record = registry.get_model(model)
     problem = problem_for(record, **dict(settings.problem))
-    entry = record.engine(engine)
+    entry = resolve_entry(record, engine)
     spec = problem.spec if entry.variant is None else problem.variants[entry.variant]
     key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
     _, y, _ = draw_from_prior(spec, problem.Phi, key)
@@ -231,34 +327,39 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
         failures += [f"{cfg.sampler}: {f}" for f in ref.failures]
         if ref.certified:
             break
+    # statuses: the marginal verdict's; joint_statuses: the joint verdict's, on the same fits
     cell: dict[str, Any] = {"index": index, "certified": bool(ref.certified), "sampler": cfg.sampler,
-                            "failures": failures, "statuses": {}}
+                            "failures": failures, "statuses": {}, "joint_statuses": {}}
     if ref.certified:
         ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
         twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
         cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments)["status"]
+        cell["joint_statuses"][EXACT] = joint_verdict(twin.posterior, ref.posterior)["status"]
         fit = entry.fit()
         for defect in (None, *defects):
             name = INTACT if defect is None else defect.name
             try:
                 f = fit if defect is None else defect(fit)
-                cell["statuses"][name] = verdict(f(spec, problem.Phi, y), ref.posterior,
-                                                 reference_moments=ref_moments)["status"]
+                posterior = f(spec, problem.Phi, y)
+                cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments)["status"]
+                cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior)["status"]
             except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
-                cell["statuses"][name] = f"failed: {type(err).__name__}: {err}"[:300]
+                cell["statuses"][name] = cell["joint_statuses"][name] = f"failed: {type(err).__name__}: {err}"[:300]
     write_json_atomic(cell, path)
     return cell
 
 
 def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
     from .code_digest import code_digest
+    from .engines import user_modules
 
     s = asdict(settings)
     for name in ("n_datasets", "sbc_replicates"):
         s.pop(name)
+    # a user's engine's module is digested too: its stored cells go stale with its code
     payload = {"model": model, "engine": engine, "settings": s,
                "code": code_digest((__name__, "zoo.validation.sbc", "zoo.validation.verdict",
-                                    "zoo.validation.reference"))}
+                                    "zoo.validation.reference") + user_modules([engine]))}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -274,10 +375,14 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     the intact engine's rates beside them.
     """
     from . import registry
-    from .sbc import CALIBRATED, MISCALIBRATED
+    from .engines import is_user_engine, resolve_entry
+    from .sbc import CALIBRATED, MISCALIBRATED, TOO_FEW
 
+    if callable(engine):
+        raise ValueError("the battery runs its cells by name (in worker processes too): give your engine as "
+                         "'module:function', not as a Python function")
     record = registry.get_model(model)
-    entry = record.engine(engine)
+    entry = resolve_entry(record, engine)  # a user's module:function is imported and checked here
     if entry.kind == "point":
         raise ValueError(f"{model} {engine} is a point estimate: neither detector applies to it")
     chosen = [get_defect(d) for d in (defects if defects is not None else DEFECTS.values())]
@@ -285,7 +390,9 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     names = tuple(d.name for d in chosen)
     battery_references(model, settings, 0)  # an unknown reference sampler fails here, before any work
     key = battery_key(model, engine, settings)
-    folder = os.path.join(os.fspath(out_dir), f"battery-{model}-{engine}-{key}")
+    # a user's engine path has a ':' (and may have dots): not in a folder name
+    tag = engine.replace(":", "--") if is_user_engine(engine) else engine
+    folder = os.path.join(os.fspath(out_dir), f"battery-{model}-{tag}-{key}")
     os.makedirs(folder, exist_ok=True)
     t0 = time.perf_counter()
 
@@ -296,7 +403,8 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
         if os.path.exists(p):
             with open(p) as fh:
                 cell = json.load(fh)
-            if all(n in cell["statuses"] for n in names) or not cell["certified"]:
+            if not cell["certified"] or all(n in cell["statuses"] and n in cell.get("joint_statuses", {})
+                                            for n in names):
                 cells[i] = cell
     todo = [i for i in range(settings.n_datasets) if i not in cells]
     run = functools.partial(_verdict_cell_star, model, engine, tuple(chosen), settings)
@@ -307,12 +415,16 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
             progress("verdict", len(cells), settings.n_datasets)
     certified = [c for c in cells.values() if c["certified"]]
     rows = []
-    for name in (EXACT, INTACT, *names):
-        statuses = [c["statuses"].get(name) for c in certified]
-        flagged = sum(s == "differs" for s in statuses)
-        failed = sum(isinstance(s, str) and s.startswith("failed") for s in statuses)
-        rows.append({"detector": "verdict", "defect": name, "detected": flagged, "trials": len(statuses) - failed,
-                     "failed_fits": failed})
+    for detector, field_name in (("verdict", "statuses"), ("joint verdict", "joint_statuses")):
+        for name in (EXACT, INTACT, *names):
+            statuses = [c[field_name].get(name) for c in certified]
+            flagged = sum(s == "differs" for s in statuses)
+            failed = sum(isinstance(s, str) and s.startswith("failed") for s in statuses)
+            # a verdict that does not apply (e.g. the joint one on a pruned posterior) is no trial
+            declined = sum(s == "not applicable" for s in statuses)
+            rows.append({"detector": detector, "defect": name, "detected": flagged,
+                         "trials": len(statuses) - failed - declined, "failed_fits": failed,
+                         "not_applicable": declined})
 
     # SBC: replicate runs of the intact and the broken engines
     jobs = [(defect, r) for defect in (None, *chosen) for r in range(settings.sbc_replicates)]
@@ -324,9 +436,11 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
             progress("sbc", k + 1, len(jobs))
     for name in (INTACT, *names):
         got = statuses.get(name, [])
-        trials = sum(s in (CALIBRATED, MISCALIBRATED) for s in got)
+        # a run with too few simulations to call is a trial that detected nothing (its power
+        # was too low to), counted apart so that a reader sees why
+        trials = sum(s in (CALIBRATED, MISCALIBRATED, TOO_FEW) for s in got)
         rows.append({"detector": "sbc", "defect": name, "detected": sum(s == MISCALIBRATED for s in got),
-                     "trials": trials, "failed_fits": len(got) - trials})
+                     "trials": trials, "failed_fits": len(got) - trials, "too_few": sum(s == TOO_FEW for s in got)})
     result = {"model": model, "engine": engine, "settings": asdict(settings), "defects":
               {d.name: d.description for d in chosen}, "rows": rows, "certified_datasets": len(certified),
               "datasets": len(cells), "seconds": time.perf_counter() - t0}
@@ -339,7 +453,8 @@ def _verdict_cell_star(model, engine, defects, settings, args):
     if os.path.exists(path):  # a task rerun after its worker died may find its cell done
         with open(path) as fh:
             cell = json.load(fh)
-        if not cell["certified"] or all(d.name in cell["statuses"] for d in defects):
+        if not cell["certified"] or all(d.name in cell["statuses"] and d.name in cell.get("joint_statuses", {})
+                                        for d in defects):
             return cell
     return _verdict_cell(model, engine, defects, index, settings, path)
 
@@ -351,8 +466,10 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     from . import registry
     from .sbc import SBCSettings, run_sbc
 
+    from .engines import resolve_entry
+
     defect, r = args
-    entry = registry.get_model(model).engine(engine)
+    entry = resolve_entry(registry.get_model(model), engine)
     fit = entry.fit()
     f = fit if defect is None else defect(fit)
     f.__name__ = engine if defect is None else f"{engine}+{defect.name}"
@@ -361,5 +478,6 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     return (INTACT if defect is None else defect.name), summary["status"]
 
 
-__all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "BatterySettings",
+__all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "replace_correlations",
+           "rotated_correlation", "dropped_correlation", "random_rotation", "unit_diagonal", "BatterySettings",
            "run_battery", "battery_references", "EXACT", "INTACT"]

@@ -203,6 +203,11 @@ def summary_table(res) -> str:
     if verdicts:
         lines += ["", "verdicts (an exact engine is called different about 5% of the time, in any dimension):"]
         lines += ["  " + summary_line(name, v) for name, v in verdicts]
+    joint = [(name, r["joint_verdict"]) for name, r in res["engines"].items() if r.get("joint_verdict")]
+    joint += [(label, v["joint_verdict"]) for label, v in variant_rows if v.get("joint_verdict")]
+    if joint:
+        lines += ["", "joint verdicts (the joint posterior, correlations included; also about 5% each):"]
+        lines += ["  " + summary_line(name, v) for name, v in joint]
     return "\n".join(lines)
 
 
@@ -283,7 +288,7 @@ def _positive_int(text: str) -> int:
 def _cmd_sbc(args) -> int:
     from zoo.validation import registry
     from zoo.validation.atomic import atomic_write, write_json_atomic
-    from zoo.validation.sbc import SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line
+    from zoo.validation.sbc import TOO_FEW, USELESS, SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line
 
     # a user's engine given as module:function is imported like `python -m` would: from
     # the current folder first
@@ -327,11 +332,22 @@ def _cmd_sbc(args) -> int:
         figure = plot_sbc(summary, os.path.join(folder, "sbc.png"))
         print(summary_line(summary))
         rows.append((name, summary, figure))
+    # what the ranked quantities are, once for all engines (the same names, or a variant's)
+    glossary = {}
+    for _, summary, _ in rows:
+        glossary.update(summary.get("glossary", {}))
+    if glossary:
+        print("\nranked quantities:")
+        for pattern, meaning in glossary.items():
+            print(f"  {pattern}: {meaning}")
     lines = [f"# SBC: {args.model}", "",
              f"{args.sims} simulations, {args.draws} posterior draws ranked in each, design of {args.n} points and "
              f"{rows[0][1]['design']['n_basis'] if rows else args.n_basis} RBF features (validation/sbc.py); "
              "each engine is called miscalibrated when a "
-             "quantity's PIT ECDF leaves its simultaneous band, with a 5% family-wise false-alarm rate.", "",
+             "quantity's PIT ECDF leaves its simultaneous band, with a 5% family-wise false-alarm rate, and "
+             f"'{TOO_FEW}' (not calibrated) when every ECDF stays inside but the run is too small to detect, "
+             f"80% of the time, a mean off by {USELESS['mean_shift_sd']:g} posterior sd or an sd "
+             f"x{USELESS['sd_factor_narrow']:g} in one quantity. Each verdict ends with what its run could detect.", "",
              "| engine | verdict | fits ok / failed | median fit seconds | figure |", "|---|---|---|---|---|"]
     for name, summary, figure in rows:
         counts = summary.get("counts", {})
@@ -339,6 +355,8 @@ def _cmd_sbc(args) -> int:
         lines.append(f"| {name} | {summary['reason']} | {counts.get('ok', '-')} / {counts.get('failed', '-')} | "
                      f"{'-' if secs is None else f'{secs:.3g}'} | "
                      f"{os.path.relpath(figure, args.out) if figure else '-'} |")
+    if glossary:
+        lines += ["", "Ranked quantities:", ""] + [f"- `{pattern}`: {meaning}" for pattern, meaning in glossary.items()]
     report = os.path.join(args.out, args.model, "sbc.md")
     atomic_write(report, lambda tmp: open(tmp, "w").write("\n".join(lines) + "\n"))
     print(f"\nreport: {report}")

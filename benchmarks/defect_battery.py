@@ -4,6 +4,8 @@ exact engine's and the intact engine's rates beside them.
 
     python benchmarks/defect_battery.py --model pcvm --engine ep
     python benchmarks/defect_battery.py --model gig-logistic --engine vb --reference-samplers pg-gibbs
+    python benchmarks/defect_battery.py --sbc-replicates 0 --results benchmarks/results/defect_battery_joint.json
+        # the verdicts alone (marginal and joint), without the SBC runs
 
 Cells are kept under --out, so an interrupted run resumes. Results are appended to
 benchmarks/results/defect_battery.json (one entry per model and engine).
@@ -73,11 +75,11 @@ def main(argv=None) -> None:
     stored[f"{args.model}/{args.engine}"] = result
     write_json_atomic(stored, args.results)
     print(f"\n{args.model} / {args.engine}: {result['certified_datasets']} of {result['datasets']} data sets "
-          f"with a certified reference\n\n| defect | verdict | SBC |\n|---|---|---|")
+          f"with a certified reference\n\n| defect | verdict | joint verdict | SBC |\n|---|---|---|---|")
     by = {(r["detector"], r["defect"]): r for r in result["rows"]}
     for name in dict.fromkeys(r["defect"] for r in result["rows"]):
         cells = []
-        for det in ("verdict", "sbc"):
+        for det in ("verdict", "joint verdict", "sbc"):
             r = by.get((det, name))
             if r is None:
                 cells.append("-")
@@ -85,7 +87,7 @@ def main(argv=None) -> None:
             lo, hi = wilson(r["detected"], r["trials"])
             cells.append(f"{r['detected']}/{r['trials']} = {r['detected'] / max(r['trials'], 1):.2f} "
                          f"({lo:.2f}-{hi:.2f})" + (f", {r['failed_fits']} failed" if r["failed_fits"] else ""))
-        print(f"| {name} | {cells[0]} | {cells[1]} |")
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from scipy.stats import binom
 
@@ -22,7 +23,8 @@ import zoo  # noqa: F401  (float64)
 from zoo import data as datasets
 from zoo.validation import registry
 from zoo.validation.reference import run_reference
-from zoo.validation.verdict import FALSE_ALARM, verdict
+from zoo.validation.defects import transform_posterior
+from zoo.validation.verdict import FALSE_ALARM, joint_verdict, verdict
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,20 @@ def test_a_second_certified_nuts_run_is_indistinguishable_from_the_first(frozen,
     # it judged something: every coordinate's mean and sd, at a precision that would see a
     # quarter-sd shift (2 x 1000 draws of ESS >= 400 a coordinate)
     assert v["n_tests"] == 2 * engine.dim and v["detectable_mean_shift"] < 0.5
+    joint = joint_verdict(engine, reference)
+    assert joint["status"] == "indistinguishable", joint["reason"]
+    assert joint["n_tests"] == 2 * engine.dim
+
+    # the same exact draws with their correlations rotated (every coordinate's mean and sd
+    # kept): the marginal verdict cannot tell, the joint verdict must, and it names the
+    # direction along which the engine's spread is off
+    rotated = transform_posterior(engine, correlations="rotated")
+    np.testing.assert_allclose(rotated.mean_flat(), engine.mean_flat(), atol=1e-12)
+    np.testing.assert_allclose(rotated.sd_flat(), engine.sd_flat(), rtol=1e-12)
+    assert verdict(rotated, reference)["status"] == "indistinguishable"
+    caught = joint_verdict(rotated, reference)
+    assert caught["status"] == "differs", caught["reason"]
+    assert caught["reason"].startswith("differs jointly: along ") and caught["direction"]["loadings"]
 
 
 @pytest.mark.slow
@@ -57,9 +73,12 @@ def test_the_false_alarm_rate_on_real_data_over_independent_pairs(frozen, fast_n
     a calibrated verdict once in ~400 runs of this test, and a rate of 20% passes it with
     probability 0.37 only."""
     n_pairs = 20
-    flagged = 0
+    flagged = joint_flagged = 0
     for k in range(n_pairs):
         engine, reference = _pair(frozen, fast_nuts, 100 + 2 * k)
         flagged += verdict(engine, reference)["status"] == "differs"
+        joint_flagged += joint_verdict(engine, reference)["status"] == "differs"
     bound = int(binom.isf(0.005, n_pairs, FALSE_ALARM))  # 4: P(X > 4) < 0.005 at the nominal rate
+    print(f"exact engines flagged: marginal {flagged} of {n_pairs}, joint {joint_flagged} of {n_pairs}")
     assert flagged <= bound, f"{flagged} of {n_pairs} exact engines flagged (nominal {FALSE_ALARM:.0%})"
+    assert joint_flagged <= bound, f"joint: {joint_flagged} of {n_pairs} exact engines flagged"

@@ -293,6 +293,13 @@ def _every_engine_and_sampler():
     return [(m, e) for m in registry.model_names() for e in S.sbc_names(registry.get_model(m))]
 
 
+#: (model, engine) whose seed-0 run of 100 simulations left a band by more than its half-width
+#: (benchmarks/results/sbc_all.json: excess 1.4-10.3)
+CLEARLY_MISCALIBRATED = {("pcvm", "auto-laplace"), ("ggsm-probit", "mm-laplace"), ("gig-logistic", "vb"),
+                         ("gig-logistic", "laplace"), ("grid-rvm", "vb"), ("grid-rvm", "vb-rvm"),
+                         ("grid-rvm", "laplace"), ("bblr", "laplace"), ("bblr", "auto-laplace")}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model, engine", _every_engine_and_sampler())
 def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibrated(model, engine, tmp_path):
@@ -313,6 +320,14 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     assert summary["reason"]
     if summary["status"] != S.NOT_APPLICABLE:
         assert summary["power"]["useful"] and summary["reason"].endswith(summary["power"]["line"])
+    # the engines' own results, as benchmarks/results/sbc_all.json recorded them at this seed
+    # and S: those whose ECDF left its band by more than one band half-width there are far
+    # outside (not a boundary case a change of CPU could flip) and must stay miscalibrated;
+    # PCVM's EP stayed inside every band and must stay calibrated
+    if (model, engine) in CLEARLY_MISCALIBRATED:
+        assert summary["status"] == S.MISCALIBRATED, summary["reason"]
+    if (model, engine) == ("pcvm", "ep"):
+        assert summary["status"] == S.CALIBRATED, summary["reason"]
     if engine.split("@")[0] in registry.get_model(model).sampler_names and summary["status"] != S.CALIBRATED:
         again = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100, seed=1), out_dir=tmp_path)
         assert again["status"] == S.CALIBRATED, (summary["reason"], again["reason"])

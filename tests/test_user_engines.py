@@ -30,22 +30,32 @@ BROKEN = {
 }
 
 
-def biased_ep(spec, Phi, y, *, config=None):
-    """The README's example engine (examples/biased_ep.py), given as a function."""
+def _example(name: str):
+    """The fit of examples/<name>.py, the README's user engines (outside the package)."""
+    import importlib
     import sys
 
     sys.path.insert(0, REPO)
     try:
-        from examples.biased_ep import fit
+        return importlib.import_module(f"examples.{name}").fit
     finally:
         sys.path.remove(REPO)
-    return fit(spec, Phi, y, config=config)
+
+
+def biased_ep(spec, Phi, y, *, config=None):
+    """examples/biased_ep.py, given as a function."""
+    return _example("biased_ep")(spec, Phi, y, config=config)
+
+
+def mean_field_ep(spec, Phi, y, *, config=None):
+    """examples/mean_field_ep.py, given as a function."""
+    return _example("mean_field_ep")(spec, Phi, y, config=config)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, nuts_cache_dir, fast_nuts):
     config = CompareConfig(model="pcvm", data="ripley", params={"width": 0.7},
-                           engines=("ep", biased_ep, *BROKEN), reference=fast_nuts,
+                           engines=("ep", biased_ep, mean_field_ep, *BROKEN), reference=fast_nuts,
                            cache_dir=str(nuts_cache_dir), metric_draws=1000)
     comp = compare(config)
     out = tmp_path_factory.mktemp("report")
@@ -57,8 +67,8 @@ def run(tmp_path_factory, nuts_cache_dir, fast_nuts):
 def test_a_user_function_gets_every_column_a_built_in_engine_gets(run):
     comp, files, res = run
     label = "test_user_engines:biased_ep"
-    assert list(res["engines"]) == ["ep", label, *BROKEN]
-    assert res["config"]["engines"] == ["ep", label, *BROKEN]
+    labels = ["ep", label, "test_user_engines:mean_field_ep", *BROKEN]
+    assert list(res["engines"]) == labels and res["config"]["engines"] == labels
     ep, mine = res["engines"]["ep"], res["engines"][label]
     assert set(mine) == set(ep)  # the same metrics, verdict, timings: nothing missing
     assert mine["kind"] == "gaussian" and mine["failure"] is None
@@ -75,6 +85,25 @@ def test_a_user_function_gets_every_column_a_built_in_engine_gets(run):
     assert f"| {label} |" in md
     assert files[label].endswith("test_user_engines--biased_ep.nc") and os.path.isfile(files[label])
     assert label in comp.posteriors
+
+
+def test_a_mean_field_engine_passes_the_marginal_verdict_of_ep_and_fails_the_joint_one(run):
+    """examples/mean_field_ep.py keeps EP's marginals exactly: its marginal metrics and
+    verdict are EP's, and only the joint verdict (and the predictive) can tell it apart."""
+    _, files, res = run
+    ep, mf = res["engines"]["ep"], res["engines"]["test_user_engines:mean_field_ep"]
+    for key in ("std_mean_err_median", "sd_ratio_median"):
+        assert mf[key] == pytest.approx(ep[key], rel=1e-9), key
+    assert mf["verdict"]["statistic"] == pytest.approx(ep["verdict"]["statistic"], rel=1e-9)
+    joint = mf["joint_verdict"]
+    # dropping EP's correlations makes it too wide along some directions and too narrow
+    # along others (the extreme ones here: x2.9 on the default run, x0.6 on this one), far
+    # past the threshold
+    ratio = joint["direction"]["sd_ratio"]
+    assert joint["status"] == "differs" and (ratio > 1.5 or ratio < 1 / 1.5), joint["reason"]
+    assert joint["statistic"] > 2 * ep["joint_verdict"]["statistic"]
+    assert mf["pred_mae"] > 5 * ep["pred_mae"]
+    assert "## Joint verdicts" in open(files["report"]).read()
 
 
 @pytest.mark.parametrize("name", list(BROKEN))

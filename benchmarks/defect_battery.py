@@ -81,7 +81,7 @@ def main(argv=None) -> None:
         cells = []
         for det in ("verdict", "joint verdict", "sbc"):
             r = by.get((det, name))
-            if r is None:
+            if r is None or r["trials"] + r["failed_fits"] == 0:  # not run (e.g. --sbc-replicates 0)
                 cells.append("-")
                 continue
             lo, hi = wilson(r["detected"], r["trials"])

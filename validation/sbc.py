@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
 import os
 import time

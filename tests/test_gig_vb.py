@@ -34,6 +34,9 @@ from zoo.inference.compile_cache import CompiledPrograms
 from zoo.models.gig_logistic import GIGLogistic
 from zoo import data as datasets
 
+from vb_truths import (MeanFieldQuadrature, assert_jj_xi_optimal, assert_stationary_maximum, f_moments, jj_gap_terms,
+                       monte_carlo_elbo, one_column_problem)
+
 
 def _problem(n, p, seed=0, signal=1.0):
     rng = np.random.default_rng(seed)
@@ -354,76 +357,6 @@ def test_bad_inputs_are_refused():
 _FIXED_POINT = gig_vb.VBConfig(tol=None, beta_tol=1e-13, accelerate="none")
 
 
-def _one_coefficient(n, seed=0, signal=1.5):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, 1))
-    y = (rng.random(n) < special.expit(signal * x[:, 0])).astype(float)
-    return x, y
-
-
-class _MeanFieldQuadrature:
-    """E_q[log p(y, z)] - E_q[log q(z)] for a mean-field q of scalar factors (scipy frozen
-    distributions), by a tensor-product trapezoid rule: a "real" factor on its own scale
-    over mean +- 12 sd, a "positive" one in u = log z over the range where its density in u
-    is within e^-40 of its peak. The integrands are smooth (analytic in a strip), so the
-    trapezoid rule converges geometrically; the log joint is evaluated once on the grid, and
-    a q with other parameters (near the first) only reweights it (``elbo``)."""
-
-    def __init__(self, log_joint, factors, kinds, nodes):
-        self.axes = []
-        for d, kind, m in zip(factors, kinds, nodes):
-            if kind == "real":
-                t = np.linspace(d.mean() - 12 * d.std(), d.mean() + 12 * d.std(), m)
-                self.axes.append((kind, t, t))
-            else:
-                coarse = np.arange(-60.0, 60.0, 0.01)
-                psi = d.logpdf(np.exp(coarse)) + coarse
-                inside = coarse[psi >= np.max(psi) - 40.0]
-                t = np.linspace(inside[0] - 0.1, inside[-1] + 0.1, m)
-                self.axes.append((kind, t, np.exp(t)))
-        grids = np.meshgrid(*[x for _, _, x in self.axes], indexing="ij")
-        self.log_joint = np.asarray(log_joint(*[jnp.asarray(g.ravel()) for g in grids])).reshape(grids[0].shape)
-
-    def _weights(self, factors):
-        out = []
-        for (kind, t, x), d in zip(self.axes, factors):
-            log_q = d.logpdf(x)
-            w = np.exp(log_q + (t if kind == "positive" else 0.0)) * (t[1] - t[0])
-            w[[0, -1]] *= 0.5
-            out.append((w, log_q))
-        return out
-
-    def masses(self, factors):
-        return np.array([np.sum(w) for w, _ in self._weights(factors)])
-
-    def elbo(self, factors):
-        weights = self._weights(factors)
-        e_log_joint = self.log_joint
-        for w, _ in weights:
-            e_log_joint = np.tensordot(w, e_log_joint, axes=(0, 0))
-        return float(e_log_joint) - sum(float(w @ log_q) for w, log_q in weights)
-
-
-def _jj_gap_terms(y, f_mean, f_var, xi):
-    """Per point, E_q[log p(y_j | beta)] - E_q[JJ bound at xi_j] where f_j = x_j^T beta has
-    mean f_mean and variance f_var under q: the exact term by 80-node Gauss-Hermite in f_j
-    (log sigmoid is analytic in a strip of half-width pi around the real axis and these f
-    have sd <= 1.1, so the rule is exact to rounding), the bound in closed form with lambda
-    written as (sigmoid(xi) - 1/2) / (2 xi) - not the engine's tanh form."""
-    z, w = np.polynomial.hermite_e.hermegauss(80)
-    f = f_mean[:, None] + np.sqrt(f_var)[:, None] * z
-    log_lik = -np.logaddexp(0.0, np.where(y[:, None] == 1, -f, f))
-    exact = log_lik @ w / np.sqrt(2.0 * np.pi)
-    lam = (special.expit(xi) - 0.5) / (2.0 * xi)
-    bound = -np.logaddexp(0.0, -xi) + (y - 0.5) * f_mean - 0.5 * xi - lam * (f_var + f_mean ** 2 - xi ** 2)
-    return exact - bound
-
-
-def _f_moments(x, theta):
-    """Mean and variance of f_j = x_j beta under q(beta) = N(theta[0], exp(theta[1])^2)."""
-    return x[:, 0] * theta[0], x[:, 0] ** 2 * np.exp(2.0 * theta[1])
-
-
 def _gig_theta(spec, q):
     """q's parameters on an unconstrained scale: (E beta, log sd beta, q(tau)'s, log shape
     and log rate of q(h)); q(tau) = GIG(order, A, B) as (order, log A, log B), or
@@ -481,11 +414,11 @@ def _tiny_fit(name):
     gamma on the log scale has an exponential, not a doubly exponential, tail)."""
     if name not in _TINY_CACHE:
         spec = _TINY_SPECS[name]
-        x, y = _one_coefficient(40)
+        x, y = one_column_problem(40)
         res = gig_vb.run(spec, x, y, config=_FIXED_POINT)
         assert res.status == "converged"
         theta = _gig_theta(spec, res.q)
-        quad = _MeanFieldQuadrature(_gig_log_joint(spec, x, y), _gig_factors(spec, theta),
+        quad = MeanFieldQuadrature(_gig_log_joint(spec, x, y), _gig_factors(spec, theta),
                                     ("real", "positive", "positive"), (60, 120, 100))
         _TINY_CACHE[name] = (spec, x, y, res, theta, quad)
     return _TINY_CACHE[name]
@@ -504,7 +437,7 @@ def test_elbo_is_the_true_elbo_less_the_jaakkola_jordan_gap(name):
     factors = _gig_factors(spec, theta)
     np.testing.assert_allclose(quad.masses(factors), 1.0, rtol=0, atol=1e-10)  # the grid holds all of q
     true_elbo = quad.elbo(factors)
-    gap_terms = _jj_gap_terms(y, *_f_moments(x, theta), res.q["xi"])
+    gap_terms = jj_gap_terms(y, *f_moments(x, theta), res.q["xi"])
     assert np.all(gap_terms >= -1e-12)  # a bound, pointwise
     engine = gig_vb.elbo(spec, x, y, res.q)
     assert engine == pytest.approx(res.trace[-1], rel=1e-12)
@@ -529,21 +462,10 @@ def test_vb_q_is_a_stationary_point_of_the_independently_computed_bound(name):
     xi = res.q["xi"]
 
     def bound(th):
-        return quad.elbo(_gig_factors(spec, th)) - np.sum(_jj_gap_terms(y, *_f_moments(x, th), xi))
+        return quad.elbo(_gig_factors(spec, th)) - np.sum(jj_gap_terms(y, *f_moments(x, th), xi))
 
-    delta = 1e-4
-    center = bound(theta)
-    for i in range(theta.size):
-        step = np.zeros(theta.size)
-        step[i] = delta
-        up, down = bound(theta + step), bound(theta - step)
-        assert abs(up - down) / (2 * delta) < 1e-6, (i, (up - down) / (2 * delta))
-        assert max(up, down) <= center + 1e-10, i
-        assert up + down - 2 * center < 0, i  # a maximum in this direction, not a saddle
-    # xi enters only the JJ gap, point by point: move every log xi_j at once
-    gap, up, down = (_jj_gap_terms(y, *_f_moments(x, theta), xi * np.exp(s)) for s in (0.0, delta, -delta))
-    assert np.max(np.abs(up - down)) / (2 * delta) < 1e-6
-    assert np.all(np.minimum(up, down) >= gap - 1e-12)  # the gap is smallest at the engine's xi
+    assert_stationary_maximum(bound, theta)
+    assert_jj_xi_optimal(x, y, theta, xi)  # the gap is smallest at the engine's xi
 
 
 @pytest.mark.parametrize("name", ["rho=1", "inverse-gamma rho=-1"])
@@ -576,21 +498,10 @@ def test_elbo_of_two_coefficients_by_monte_carlo(name):
     else:
         q_tau = _tau_factor(spec, None, 0.5 - spec.rho, 0.5 * q["tau_b"])
     q_beta, q_h = stats.multivariate_normal(res.bbar, res.cov), stats.gamma(q["h_shape"], scale=1.0 / q["h_rate"])
-    draws = np.random.default_rng(1)
-    n_draws = 500_000
-    beta, tau, h = (d.rvs(size=(n_draws,) + shape, random_state=draws)
-                    for d, shape in ((q_beta, ()), (q_tau, (2,)), (q_h, (2,))))
-    log_q = q_beta.logpdf(beta) + np.sum(q_tau.logpdf(tau), axis=1) + np.sum(q_h.logpdf(h), axis=1)
     model = spec.with_params(parameterization="centred").model
-    xj, yj = jnp.asarray(x), jnp.asarray(y)
-    log_joint = jax.jit(jax.vmap(
-        lambda b, t, a: log_density(model, (xj,), {"y": yj}, {"beta": b, "tau": t, "h": a})[0]))
-    log_p = np.concatenate([np.asarray(log_joint(*(jnp.asarray(v[k:k + 100_000]) for v in (beta, tau, h))))
-                            for k in range(0, n_draws, 100_000)])  # in chunks: bounded memory
-    values = log_p - log_q
-    true_elbo, se = float(np.mean(values)), float(np.std(values) / np.sqrt(n_draws))
+    true_elbo, se = monte_carlo_elbo(model, x, y, [("beta", q_beta, ()), ("tau", q_tau, (2,)), ("h", q_h, (2,))])
     f_mean, f_var = x @ res.bbar, np.einsum("ij,jk,ik->i", x, res.cov, x)
-    gap = np.sum(_jj_gap_terms(y, f_mean, f_var, q["xi"]))
+    gap = np.sum(jj_gap_terms(y, f_mean, f_var, q["xi"]))
     engine = gig_vb.elbo(spec, x, y, q)
     assert se < 0.005
     assert abs(engine - (true_elbo - gap)) < 4.0 * se, (engine, true_elbo, gap, se)
@@ -612,7 +523,7 @@ def test_vb_against_the_exact_posterior_of_one_coefficient():
     of beta and tau: VB's sd must be below the exact sd. Measured ratio 0.73 here (0.62 to
     0.85 over 18 data sets with n = 50-200, not shrinking with n: the JJ curvature
     error does not average out); the lower guard 0.5 catches a variance halved."""
-    x, y = _one_coefficient(200)
+    x, y = one_column_problem(200)
     spec = GIGLogistic()
     res = gig_vb.run(spec, x, y)
     assert res.status == "converged"

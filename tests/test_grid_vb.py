@@ -25,6 +25,9 @@ from zoo.inference.jaakkola_jordan import jj_lambda
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.models.grid_rvm import GridRVM
 
+from vb_truths import (MeanFieldQuadrature, assert_jj_xi_optimal, assert_stationary_maximum, f_moments, jj_gap_terms,
+                       monte_carlo_elbo, one_column_problem)
+
 PRIORS = ("p-grid", "s-grid", "rvm")
 
 
@@ -251,78 +254,6 @@ _FIXED_POINT = grid_vb.VBConfig(max_iter=5000, tol=1e-300, mu_tol=1e-13)
 _TINY_SPECS = {prior: GridRVM((1, 1), prior, a0=2.0, b0=2.0, c0=3.0, d0=1.5) for prior in PRIORS}
 
 
-def _one_weight(n, seed=0, signal=1.5):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, 1))
-    y = (rng.random(n) < special.expit(signal * x[:, 0])).astype(float)
-    return x, y
-
-
-class _MeanFieldQuadrature:
-    """E_q[log p(y, z)] - E_q[log q(z)] for a mean-field q of scalar factors (scipy frozen
-    distributions), by a tensor-product trapezoid rule: a "real" factor on its own scale
-    over mean +- 12 sd, a "positive" one in u = log z over the range where its density in u
-    is within e^-40 of its peak. The integrands are smooth (analytic in a strip), so the
-    trapezoid rule converges geometrically; the log joint is evaluated once on the grid, and
-    a q with other parameters (near the first) only reweights it."""
-
-    def __init__(self, log_joint, factors, kinds, nodes):
-        self.axes = []
-        for d, kind, m in zip(factors, kinds, nodes):
-            if kind == "real":
-                t = np.linspace(d.mean() - 12 * d.std(), d.mean() + 12 * d.std(), m)
-                self.axes.append((kind, t, t))
-            else:
-                coarse = np.arange(-60.0, 60.0, 0.01)
-                psi = d.logpdf(np.exp(coarse)) + coarse
-                inside = coarse[psi >= np.max(psi) - 40.0]
-                t = np.linspace(inside[0] - 0.1, inside[-1] + 0.1, m)
-                self.axes.append((kind, t, np.exp(t)))
-        self.mesh = np.meshgrid(*[x for _, _, x in self.axes], indexing="ij")
-        self.log_joint = np.asarray(log_joint(*[jnp.asarray(g.ravel()) for g in self.mesh])).reshape(self.mesh[0].shape)
-
-    def _weights(self, factors):
-        out = []
-        for (kind, t, x), d in zip(self.axes, factors):
-            log_q = d.logpdf(x)
-            w = np.exp(log_q + (t if kind == "positive" else 0.0)) * (t[1] - t[0])
-            w[[0, -1]] *= 0.5
-            out.append((w, log_q))
-        return out
-
-    def masses(self, factors):
-        return np.array([np.sum(w) for w, _ in self._weights(factors)])
-
-    def expect(self, factors, values):
-        """E_q of a function given by its values on the grid."""
-        out = np.broadcast_to(values, self.mesh[0].shape)
-        for w, _ in self._weights(factors):
-            out = np.tensordot(w, out, axes=(0, 0))
-        return float(out)
-
-    def elbo(self, factors):
-        return self.expect(factors, self.log_joint) - sum(float(w @ log_q) for w, log_q in self._weights(factors))
-
-
-def _jj_gap_terms(y, f_mean, f_var, xi):
-    """Per point, E_q[log p(y_n | w)] - E_q[JJ bound at xi_n] where f_n = phi_n^T w has mean
-    f_mean and variance f_var under q: the exact term by 80-node Gauss-Hermite in f_n (log
-    sigmoid is analytic in a strip of half-width pi and these f have sd <= 1.1: exact to
-    rounding), the bound in closed form with lambda written as (sigmoid(xi) - 1/2) / (2 xi)
-    - not the engine's tanh form."""
-    z, w = np.polynomial.hermite_e.hermegauss(80)
-    f = f_mean[:, None] + np.sqrt(f_var)[:, None] * z
-    exact = -np.logaddexp(0.0, np.where(y[:, None] == 1, -f, f)) @ w / np.sqrt(2.0 * np.pi)
-    lam = (special.expit(xi) - 0.5) / (2.0 * xi)
-    bound = -np.logaddexp(0.0, -xi) + (y - 0.5) * f_mean - 0.5 * xi - lam * (f_var + f_mean ** 2 - xi ** 2)
-    return exact - bound
-
-
-def _f_moments(x, theta):
-    """Mean and variance of f_n = x_n w under q(w) = N(theta[0], exp(theta[1])^2)."""
-    return x[:, 0] * theta[0], x[:, 0] ** 2 * np.exp(2.0 * theta[1])
-
-
 def _grid_theta(spec, q):
     """(E w, log sd w, log shape and log rate of q(alpha)[, the same of q(beta)])."""
     theta = [q["mu"][0], 0.5 * np.log(q["sigma_diag"][0]), np.log(q["a"][0]), np.log(q["b"][0])]
@@ -372,12 +303,12 @@ def _tiny_fit(prior):
     below is a bound with a margin of 100; each axis's weights sum to 1 within 4e-13."""
     if prior not in _TINY_CACHE:
         spec = _TINY_SPECS[prior]
-        x, y = _one_weight(40)
+        x, y = one_column_problem(40)
         res = grid_vb.run(spec, x, y, config=_FIXED_POINT)
         assert res.status == "converged"
         theta = _grid_theta(spec, res.q)
         factors = _grid_factors(spec, theta)
-        quad = _MeanFieldQuadrature(_grid_log_joint(spec, x, y), factors,
+        quad = MeanFieldQuadrature(_grid_log_joint(spec, x, y), factors,
                                     ("real",) + ("positive",) * (len(factors) - 1), (60,) + (80,) * (len(factors) - 1))
         _TINY_CACHE[prior] = (spec, x, y, res, theta, quad)
     return _TINY_CACHE[prior]
@@ -402,7 +333,7 @@ def test_elbo_is_the_true_elbo_less_the_bounds_gaps(prior):
     factors = _grid_factors(spec, theta)
     np.testing.assert_allclose(quad.masses(factors), 1.0, rtol=0, atol=1e-10)  # the grid holds all of q
     true_elbo = quad.elbo(factors)
-    jj_terms = _jj_gap_terms(y, *_f_moments(x, theta), res.q["xi"])
+    jj_terms = jj_gap_terms(y, *f_moments(x, theta), res.q["xi"])
     assert np.all(jj_terms >= -1e-12)
     gaps = np.sum(jj_terms)
     if prior == "s-grid":
@@ -433,25 +364,16 @@ def test_vb_q_is_a_stationary_point_of_the_independently_computed_bound(prior):
 
     def bound(th, pi_=pi):
         factors = _grid_factors(spec, th)
-        value = quad.elbo(factors) - np.sum(_jj_gap_terms(y, *_f_moments(x, th), xi))
+        value = quad.elbo(factors) - np.sum(jj_gap_terms(y, *f_moments(x, th), xi))
         return value - (0.5 * _log_sum_gap(quad, factors, pi_) if pi_ is not None else 0.0)
 
+    center = assert_stationary_maximum(bound, theta)
     delta = 1e-4
-    center = bound(theta)
-    for i in range(theta.size):
-        step = np.zeros(theta.size)
-        step[i] = delta
-        up, down = bound(theta + step), bound(theta - step)
-        assert abs(up - down) / (2 * delta) < 1e-6, (i, (up - down) / (2 * delta))
-        assert max(up, down) <= center + 1e-10, i
-        assert up + down - 2 * center < 0, i  # a maximum in this direction, not a saddle
     if pi is not None:
         up, down = (bound(theta, special.expit(special.logit(pi) + s)) for s in (delta, -delta))
         assert abs(up - down) / (2 * delta) < 1e-6, (up - down) / (2 * delta)
         assert max(up, down) <= center + 1e-10
-    gap, up, down = (_jj_gap_terms(y, *_f_moments(x, theta), xi * np.exp(s)) for s in (0.0, delta, -delta))
-    assert np.max(np.abs(up - down)) / (2 * delta) < 1e-6
-    assert np.all(np.minimum(up, down) >= gap - 1e-12)  # the gap is smallest at the engine's xi
+    assert_jj_xi_optimal(x, y, theta, xi)  # the gap is smallest at the engine's xi
 
 
 @pytest.mark.parametrize("prior", ["p-grid", "s-grid"])
@@ -486,26 +408,15 @@ def test_elbo_of_a_two_by_two_table_by_monte_carlo(prior):
     assert np.max(np.abs(res.cov / np.outer(sd, sd) - np.eye(4))) > 0.1  # correlated: the point of a table
     q_w = stats.multivariate_normal(res.mu, res.cov)
     q_alpha, q_beta = stats.gamma(q["a"], scale=1.0 / q["b"]), stats.gamma(q["c"], scale=1.0 / q["d"])
-    draws = np.random.default_rng(1)
-    n_draws = 500_000
-    w, alpha, beta = (d.rvs(size=(n_draws,) + shape, random_state=draws)
-                      for d, shape in ((q_w, ()), (q_alpha, (2,)), (q_beta, (2,))))
-    log_q = q_w.logpdf(w) + np.sum(q_alpha.logpdf(alpha), axis=1) + np.sum(q_beta.logpdf(beta), axis=1)
     model = spec.with_params(parameterization="centred").model
-    xj, yj = jnp.asarray(x), jnp.asarray(y)
-    log_joint = jax.jit(jax.vmap(
-        lambda w_, a, b: log_density(model, (xj,), {"y": yj}, {"w": w_, "alpha": a, "beta": b})[0]))
-    log_p = np.concatenate([np.asarray(log_joint(*(jnp.asarray(v[k:k + 100_000]) for v in (w, alpha, beta))))
-                            for k in range(0, n_draws, 100_000)])  # in chunks: bounded memory
-    values = log_p - log_q
-    true_elbo, se = float(np.mean(values)), float(np.std(values) / np.sqrt(n_draws))
+    true_elbo, se = monte_carlo_elbo(model, x, y, [("w", q_w, ()), ("alpha", q_alpha, (2,)), ("beta", q_beta, (2,))])
     f_mean, f_var = x @ res.mu, np.einsum("ij,jk,ik->i", x, res.cov, x)
-    gaps = np.sum(_jj_gap_terms(y, f_mean, f_var, q["xi"]))
+    gaps = np.sum(jj_gap_terms(y, f_mean, f_var, q["xi"]))
     if prior == "s-grid":
         for i in range(2):
             for j in range(2):
                 pair = [stats.gamma(q["a"][i], scale=1.0 / q["b"][i]), stats.gamma(q["c"][j], scale=1.0 / q["d"][j])]
-                quad = _MeanFieldQuadrature(lambda a, b: jnp.zeros_like(a), pair, ("positive", "positive"), (120, 120))
+                quad = MeanFieldQuadrature(lambda a, b: jnp.zeros_like(a), pair, ("positive", "positive"), (120, 120))
                 gaps += 0.5 * _log_sum_gap(quad, pair, float(q["pi"][i, j]))
     engine = grid_vb.elbo(spec, x, y, q)
     assert se < 0.005
@@ -552,7 +463,7 @@ def test_vb_against_the_exact_posterior_of_one_weight(prior):
     its precisions: VB's sd must be below the exact sd. Measured ratio 0.73 (p-grid) and
     0.75 (s-grid) here, 0.62-0.91 over 24 data sets with n = 50 and 200; the lower guard
     0.5 catches a variance quartered."""
-    x, y = _one_weight(200)
+    x, y = one_column_problem(200)
     spec = GridRVM((1, 1), prior)
     res = grid_vb.run(spec, x, y)
     assert res.status == "converged"

@@ -32,6 +32,8 @@ from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from .posterior import DrawsPosterior, GaussianPosterior, PointPosterior
+
 
 class EndToEndFit(NamedTuple):
     """An engine's own end-to-end fit: its posterior over the kept columns."""
@@ -179,8 +181,6 @@ def returned_problem(result, spec, Phi) -> str | None:
     The posterior constructors already refuse inconsistent shapes and non-finite Gaussian
     or point values; this check adds what a constructor cannot know (the spec's sites) and
     the finiteness of draws, and names the problem for someone who wrote the engine."""
-    from .posterior import DrawsPosterior, GaussianPosterior, PointPosterior
-
     if not isinstance(result, (GaussianPosterior, DrawsPosterior, PointPosterior)):
         return (f"returned {type(result).__module__}.{type(result).__qualname__}, not a zoo Posterior "
                 "(GaussianPosterior, DrawsPosterior or PointPosterior from zoo.inference.posterior)")

@@ -7,17 +7,27 @@ module: a biased EP given as a Python function, and broken engines given as
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference.contracts import EngineReturnError, checked_fit, returned_problem
+from zoo.models.pcvm import PCVM
+from zoo.validation import compare as compare_module
+from zoo.validation import defects as D
+from zoo.validation import study as study_module
+from zoo.validation import registry
 from zoo.validation.compare import CompareConfig, compare
 from zoo.validation.engines import engine_label, resolve_entry, user_modules
 from zoo.validation.report import write_report
+from zoo.validation.sbc import SBCSettings, run_sbc
+from zoo.validation.study import expand
 
 import user_engines
 
@@ -32,9 +42,6 @@ BROKEN = {
 
 def _example(name: str):
     """The fit of examples/<name>.py, the README's user engines (outside the package)."""
-    import importlib
-    import sys
-
     sys.path.insert(0, REPO)
     try:
         return importlib.import_module(f"examples.{name}").fit
@@ -120,8 +127,6 @@ def test_a_broken_user_engine_gets_one_line_in_its_own_row(run, name):
 
 
 def test_a_user_engine_without_the_contract_is_refused_before_any_work(monkeypatch):
-    from zoo.validation import compare as compare_module
-
     monkeypatch.setattr(compare_module.datasets, "load", lambda *a, **k: pytest.fail("work started"))
     with pytest.raises(ValueError, match="config.*keyword-only"):
         compare(CompareConfig(model="pcvm", engines=("ep", "user_engines:no_contract")))
@@ -134,10 +139,6 @@ def test_a_user_engine_without_the_contract_is_refused_before_any_work(monkeypat
 
 
 def test_the_return_value_check_names_what_is_wrong():
-    import jax.numpy as jnp
-
-    from zoo.models.pcvm import PCVM
-
     spec, Phi, y = PCVM(alpha=1.0), np.eye(4)[:, :3] + 0.1, np.array([0.0, 1.0, 0.0, 1.0])
     assert returned_problem(user_engines.shrunk(spec, jnp.asarray(Phi), y), spec, Phi) is None
     fit = checked_fit(user_engines.returns_dict, "mine")
@@ -153,9 +154,7 @@ def test_labels_and_the_modules_whose_code_keys_stored_results():
     assert user_modules(["ep", "pkg.mod:fit", user_engines.shrunk, "pkg.mod:other"]) == ("pkg.mod", "user_engines")
 
 
-def test_a_user_engine_in_a_study_is_checked_and_its_code_keys_the_cell(tmp_path):
-    from zoo.validation.study import expand
-
+def test_a_user_engine_in_a_study_is_checked_and_its_code_keys_the_cell(tmp_path, monkeypatch):
     config = {"compare": [{"models": ["pcvm"], "engines": ["ep", "user_engines:shrunk"]}],
               "sbc": [{"model": "pcvm", "engines": ["user_engines:shrunk"]}],
               "defects": [{"model": "pcvm", "engine": "user_engines:shrunk"}]}
@@ -164,14 +163,9 @@ def test_a_user_engine_in_a_study_is_checked_and_its_code_keys_the_cell(tmp_path
     keys = [c.key() for c in cells]
     # the user's module enters each cell's key: a key computed as if it were not a user's
     # module (no digest of it) differs
-    from zoo.validation import engines as engines_module
-
-    real = engines_module.user_modules
-    try:
-        engines_module.user_modules = lambda names: ()
-        assert [c.key() for c in cells] != keys
-    finally:
-        engines_module.user_modules = real
+    monkeypatch.setattr(study_module, "user_modules", lambda names: ())
+    assert [c.key() for c in cells] != keys
+    monkeypatch.undo()
     with pytest.raises(ValueError, match="keyword-only"):
         expand({"compare": [{"models": ["pcvm"], "engines": ["user_engines:no_contract"]}]})
     with pytest.raises(ValueError, match="keyword-only"):
@@ -179,8 +173,6 @@ def test_a_user_engine_in_a_study_is_checked_and_its_code_keys_the_cell(tmp_path
 
 
 def test_a_user_engine_through_sbc_fails_each_simulation_with_its_line(tmp_path):
-    from zoo.validation.sbc import SBCSettings, run_sbc
-
     summary = run_sbc("pcvm", "user_engines:returns_dict", settings=SBCSettings(n_sims=10, n_draws=9),
                       out_dir=tmp_path, problem_kwargs={"n": 30, "n_basis": 3})
     assert summary["counts"]["failed"] == 10 and summary["status"] == "not applicable"
@@ -190,8 +182,6 @@ def test_a_user_engine_through_sbc_fails_each_simulation_with_its_line(tmp_path)
 
 
 def test_resolve_entry_of_a_model_engine_is_the_registry_entry():
-    from zoo.validation import registry
-
     record = registry.get_model("pcvm")
     assert resolve_entry(record, "ep") is record.engine("ep")
     assert resolve_entry(record, "user_engines:shrunk").kind == "user"
@@ -201,8 +191,6 @@ def test_a_user_engine_through_the_defect_battery(tmp_path):
     """No data sets for the verdict (NUTS is the battery's cost and is tested in
     test_defects.py): the SBC runs of the intact and the broken user engine go by its
     module:function name, and its broken return value is each run's failure."""
-    from zoo.validation import defects as D
-
     settings = D.BatterySettings(n_datasets=0, sbc_replicates=1, sbc_sims=10, problem=(("n", 30), ("n_basis", 3)))
     out = D.run_battery("pcvm", "user_engines:returns_dict", ["cov x 2"], settings=settings, out_dir=tmp_path)
     sbc = {r["defect"]: r for r in out["rows"] if r["detector"] == "sbc"}

@@ -12,12 +12,13 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior, PointPosterior
 from zoo.models.base import Site
 from zoo.validation import verdict as V
+from zoo.validation.defects import transform_posterior
 
 INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0,
                objective="", extra={})
@@ -127,8 +128,6 @@ def alarm_bound(n: int, rate: float = V.FALSE_ALARM, tail: float = 1e-3) -> int:
     """The smallest count k with P(Binomial(n, rate) >= k) < ``tail``: if the true
     false-alarm rate is at most ``rate``, a count of k or more happens by chance less
     than once in a thousand runs (k = 14 for n = 100, 22 for 200, 29 for 300)."""
-    from scipy.stats import binom
-
     return int(binom.isf(tail, n, rate)) + 1
 
 
@@ -200,8 +199,6 @@ def test_the_planted_correlation_defects_keep_every_marginal_and_are_caught(how,
     """The battery's "correlations dropped" and "rotated" defects (validation/defects.py):
     means and sds unchanged to rounding, the joint verdict flags them, the marginal one
     cannot see them."""
-    from zoo.validation.defects import transform_posterior
-
     rng = np.random.default_rng(6)
     sites = (Site("b", ()), Site("w", (7,)))
     corr = V.random_correlation(rng, 8)

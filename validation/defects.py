@@ -36,6 +36,10 @@ import numpy as np
 from ..inference.posterior import DrawsPosterior, GaussianPosterior
 from ..models.base import unflatten
 from .atomic import write_json_atomic
+from .correlations import dropped_correlation, rotated_correlation, unit_diagonal
+from .engines import is_user_engine, resolve_entry, user_modules
+from .sbc import CALIBRATED, MISCALIBRATED, TOO_FEW, SBCSettings, draw_from_prior, problem_for, run_sbc
+from .verdict import chains_draws_flat, joint_verdict, moments_and_mcse, verdict
 
 
 @dataclass(frozen=True)
@@ -56,37 +60,6 @@ class Defect:
         functools.update_wrapper(broken, fit, assigned=("__doc__",), updated=())
         broken.__name__ = f"{getattr(fit, '__name__', 'fit')}+{self.name}"
         return broken
-
-
-#: seed of the "rotated" defect's rotation (with the posterior's dimension: deterministic)
-ROTATION_SEED = 20261127
-
-
-def random_rotation(rng: np.random.Generator, d: int) -> np.ndarray:
-    """A (d, d) orthogonal matrix drawn uniformly (Haar): QR of a Gaussian matrix, with
-    the signs of R's diagonal moved into Q (without them QR's sign convention biases Q)."""
-    q, r = np.linalg.qr(rng.standard_normal((d, d)))
-    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
-
-
-def unit_diagonal(cov: np.ndarray) -> np.ndarray:
-    """The correlation matrix of a covariance matrix."""
-    s = np.sqrt(np.diag(cov))
-    return cov / np.outer(s, s)
-
-
-def rotated_correlation(corr: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Q R Q' renormalized to unit diagonal, Q a random rotation (``rng``; None: the fixed
-    seed ROTATION_SEED with the dimension): the same spectrum of dependence, pointing
-    elsewhere. On a posterior without correlations (R = I) it changes nothing."""
-    d = corr.shape[0]
-    q = random_rotation(rng if rng is not None else np.random.default_rng([ROTATION_SEED, d]), d)
-    return unit_diagonal(q @ corr @ q.T)
-
-
-def dropped_correlation(corr: np.ndarray) -> np.ndarray:
-    """The identity: a mean-field posterior with the same marginals."""
-    return np.eye(corr.shape[0])
 
 
 #: the correlation replacements ``transform_posterior`` knows by name
@@ -310,10 +283,7 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
 
     import zoo  # noqa: F401  (float64 in a fresh worker)
     from . import registry
-    from .engines import resolve_entry
     from .reference import run_reference
-    from .sbc import draw_from_prior, problem_for
-    from .verdict import chains_draws_flat, joint_verdict, moments_and_mcse, verdict
 
     record = registry.get_model(model)
     problem = problem_for(record, **dict(settings.problem))
@@ -351,7 +321,6 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
 
 def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
     from .code_digest import code_digest
-    from .engines import user_modules
 
     s = asdict(settings)
     for name in ("n_datasets", "sbc_replicates"):
@@ -375,8 +344,6 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     the intact engine's rates beside them.
     """
     from . import registry
-    from .engines import is_user_engine, resolve_entry
-    from .sbc import CALIBRATED, MISCALIBRATED, TOO_FEW
 
     if callable(engine):
         raise ValueError("the battery runs its cells by name (in worker processes too): give your engine as "
@@ -464,9 +431,6 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     Its simulations are stored under ``folder`` by run_sbc, so a rerun resumes."""
     import zoo  # noqa: F401  (float64 in a fresh worker)
     from . import registry
-    from .sbc import SBCSettings, run_sbc
-
-    from .engines import resolve_entry
 
     defect, r = args
     entry = resolve_entry(registry.get_model(model), engine)
@@ -479,5 +443,5 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
 
 
 __all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "replace_correlations",
-           "rotated_correlation", "dropped_correlation", "random_rotation", "unit_diagonal", "BatterySettings",
+           "BatterySettings",
            "run_battery", "battery_references", "EXACT", "INTACT"]

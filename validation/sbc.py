@@ -66,10 +66,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
+from scipy.special import betaincinv, ndtr, ndtri
 
 from ..inference.contracts import checked_fit, contract_problems
 from ..models.base import flatten
 from .atomic import write_json_atomic
+# a user engine given as a path: the one rule for every caller (validation/engines.py)
+from .engines import import_engine
 
 #: family-wise false-alarm rate of the uniformity test for a calibrated engine
 FALSE_ALARM = 0.05
@@ -194,14 +197,6 @@ def _reference_fit(spec, Phi, y, *, config=None, reference=None):
     from .reference import run_reference
 
     return run_reference(spec, Phi, y, config=reference).posterior
-
-
-def import_engine(target: str) -> Callable:
-    """``"package.module:function"`` -> the function, checked against the fixed-spec
-    contract (the one rule for every user engine: ``validation/engines.py``)."""
-    from .engines import import_engine as _import
-
-    return _import(target)
 
 
 def sbc_names(record, *, engines: bool = True, samplers: bool = True) -> list[str]:
@@ -548,8 +543,6 @@ def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict
 
     Both scores past :data:`SHAPE_SCORE`: both words ("posterior shifted up and too
     narrow"); neither: "no simple shape". Returns the scores and ``shape``."""
-    from scipy.special import ndtri
-
     S = int(n_sims)
     shift = (below - 0.5) / np.sqrt(0.25 / S)
     # continuity-corrected shares (half a count added to each of the three cells: lowest
@@ -612,8 +605,6 @@ _GAUSS_LEGENDRE = np.polynomial.legendre.leggauss(64)
 def _order_statistic_probits(n_draws: int) -> np.ndarray:
     """(L, 64): probit of the (r + 1)-th smallest of L uniforms at the Gauss-Legendre
     nodes of its quantile, r = 0..L-1 (the rank cdf of :func:`pit_cdf` integrates over it)."""
-    from scipy.special import betaincinv, ndtri
-
     nodes = (_GAUSS_LEGENDRE[0] + 1.0) / 2.0
     r = np.arange(n_draws, dtype=float)[:, None]
     return ndtri(betaincinv(r + 1.0, n_draws - r, nodes[None, :]))
@@ -630,8 +621,6 @@ def pit_cdf(x: np.ndarray, n_draws: int, shift: float = 0.0, sd_factor: float = 
     Beta(r + 1, L - r) variable B, exceeds p: P(R <= r) = E[Phi(shift + sd_factor
     probit(B))], a smooth integral over B's quantile (64-node Gauss-Legendre). u = (R +
     V) / (L + 1) then has a piecewise linear cdf between those values."""
-    from scipy.special import ndtr
-
     L = int(n_draws)
     weights = _GAUSS_LEGENDRE[1] / 2.0
     cdf = np.concatenate([[0.0], ndtr(shift + sd_factor * _order_statistic_probits(L)) @ weights, [1.0]])

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .atomic import atomic_write, write_json_atomic
+from .engines import is_user_engine, resolve_entry, user_modules
 
 try:  # Python 3.11+
     import tomllib
@@ -86,8 +87,6 @@ class Cell:
     def key(self) -> str:
         """Digest of the description and of the code that computes this kind of cell."""
         from .code_digest import code_digest
-
-        from .engines import user_modules
 
         p = self.params
         # a user's engine's own module is digested too: its stored cells go stale with its code
@@ -140,7 +139,6 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     """Every cell of the study, in a stable order; checked against the registry, so a typo
     fails before anything runs."""
     from . import registry
-    from .engines import is_user_engine, resolve_entry
 
     cells: list[Cell] = []
     for i, block in enumerate(config.get("compare", [])):

@@ -51,8 +51,13 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy.linalg import eigh
 from scipy.stats import norm
 from scipy.stats import t as student_t
+
+from ..inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior
+from ..models.base import Site
+from .correlations import dropped_correlation, random_correlation, rotated_correlation
 
 
 #: the false-alarm rate of the verdict for an exact engine (at most; Bonferroni)
@@ -281,8 +286,6 @@ def joint_directions(engine_cov: np.ndarray, ref_cov: np.ndarray) -> np.ndarray:
     exactly collinear reference draws (fewer draws than coordinates, a deterministic
     relation) still give a positive definite matrix; the directions need only be fixed
     given the test draws, so the ridge cannot move the false-alarm rate."""
-    from scipy.linalg import eigh
-
     ridged = ref_cov + RIDGE * np.diag(np.diag(ref_cov))
     return eigh(engine_cov, ridged)[1]
 
@@ -479,8 +482,6 @@ def simulate_verdicts(d: int, n_replicates: int, *, seed: int = 0, phi: float = 
     planted defect in coordinate 0 (mean moved by ``mean_shift`` sds, sd scaled by
     ``sd_factor``), against simulated reference draws of the exact posterior, one fresh
     reference per replicate. Returns a boolean array: flagged or not."""
-    from ..inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior
-    from ..models.base import Site
 
     rng = np.random.default_rng(seed)
     sites = (Site("theta", (d,)),)
@@ -498,16 +499,6 @@ def simulate_verdicts(d: int, n_replicates: int, *, seed: int = 0, phi: float = 
         engine = GaussianPosterior(None, sites, m_e, np.diag(s_e), info)
         flagged[r] = verdict(engine, ref)["status"] == DIFFERS
     return flagged
-
-
-def random_correlation(rng: np.random.Generator, d: int, spread: float = 1.0) -> np.ndarray:
-    """A random (d, d) correlation matrix: a random rotation of eigenvalues whose logs are
-    N(0, spread^2) (spread 1: a condition number of about 100 at d = 20, 400 at d = 200,
-    like a regression posterior's), renormalized to unit diagonal."""
-    from .defects import random_rotation, unit_diagonal
-
-    q = random_rotation(rng, d)
-    return unit_diagonal((q * np.exp(spread * rng.standard_normal(d))) @ q.T)
 
 
 #: defects of :func:`simulate_joint_verdicts` that change the correlations only
@@ -530,9 +521,6 @@ def simulate_joint_verdicts(d: int, n_replicates: int, *, seed: int = 0, phi: fl
     replaces; for the benchmark only). Returns flagged per replicate (a boolean array),
     with ``with_marginal`` also :func:`verdict`'s on the same replicates: (joint, marginal).
     """
-    from ..inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior
-    from ..models.base import Site
-    from .defects import dropped_correlation, rotated_correlation
 
     if defect not in (None, *JOINT_DEFECTS):
         raise ValueError(f"unknown defect {defect!r}; known: {', '.join(JOINT_DEFECTS)}")

@@ -131,7 +131,8 @@ def _cmd_compare(args) -> int:
             cache_dir=None if args.no_cache else args.cache_dir,
         )
         # every name before any work (compare() checks them again, after nothing costly);
-        # a user's module:function is imported and its signature checked here
+        # a user's module:function is imported and its signature checked here. Imported
+        # here, like every command's modules, so that one command does not load another's
         from zoo.validation.engines import resolve_entry
 
         record = registry.get_model(config.model)

@@ -287,6 +287,7 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_sbc(args) -> int:
+    # each command imports its own modules when it runs, so that one does not load another's
     from zoo.validation import registry
     from zoo.validation.atomic import atomic_write, write_json_atomic
     from zoo.validation.sbc import TOO_FEW, USELESS, SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line

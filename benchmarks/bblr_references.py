@@ -6,15 +6,15 @@ Issue 16 asks for the table the other models have. BBLR's likelihood is bounded,
 posterior need not be log-concave, and the sharper the likelihood (gamma^2 / lam grows:
 DERIVATIONS.md §6.2) the rougher it gets. For every cell this script runs **each**
 sampler of the model's reference chain (NUTS, then parallel tempering:
-validation/parallel_tempering.py; settings as the model record has them) on split 0, each
+validation/references/parallel_tempering.py; settings as the model record has them) on split 0, each
 bounded by ``--time-limit``, and records
 
 * per sampler: certified or not, worst R-hat, smallest bulk ESS, divergences, seconds
   (compilation included) and the smallest bulk ESS per second;
 * the reference: the first sampler of the chain that certifies (what `zoo compare` uses);
 * where both certify, how far apart they are (largest |z| of the posterior medians,
-  validation/reference_table.py: median_agreement);
-* the modes the reference's draws flow to (validation/modes.py: basins), the largest
+  validation/runs/reference_table.py: median_agreement);
+* the modes the reference's draws flow to (validation/judge/modes.py: basins), the largest
   basin's share, and whether SLA's answer is that main mode;
 * SLA's and the Laplace Gaussian's test errors, and the Laplace Gaussian against a
   certified reference: median sd ratio, k-hat on the joint, pred_mae, the verdict.
@@ -46,15 +46,23 @@ import numpy as np
 
 import zoo
 from zoo import data as datasets
-from zoo.validation import registry
-from zoo.validation.atomic import write_text_atomic
-from zoo.validation.compare import timed_fit
-from zoo.validation.metrics import posterior_metrics
-from zoo.validation.modes import basins
-from zoo.validation.reference_table import (agreement_text, ess_rate_text, fmt, load_or_run, machine,
-                                            median_agreement, reference_used_text, run_every_sampler,
-                                            tried_text)
-from zoo.validation.verdict import verdict
+from zoo.validation.base.atomic import write_text_atomic
+from zoo.validation.judge.metrics import posterior_metrics
+from zoo.validation.judge.modes import basins
+from zoo.validation.judge.verdict import verdict
+from zoo.validation.records import registry
+from zoo.validation.runs.compare import timed_fit
+from zoo.validation.runs.reference_table import (
+    agreement_text,
+    ess_rate_text,
+    fmt,
+    load_or_run,
+    machine,
+    median_agreement,
+    reference_used_text,
+    run_every_sampler,
+    tried_text,
+)
 
 MODEL = "bblr"
 DATA = ("pima", "liver", "breast_wisconsin", "heart")
@@ -159,7 +167,7 @@ def table(cells: list[dict]) -> str:
         "seconds include compilation; min ESS/s = smallest bulk ESS per wall second. Agreement: largest |z| of the "
         "posterior medians between the two samplers where both certify. Modes: distinct modes the reference's draws "
         "flow to / the largest basin's share ± its standard error / whether SLA's answer is that main mode "
-        "(validation/modes.py). Laplace's sd ratio (median), k-hat (joint), pred_mae and verdict only against a "
+        "(validation/judge/modes.py). Laplace's sd ratio (median), k-hat (joint), pred_mae and verdict only against a "
         "certified reference.",
         "",
         "| data (N, M) | gamma (gamma^2/lam) | config | prior | NUTS | min ESS/s | parallel tempering | min ESS/s | "

@@ -7,7 +7,6 @@ beside the times so that "seconds at equal accuracy" can be read. Never asserted
 
 One split per data set: split 0 of the catalog entry (80 / 20 stratified; inputs
 standardized on the training part), a bias column for BBLR. Methods:
-
 * ``sla``: SLA on BBLR2's spec (a, b from the class counts, gamma = 4, lam = 1) - one fit;
 * ``slam``: the same spec, SLA's learning rate and probe spacing chosen on a held-out fifth
   (3 x 3 grid: 10 SLA runs);
@@ -37,9 +36,8 @@ from zoo import data as datasets
 from zoo.inference import sla
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.bblr import BBLR
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.reproduce.gridrvm import linear_svm
-from zoo.validation.reproduce.horii import regularized_lr
+from zoo.reproductions.baselines import linear_svm, regularized_lr
+from zoo.validation.base.atomic import write_json_atomic
 
 DATA = ("breast_wisconsin", "statlog_heart", "liver", "pima")
 GAMMA, LAM = 4.0, 1.0

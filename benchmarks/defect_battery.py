@@ -1,4 +1,4 @@
-"""The planted-defect battery (validation/defects.py): detection rate of each defect by each
+"""The planted-defect battery (validation/runs/defects.py): detection rate of each defect by each
 detector (the verdict against a reference run on each simulated data set; SBC), with the
 exact engine's and the intact engine's rates beside them.
 
@@ -18,8 +18,8 @@ import math
 import os
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.defects import BatterySettings, run_battery
+from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.runs.defects import BatterySettings, run_battery
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -21,9 +21,9 @@ import time
 import numpy as np
 
 import zoo  # noqa: F401
-from zoo.validation.registry import get_engine
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.compare import CompareConfig, compare
+from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.records.registry import get_engine
+from zoo.validation.runs.compare import CompareConfig, compare
 
 
 def main(argv=None) -> int:

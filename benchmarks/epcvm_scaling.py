@@ -14,7 +14,6 @@ at that width over ``SVC_C``. Both are then fixed for every N.
 Fits (cell ``<engine>--<scan>--<N>``, at most ``MAX_ITER`` steps), each in a fresh subprocess so that its peak memory
 (VmHWM: XLA's buffers included, which tracemalloc cannot see) is its own. The candidate
 columns are ``basis_selection.KernelCandidates``: never an N x N array. ``scan``:
-
 * ``full`` - the paper's rule: every candidate scored at every step, kernel tiles
   recomputed each step (B and t_hat change at every point after each re-fit);
 * ``working-set`` - NOT the paper's: full scans only every ``refresh_every`` steps and
@@ -286,9 +285,10 @@ def svc_cell(N: int, width: float, C: float) -> dict:
 
 def hyper_cell() -> dict:
     """5-fold CV on the first CV_POINTS points: EPCVM_Lap's width, then the SVC's C."""
-    import zoo  # noqa: F401
     from sklearn.model_selection import StratifiedKFold
     from sklearn.svm import SVC
+
+    import zoo  # noqa: F401
     from zoo.inference import laplace
     from zoo.models.basis import median_heuristic_width, pcvm_basis
 
@@ -357,7 +357,7 @@ def run_child(out: str, name: str, args: list[str], timeout: float | None, redo:
 
 
 def child_main(name: str, rest: list[str], out: str) -> None:
-    from zoo.validation.atomic import write_json_atomic
+    from zoo.validation.base.atomic import write_json_atomic
 
     if name == "hyper":
         cell = hyper_cell()
@@ -387,7 +387,7 @@ def _rule(cell: dict) -> str:
 
 
 def report(out: str) -> None:
-    from zoo.validation.atomic import write_json_atomic, write_text_atomic
+    from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
 
     cells = {}
     folder = os.path.join(out, "cells")
@@ -482,7 +482,7 @@ def report(out: str) -> None:
         ax.set_title("EPCVM end to end on a1a.t: seconds against N")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-        from zoo.validation.atomic import atomic_write
+        from zoo.validation.base.atomic import atomic_write
 
         atomic_write(os.path.join(out, "seconds_vs_n.png"), lambda tmp: fig.savefig(tmp, dpi=120, format="png"),
                      suffix=".png")

@@ -3,7 +3,7 @@
 Issue 3 asks for a table (q, prior) -> reference used, certified or not. For every cell
 this script runs the `zoo compare` protocol for ggsm-probit with the engines ``mm`` and
 ``mm-laplace`` and the model's reference samplers, each with its record's settings
-(``validation/protocols/ggsm_probit.py``), tried in the order NUTS, then
+(``validation/records/ggsm_probit.py``), tried in the order NUTS, then
 slice-within-Gibbs - the order that tells where NUTS certifies (the record's own chain
 puts slice-Gibbs first); the stored table was made with NUTS 4 x (2000 + 2500), one
 doubling, and slice-Gibbs 4 x (1000 + 2500), two doublings, on split 0 of
@@ -44,9 +44,14 @@ import time
 
 import zoo
 from zoo.models.ggsm_probit import Q_GRID
-from zoo.validation.atomic import write_json_atomic, write_text_atomic
-from zoo.validation.compare import CompareConfig, compare, default_references
-from zoo.validation.reference_table import load_or_run, median_agreement, tried_record, tried_text
+from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
+from zoo.validation.runs.compare import CompareConfig, compare, default_references
+from zoo.validation.runs.reference_table import (
+    load_or_run,
+    median_agreement,
+    tried_record,
+    tried_text,
+)
 
 PRIORS = {"proper": {"a": 1.0, "b": 1.0}, "paper": {"a": 1e-3, "b": 1e-3}}
 DESIGNS = ("ggig_linear", "ggig_linear_weak")
@@ -100,8 +105,8 @@ def cross_check(design: str, prior: str, q: float, cache_dir: str | None) -> dic
     import warnings
 
     from zoo import data as datasets
-    from zoo.validation import registry
-    from zoo.validation.reference import run_reference
+    from zoo.validation.records import registry
+    from zoo.validation.references import run_reference
 
     prepared = registry.prepare("ggsm-probit", datasets.load(design, 0), {"q": q, **PRIORS[prior]})
     nuts_cfg, gibbs_cfg = default_references("ggsm-probit", ("nuts", "slice-gibbs"))
@@ -124,7 +129,7 @@ def table(cells: list[dict]) -> str:
         "# GGSM probit: which reference sampler certifies",
         "",
         "Split 0; reference chain NUTS -> slice-Gibbs (the first certified one is the reference). "
-        "Moments: which posterior moments of w exist on these data (see validation/protocols/ggsm_probit.py: moments). "
+        "Moments: which posterior moments of w exist on these data (see validation/records/ggsm_probit.py: moments). "
         "mm speed-up = reference warm seconds / mm warm seconds. pred_mae only against a certified reference.",
         "",
         "| design | prior | q | NUTS | slice-Gibbs | reference | moments of w | mm s | mm speed-up | pred_mae mm / mm-laplace | NUTS vs slice-Gibbs |",

@@ -6,12 +6,11 @@ each k (theta = k) this script runs the `zoo compare` protocol for gig-logistic 
 0 of Horii's synthetic design (100 x 100, separable) with the engine ``vb`` and the
 model's reference samplers with their record's settings, tried in the order NUTS (on the
 marginal form at target acceptance 0.95), then the Polya-Gamma Gibbs sampler of
-validation/gig_gibbs.py - the order that tells where NUTS is trustworthy (the record's own
+validation/references/gig_gibbs.py - the order that tells where NUTS is trustworthy (the record's own
 chain puts PG-Gibbs first) - and records per k:
-
 * each sampler tried: certified or not, worst R-hat, smallest bulk ESS, divergences,
   seconds (``--time-limit`` bounds each; a sampler that runs out is recorded so);
-* which posterior moments of beta exist on these data (validation/protocols/gig_logistic.py, moments:
+* which posterior moments of beta exist on these data (validation/records/gig_logistic.py, moments:
   the tail index is 2k, so the mean needs k > 1/(2m) and the sd k > 1/m, with m the
   fewest features that separate the data, 2 <= m <= 53 here);
 * VB against the reference where it is certified: median sd ratio over the 90 noise and
@@ -34,9 +33,9 @@ import warnings
 import numpy as np
 
 import zoo
-from zoo.validation.atomic import write_text_atomic
-from zoo.validation.compare import CompareConfig, compare, default_references
-from zoo.validation.reference_table import load_or_run, tried_record, tried_text
+from zoo.validation.base.atomic import write_text_atomic
+from zoo.validation.runs.compare import CompareConfig, compare, default_references
+from zoo.validation.runs.reference_table import load_or_run, tried_record, tried_text
 
 K_GRID = (1.0, 0.5, 0.1, 0.01, 1e-6)
 N_RELEVANT = 10  # Horii's beta* = (0 x 90, 2 x 10): the last ten coefficients

@@ -17,7 +17,7 @@ the two branches of its q(beta) update as the number of coefficients p grows pas
      the reference the others are measured against: ELBO difference, mean and max
      |p - p*| of the training predictive, and test accuracy;
    against L1-LR with C chosen by 5-fold CV over 13 values (65 fits + the refit;
-   ``validation/reproduce/horii.py``), timed the same way, and the ratio of the seconds of
+   ``reproductions/horii.py``), timed the same way, and the ratio of the seconds of
    ``default`` to it.
 2. Design: synthetic 0/1 designs (n = 2000, p = 200, a bias column) of several densities;
    plain sweeps on the dense design and on its pairs, seconds per sweep - where the pair
@@ -44,11 +44,11 @@ import time
 import numpy as np
 
 import zoo
+from zoo import data as datasets
 from zoo.inference import gig_vb
 from zoo.models.gig_logistic import GIGLogistic
-from zoo import data as datasets
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.reproduce.horii import regularized_lr
+from zoo.reproductions.baselines import regularized_lr
+from zoo.validation.base.atomic import write_json_atomic
 
 SWEEPS = 20
 P_GRID = (50, 100, 200, 400, 800, 1600)

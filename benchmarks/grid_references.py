@@ -4,21 +4,20 @@ variant), at what cost, and how far each variant's VB is from it.
 Issue 15 asks for the table GGSM and GIG have: (variant, prior, size) -> which sampler
 certifies, at what cost. For every cell this script runs **each** sampler of the
 model's reference chain (NUTS on the non-centred form, then ``grid-gibbs``, the
-Polya-Gamma Gibbs sampler of validation/grid_gibbs.py; their settings are the model
+Polya-Gamma Gibbs sampler of validation/references/grid_gibbs.py; their settings are the model
 record's) on split 0, each bounded by ``--time-limit``, and records
 
 * per sampler: certified or not, worst R-hat, smallest bulk ESS, divergences, seconds
   (compilation included, as a user waits for it) and smallest bulk ESS per second;
 * the reference: the first sampler of the chain that certifies (what `zoo compare` uses);
 * where both certify, how far they are apart (largest |z| of the posterior medians,
-  validation/reference_table.py: median_agreement) - two samplers agreeing is evidence
+  validation/runs/reference_table.py: median_agreement) - two samplers agreeing is evidence
   neither certificate is a false one;
-* which posterior moments exist for the variant (validation/protocols/grid_rvm.py);
+* which posterior moments exist for the variant (validation/records/grid_rvm.py);
 * the variant's VB (``vb``, ``vb-s-grid``, ``vb-rvm``) against a certified reference:
   median sd ratio, k-hat on the joint, pred_mae, the verdict; its test error always.
 
 Cases (the two of the README; their sizes bracket the Woodbury crossover):
-
 * ``digits``: the 8 x 8 digits, even vs odd, 500 training images, M = 64 < N;
 * ``esl``: the ESL mixture on the per-dimension RBF table, N = 200, M = 2 x 200 = 400 > N;
 * ``esl-noise2`` (not by default): the same with 2 noise inputs, M = 800.
@@ -43,14 +42,22 @@ import numpy as np
 
 import zoo
 from zoo import data as datasets
-from zoo.validation import registry
-from zoo.validation.atomic import write_text_atomic
-from zoo.validation.compare import timed_fit
-from zoo.validation.metrics import posterior_metrics
-from zoo.validation.reference_table import (agreement_text, ess_rate_text, fmt, load_or_run, machine,
-                                            median_agreement, reference_used_text, run_every_sampler,
-                                            tried_text)
-from zoo.validation.verdict import verdict
+from zoo.validation.base.atomic import write_text_atomic
+from zoo.validation.judge.metrics import posterior_metrics
+from zoo.validation.judge.verdict import verdict
+from zoo.validation.records import registry
+from zoo.validation.runs.compare import timed_fit
+from zoo.validation.runs.reference_table import (
+    agreement_text,
+    ess_rate_text,
+    fmt,
+    load_or_run,
+    machine,
+    median_agreement,
+    reference_used_text,
+    run_every_sampler,
+    tried_text,
+)
 
 MODEL = "grid-rvm"
 CASES = {"digits": ("digits_even_odd", {}), "esl": ("esl_mixture", {}), "esl-noise2": ("esl_mixture", {"noise": 2})}

@@ -7,7 +7,7 @@ classifiers.
    protocol's per-dimension RBF table with delta = 5.55 and its default proper hyper-prior
    a0 = b0 = c0 = d0 = 2): M < N by taking c of the 200 training points as centres
    (a 2 x c table, M = 2c = 50, 100, 200, 300; all 200 points stay the data), M > N by
-   appending k N(0, 1) noise features as ``validation/protocols/grid_rvm.py`` does
+   appending k N(0, 1) noise features as ``validation/records/grid_rvm.py`` does
    (a (2 + k) x 200 table, k = 0, 2, 6, 14, 30: M = 400 ... 6400). For the p-grid and
    the s-grid, the iteration forced to the primal branch (M x M Cholesky, O(M^3 + N M^2)
    per sweep) and to the Woodbury branch (N x N, O(N^2 M + N^3)), ``--sweeps`` sweeps
@@ -57,9 +57,9 @@ from zoo import data as datasets
 from zoo.inference import grid_vb
 from zoo.models.basis import PerDimensionRBFBasis
 from zoo.models.grid_rvm import GridRVM
-from zoo.validation import registry
-from zoo.validation.atomic import write_json_atomic, write_text_atomic
-from zoo.validation.protocols import grid_rvm as protocol
+from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
+from zoo.validation.records import grid_rvm as protocol
+from zoo.validation.records import registry
 
 SWEEPS = 20
 #: M < N: centres taken from the 200 training points (M = 2 c)
@@ -226,7 +226,7 @@ def digits_vb(prepared, repeats: int) -> dict:
 
 
 def digits_nuts(prepared) -> dict:
-    from zoo.validation.reference import ReferenceConfig, run_reference
+    from zoo.validation.references import ReferenceConfig, run_reference
 
     specs = {"p-grid": prepared.spec, **prepared.variants}
     out = {}

@@ -19,7 +19,7 @@ Every finished (data set, method, split) cell is written atomically to
 ``<out>/cells/*.json`` (the width choice to ``*__hyper.json`` with the per-split CV
 scores); a killed run resumes where it stopped without redoing finished cells. Tasks
 (one per data set and method) run on ``--jobs`` Dask worker processes (the LocalCluster of
-``zoo study``, :func:`zoo.validation.study.cluster_client`); JAX's compiled programs are
+``zoo study``, :func:`zoo.validation.runs.study.cluster_client`); JAX's compiled programs are
 kept in the persistent cache of ``zoo.enable_compilation_cache`` so that each process
 does not recompile them. The table is rebuilt from the cells at the end. Ctrl-C, SIGTERM
 or ``kill -9`` of the run stops its workers too; finished cells stay.
@@ -64,8 +64,8 @@ def select_hyper(name: str, method: str, n_select: int, seed: int, factors, max_
     from sklearn.model_selection import StratifiedKFold, cross_val_score
     from sklearn.svm import SVC
 
-    from zoo.classifier import SparseBayesClassifier
     from zoo import data as datasets
+    from zoo.classifier import SparseBayesClassifier
 
     splits = [datasets.load(name, k) for k in range(n_select)]
     root_d = math.sqrt(splits[0].X_train.shape[1])
@@ -119,8 +119,8 @@ def run_cell(name: str, method: str, k: int, hyper: dict, seed: int) -> dict:
     from sklearn.metrics import roc_auc_score
     from sklearn.svm import SVC
 
-    from zoo.classifier import SparseBayesClassifier
     from zoo import data as datasets
+    from zoo.classifier import SparseBayesClassifier
 
     s = datasets.load(name, k)
     t0 = time.perf_counter()
@@ -152,7 +152,7 @@ def run_cell(name: str, method: str, k: int, hyper: dict, seed: int) -> dict:
 def run_task(name: str, method: str, args_dict: dict) -> str:
     """Hyper-parameter selection (unless saved) and the test cells of one (data, method)."""
     import zoo
-    from zoo.validation.atomic import write_json_atomic
+    from zoo.validation.base.atomic import write_json_atomic
 
     zoo.enable_compilation_cache(args_dict.get("jax_cache"))
     cells_dir = os.path.join(args_dict["out"], "cells")
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
         # with this process (Ctrl-C, SIGTERM and kill -9 alike)
         from distributed import as_completed
 
-        from zoo.validation.study import cluster_client
+        from zoo.validation.runs.study import cluster_client
 
         with cluster_client(n_workers=args.jobs, jax_cache=args.jax_cache) as client:
             futures = [client.submit(run_task, n, m, args_dict, pure=False, priority=len(tasks) - i)
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
                 log(fut.result())
     wall = time.perf_counter() - t_start
     table = summarize(os.path.join(args.out, "cells"), names, methods, args.splits)
-    from zoo.validation.atomic import write_json_atomic, write_text_atomic
+    from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
 
     meta = {"wall_seconds_this_run": wall, "jobs": args.jobs, "width_factors": factors,
             "splits": args.splits, "select_splits": args.select_splits, "seed": args.seed}

@@ -1,4 +1,4 @@
-"""False-alarm rate and power of the joint verdict (validation/verdict.py, DERIVATIONS.md §7),
+"""False-alarm rate and power of the joint verdict (validation/judge/verdict.py, DERIVATIONS.md §7),
 by simulation.
 
 The exact posterior of each replicate is a correlated Gaussian (a random correlation
@@ -7,7 +7,6 @@ reference is 4 stationary AR(1) chains x 1000 draws with that covariance (phi = 
 about 440, near the certification minimum), fresh per replicate. Columns for an exact
 engine, whose every "differs" is a false alarm (the rule promises at most 5% in any
 dimension):
-
 * joint, Gaussian engine - the engine's posterior is the exact Gaussian;
 * marginal, same replicates - the marginal verdict on the same engines and references;
 * joint, draws engine - the engine is a second, independent AR(1) run (Monte Carlo
@@ -34,8 +33,8 @@ import sys
 import time
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.verdict import FALSE_ALARM, simulate_joint_verdicts
+from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.judge.verdict import FALSE_ALARM, simulate_joint_verdicts
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verdict_false_alarm import wilson  # noqa: E402

@@ -4,7 +4,6 @@ Both maximize the same function, the GGSM probit log posterior with lambda integ
 out (``GGSMProbit.log_marginal_prior`` plus the probit log-likelihood, all n weights), on
 the GGIG paper's Section 6.1 design (d = 50 plus a bias column, n_f relevant features,
 N = 200 training and 3000 test points), from the same start w = 1:
-
 * ``mm``: the engine of ``inference/mm.py`` (rule ggig);
 * ``lbfgs``: scipy's L-BFGS-B on the same function, with its exact gradient from JAX
   (jit-compiled; compilation is excluded from its time as it is from MM's).
@@ -32,11 +31,11 @@ from jax.scipy.special import log_ndtr
 from scipy.optimize import minimize
 
 import zoo
+from zoo.data import ggig_linear
 from zoo.inference import mm
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import Q_GRID, GGSMProbit
-from zoo.validation.atomic import write_json_atomic
-from zoo.data import ggig_linear
+from zoo.validation.base.atomic import write_json_atomic
 
 
 def log_posterior(spec: GGSMProbit, Phi, s):

@@ -4,7 +4,6 @@ For each fit in question (data set, IDA split, at the kernel width the IDA proto
 for EM - read from the stored ``*__em__hyper.json`` cells, never re-selected), the top-down
 EM of ``inference/pcvm_em.py`` runs in six variants from the same random start (seed 0,
 as the protocol's cells):
-
 * ``paper``: ``TopDownEMConfig()`` = ``.paper()``, the authors' loop and 500-iteration cap
   (the protocol's EM cell, reproduced);
 * ``paper_20k``: the same loop with a 20000-iteration cap: how long its stop (max|w -
@@ -55,7 +54,7 @@ import zoo
 from zoo import data as datasets
 from zoo.inference import pcvm_em
 from zoo.models.basis import pcvm_basis
-from zoo.validation.atomic import write_json_atomic, write_text_atomic
+from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
 
 #: data set -> (directory of the IDA cells holding its recorded widths, default splits,
 #: directory of the EM width if not that one). Diabetis' EM width is pinned to the one the
@@ -379,8 +378,9 @@ def erfcx_check(out_dir: str) -> int:
     """Re-run the paper's loop on the fits whose IDA cells ended "non-finite", with JAX's
     own erfcx in the E-step instead of models/special.py's guarded one (in a process of
     its own: compiled programs are cached per process)."""
-    from zoo.models import special
     from jax.scipy.special import erfcx
+
+    from zoo.models import special
 
     special._erfcx_jax = erfcx  # the E-step of JAX 0.10, zero band included
     pcvm_em._PROGRAMS.clear()

@@ -8,7 +8,6 @@ without the disk cache of references and with JAX's persistent compilation cache
 ``zoo compare`` has it, in a fresh empty folder per cell: every program is compiled once,
 as on a first run (a program compiled again within the cell - a NUTS continuation of the
 same length - is read back). Tasks per case:
-
 * ``reference``: the record's reference chain through ``first_certified_reference`` - what
   ``zoo compare`` waits for - on the model's posterior: wall seconds to the reference, the
   sampler that gave it, every sampler tried before it (with its pilot's decision), then the
@@ -22,7 +21,7 @@ same length - is read back). Tasks per case:
 * ``sampler:NAME``: every sampler of the model's chain alone on the model's posterior, with
   its record's settings but no doublings: minimum ESS (the smaller of bulk and tail over
   every diagnosed coordinate) per second, wall and without compilation, and peak memory.
-* ``pilot``: the NUTS pilot of ``validation/reference.py`` (``PILOT``) on the case and on
+* ``pilot``: the NUTS pilot of ``validation/references/`` (``PILOT``) on the case and on
   its baseline, and what ``pilot_decision`` concludes for the record's NUTS settings - on
   every case, whether or not its record asks for a pilot.
 
@@ -139,7 +138,7 @@ def _problem(out: str, case: str):
         with open(path, "rb") as fh:
             return pickle.load(fh)
     from zoo import data as datasets
-    from zoo.validation import registry
+    from zoo.validation.records import registry
 
     model, params = CASES[case]
     record = registry.get_model(model)
@@ -156,7 +155,7 @@ def _problem(out: str, case: str):
 
 
 def _tried_entry(t) -> dict:
-    from zoo.validation.reference import Reference
+    from zoo.validation.references import Reference
 
     if not isinstance(t, Reference):  # ran out of time
         return {"sampler": t.sampler, "certified": False, "time_limit": t.time_limit}
@@ -170,7 +169,7 @@ def _tried_entry(t) -> dict:
 
 
 def _chain_run(spec, Phi, y, configs) -> dict:
-    from zoo.validation.reference import first_certified_reference
+    from zoo.validation.references import first_certified_reference
 
     t0, c0 = time.perf_counter(), _cpu_seconds()
     ref, tried = first_certified_reference(spec, Phi, y, configs=configs)
@@ -193,9 +192,14 @@ def run_task(out: str, case: str, task: str) -> dict:
 
 
 def _run_task(out, case, task, model) -> dict:
-    from zoo.validation.compare import default_references
-    from zoo.validation.reference import (PILOT, ReferenceConfig, pilot_config, pilot_decision,
-                                          run_reference)
+    from zoo.validation.references import (
+        PILOT,
+        ReferenceConfig,
+        pilot_config,
+        pilot_decision,
+        run_reference,
+    )
+    from zoo.validation.runs.compare import default_references
 
     spec, Phi, y, variants = _problem(out, case)
     n, p = int(Phi.shape[0]), _sampled_size(spec, Phi, y)
@@ -268,7 +272,7 @@ def _cell_path(out, case, task):
 
 
 def _tasks_of(case: str, tasks) -> list[str]:
-    from zoo.validation.compare import default_references
+    from zoo.validation.runs.compare import default_references
 
     out = []
     for task in tasks:
@@ -366,7 +370,7 @@ def tables(cells: dict) -> str:
                      f"{r['seconds']:.1f} ({r['compile_seconds']:.1f}) | {r['min_ess_per_second']:.1f} | "
                      f"{r['min_ess_per_warm_second']:.1f} | {c['peak_mb']:.0f} |")
     lines += ["", "## The NUTS pilot on each case and on its baseline", "",
-              "The pilot (`validation/reference.py`, `PILOT`) judged against the record's NUTS settings "
+              "The pilot (`validation/references/`, `PILOT`) judged against the record's NUTS settings "
               "(the baseline against the default ReferenceConfig); `go` = the full run may certify.", "",
               "| case | run | pilot s | R-hat | ESS bulk/tail | divergences | E-BFMI | at max depth | "
               "projected ESS bulk/tail (cap) | decision |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -399,7 +403,7 @@ def main(argv=None) -> int:
     if args.child:
         case, task = args.child
         cell = run_task(out, case, task)
-        from zoo.validation.atomic import write_json_atomic
+        from zoo.validation.base.atomic import write_json_atomic
 
         write_json_atomic(cell, _cell_path(out, case, task))
         return 0
@@ -419,7 +423,7 @@ def main(argv=None) -> int:
             with open(os.path.join(folder, name)) as fh:
                 c = json.load(fh)
             cells[f"{c['case']}/{c['task']}"] = c
-    from zoo.validation.atomic import write_json_atomic, write_text_atomic
+    from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
 
     text = tables(cells)
     write_text_atomic(os.path.join(out, "table.md"), text)

@@ -1,4 +1,4 @@
-"""SBC of every engine and every reference sampler of every model (validation/sbc.py).
+"""SBC of every engine and every reference sampler of every model (validation/runs/sbc.py).
 
 Each (model, engine) runs ``--sims`` simulations on the model's SBC problem (its proper
 prior on 60 points x 6 RBF features); finished simulations are kept under ``--out`` so an
@@ -23,9 +23,15 @@ import os
 import time
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation import registry
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.sbc import SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line
+from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.records import registry
+from zoo.validation.runs.sbc import (
+    SBCSettings,
+    plot_sbc,
+    run_sbc,
+    sbc_names,
+    summary_line,
+)
 
 
 def main(argv=None) -> None:
@@ -90,7 +96,7 @@ def pooled(rows) -> str:
     run of their summed size (a defect that flags runs of 100 consistently shows here with
     more power; chance flags at single seeds do not add up). Reads each run's stored
     simulations from the folder its row names and judges them with SBC's own ``summarize``."""
-    from zoo.validation.sbc import problem_for, quantity_names, summarize
+    from zoo.validation.runs.sbc import problem_for, quantity_names, summarize
 
     sims, used, missing = [], [], []
     for r in sorted(rows, key=_seed):

@@ -1,4 +1,4 @@
-"""False-alarm rate and power of SBC's uniformity test (validation/sbc.py), by simulation.
+"""False-alarm rate and power of SBC's uniformity test (validation/runs/sbc.py), by simulation.
 
 Ranks of an exact posterior (a conjugate normal problem, ``sbc.conjugate_normal_ranks``)
 are uniform, so every "miscalibrated" is a false alarm; the test promises at most 5%
@@ -6,7 +6,7 @@ family-wise for any number K of quantities. Power rows plant a defect in every q
 (sd halved or doubled, mean moved by 0.25 or 0.5 posterior sds). 95% Wilson intervals.
 
 ``--battery-power`` answers a different question: at how many simulations S would SBC
-catch the defect battery's generic defects (validation/defects.py) in 95% of runs, had
+catch the defect battery's generic defects (validation/runs/defects.py) in 95% of runs, had
 the engine been exact otherwise? The defects as the battery plants them, on K = 11 ranked
 quantities (PCVM's SBC problem): covariance x 0.5 and x 2 (sds x 0.71 and x 1.41) in every
 quantity, the mean moved by 0.5 sd in one quantity and in all.
@@ -22,12 +22,11 @@ import json
 import os
 
 import numpy as np
+from verdict_false_alarm import wilson  # noqa: E402  (same folder)
 
 import zoo  # noqa: F401
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.sbc import MISCALIBRATED, conjugate_normal_ranks, uniformity
-
-from verdict_false_alarm import wilson  # noqa: E402  (same folder)
+from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.runs.sbc import MISCALIBRATED, conjugate_normal_ranks, uniformity
 
 SIMS = (30, 100, 300)
 QUANTITIES = (1, 5, 20, 50)

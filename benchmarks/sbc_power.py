@@ -1,4 +1,4 @@
-"""The power line of SBC (validation/sbc.py, ``detectable_defects``) as a table, and a check
+"""The power line of SBC (validation/runs/sbc.py, ``detectable_defects``) as a table, and a check
 of it by the uniformity test itself.
 
 For each number of simulations S and of ranked quantities K (L = 99 draws, 5% family-wise
@@ -25,12 +25,11 @@ import sys
 import time
 
 import numpy as np
+from verdict_false_alarm import wilson  # noqa: E402  (same folder)
 
 import zoo  # noqa: F401
-from zoo.validation import sbc
-from zoo.validation.atomic import atomic_write, write_json_atomic
-
-from verdict_false_alarm import wilson  # noqa: E402  (same folder)
+from zoo.validation.base.atomic import atomic_write, write_json_atomic
+from zoo.validation.runs import sbc
 
 SIMS = (10, 20, 50, 100, 200, 500)
 QUANTITIES = (10, 30)

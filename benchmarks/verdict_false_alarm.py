@@ -1,4 +1,4 @@
-"""False-alarm rate and power of the verdict (validation/verdict.py), by simulation.
+"""False-alarm rate and power of the verdict (validation/judge/verdict.py), by simulation.
 
 An engine whose Gaussian posterior is the exact one is judged against reference draws of
 that posterior: 4 stationary AR(1) chains x 1000 draws per coordinate (phi = 0.8: ESS about
@@ -18,8 +18,8 @@ import math
 import os
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.atomic import write_json_atomic
-from zoo.validation.verdict import FALSE_ALARM, simulate_verdicts
+from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.judge.verdict import FALSE_ALARM, simulate_verdicts
 
 DIMENSIONS = (2, 5, 10, 20, 50, 100, 200, 500)
 DEFECTS = (("mean + 0.5 sd", {"mean_shift": 0.5}), ("mean + 0.2 sd", {"mean_shift": 0.2}),

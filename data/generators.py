@@ -240,7 +240,7 @@ def noise_features(seed: int, k: int, n_rows: int) -> np.ndarray:
 
 #: the stream of :func:`flipped_labels`. It was meant to be distinct from every other
 #: seeded draw but shares its number with the gridRVM digits entry's subsample stream
-#: (validation/reproduce/gridrvm.py); the two never feed one experiment, and changing
+#: (reproductions/gridrvm.py); the two never feed one experiment, and changing
 #: either would change published numbers, so both stay and no new stream may take it
 LABEL_FLIP_STREAM = 310_002
 

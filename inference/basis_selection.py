@@ -108,8 +108,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..models.basis import rbf_kernel
+from ..models.checks import (
+    check_binary_labels,
+    check_design,
+    check_features,
+    check_positive,
+)
 from ..models.pcvm import PCVM
-from ..models.checks import check_design, check_positive
 from .compile_cache import CompiledPrograms
 from .posterior import FitInfo, GaussianPosterior
 
@@ -507,7 +513,6 @@ class KernelCandidates:
 
     def __init__(self, X, width: float, signs=None, *, centres=None, block_size: int = 1024,
                  deduplicate: bool = True):
-        from ..models.checks import check_features
 
         X = check_features(X, name="X", min_features=1)
         if not (np.isfinite(width) and width > 0):
@@ -577,7 +582,6 @@ class KernelCandidates:
 
     def columns(self, idx) -> np.ndarray:
         """Columns idx as a dense (N, len(idx)) float64 array (RBFBasis.transform's numbers)."""
-        from ..models.basis import rbf_kernel
 
         idx = np.asarray(idx, dtype=int).reshape(-1)
         if idx.size == 0:
@@ -1074,7 +1078,6 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
 def check_candidates(Phi_all, y):
     """(candidates, 0/1 labels): a dense Phi_all checked as a design, or KernelCandidates."""
     if isinstance(Phi_all, KernelCandidates):
-        from ..models.checks import check_binary_labels
 
         return Phi_all, check_binary_labels(y, n_samples=Phi_all.shape[0])
     return check_design(Phi_all, y, name="Phi_all")

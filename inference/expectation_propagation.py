@@ -145,7 +145,7 @@ class EPConfig:
         sequential sweeps, see the module docstring). max_sweeps caps both together.
     truncation_sites: True (the paper's EP). False switches PCVM's M truncation sites off:
         EP then approximates the posterior under the untruncated N(0, 1/alpha) prior, which
-        is not PCVM's. It exists as a planted defect for ``validation/defects.py`` (what an
+        is not PCVM's. It exists as a planted defect for ``validation/runs/defects.py`` (what an
         implementation that forgot the truncation would return); never use it otherwise.
     step_control: True (ours). False turns the parallel schedule into naive undamped
         Jacobi EP: the step stays at ``damping`` (no halving when the site changes stop
@@ -324,7 +324,6 @@ def site_moments(cavity_mean, cavity_var, noise_var):
     Returns (tau, nu): the natural parameters of the Gaussian site that reproduces the
     tilted mean and variance. With s^2 = eps^2 + sigma^2, z = mu / s, lambda = N(z)/Phi(z),
     kappa = lambda (z + lambda):
-
         tau  = kappa / (eps^2 + sigma^2 (1 - kappa))     (= 1/v_n of DERIVATIONS.md §1.4)
         m    = s (z + 1/(z + lambda))                     (= m_n of DERIVATIONS.md §1.4)
         nu   = tau m
@@ -399,7 +398,6 @@ def _log_evidence(problem: EPProblem, sites: EPSites, mean, chol_cov, post_var, 
                   cav_precision, cav_shift):
     """log Z_EP of the current sites, each normalised so that it integrates against its
     current cavity to the tilted normaliser Z_k:
-
         log Z_EP = Psi(q) - Psi(prior) + sum_k [ log Z_k + psi(cavity_k) - psi(q_k) ] + M log 2
 
     Psi(h, P) = h^T P^-1 h / 2 - log|P| / 2 is the Gaussian log-partition function in D

@@ -45,7 +45,6 @@ E[1/tau] = 1, i.e. S = I (exactly so at rho = 1 and for the inverse-gamma family
 rho in the gamma family B is set equal to A, which gives S close to I).
 
 Speed (DERIVATIONS.md §3.4; measured in ``benchmarks/gig_vb_costs.py``):
-
 * **SQUAREM** (Varadhan & Roland 2008), the default: two plain sweeps, the squared
   extrapolation of their differences in the log of q(tau)'s A and B, q(h)'s rate and xi, and
   one sweep from the extrapolated point, kept only if its ELBO is not below the second plain
@@ -117,7 +116,7 @@ class VBConfig:
     branch: "auto" (Woodbury when p > n, as the paper), "primal" or "woodbury".
     a_update: "quotient" (ours, E[a_i] = (k + 1) / (theta + E[tau_i] / 2), DERIVATIONS.md
         §3.2) or "printed" (Algorithm 1 as printed, the product (k + 1)(theta + E[tau_i] / 2)).
-        "printed" is a misprint kept as a planted defect for ``validation/defects.py``; its
+        "printed" is a misprint kept as a planted defect for ``validation/runs/defects.py``; its
         ELBO falls, and it is never the engine's answer.
     """
 

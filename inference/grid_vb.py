@@ -5,7 +5,6 @@ Tipping's VRVM), all through the same loop.
 q(w, alpha, beta) = q(w) prod_i q(alpha_i) prod_j q(beta_j), the likelihood bounded by
 Jaakkola & Jordan (``jaakkola_jordan.py``). One sweep updates, in the paper's order, each
 block to the exact maximizer of the ELBO given the others:
-
 1. q(w) = N(mu, Sigma), Sigma = (diag E[prec] + 2 Phi^T Lambda Phi)^-1, mu = Sigma Phi^T (y - 1/2),
    with E[prec_ij] = E[alpha_i] E[beta_j] (p-grid), E[alpha_i] + E[beta_j] (s-grid) or
    E[alpha_k] (rvm);
@@ -82,7 +81,7 @@ class VBConfig:
         constant per sweep for every pruned weight as its precision grows).
     branch: "auto" (Woodbury when M > N), "primal" or "woodbury".
     second_moment: "full" (E[w_ij^2] = mu_ij^2 + Sigma_ij,ij, eq. 6) or "mean-only"
-        (mu_ij^2: the variance forgotten, a planted defect for ``validation/defects.py``;
+        (mu_ij^2: the variance forgotten, a planted defect for ``validation/runs/defects.py``;
         its ELBO can fall, and it is never the engine's answer).
     """
 

@@ -33,6 +33,8 @@ from jax import lax
 from jax.nn import log_sigmoid
 from jax.scipy.linalg import cho_solve
 
+from .posterior import FitInfo
+
 BRANCHES = ("auto", "primal", "woodbury")
 
 
@@ -193,7 +195,6 @@ def ascent_fit_info(engine: str, res, objective: str, extra: dict[str, Any]):
     """FitInfo of a finished ascent (an engine's VBResult): convergence, timings, the ELBO
     trace, and the largest fall of the ELBO in any block update relative to its size (above
     rounding, ~1e-12, an update would not be its block's optimum), beside ``extra``."""
-    from .posterior import FitInfo
 
     increases = np.diff(np.concatenate([[res.elbo_initial], res.elbo_by_update.ravel()]))
     scale = max(1.0, float(np.max(np.abs(res.elbo_by_update))) if res.n_iter else 1.0)

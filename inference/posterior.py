@@ -1,7 +1,6 @@
 """Posterior types returned by every engine and by the NUTS reference.
 
 Three kinds, one interface:
-
 * :class:`GaussianPosterior` - mean and Cholesky factor over the flat parameter vector
   (Laplace, EP, VB);
 * :class:`PointPosterior`   - a single parameter value (MAP by EM/MM, SLA);
@@ -10,7 +9,7 @@ Three kinds, one interface:
 
 Each knows its spec and sites, can ``sample``, ``predict_proba`` on a new design matrix
 and carries a :class:`FitInfo` (objective trace, iterations, timings, converged flag).
-Conversion to ArviZ lives in :mod:`zoo.validation.arviz_adapter`, the only module that
+Conversion to ArviZ lives in :mod:`zoo.validation.base.arviz_adapter`, the only module that
 imports ArviZ.
 """
 from __future__ import annotations

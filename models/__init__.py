@@ -3,7 +3,7 @@
 A spec is a frozen dataclass holding the hyper-parameters and the link, with
 ``model(Phi, y=None)`` the NumPyro model. Engines read their priors from the spec.
 Which models the zoo offers, under which names, is the registry's business
-(``validation/registry.py``), not this package's.
+(``validation/records/registry.py``), not this package's.
 """
 from __future__ import annotations
 

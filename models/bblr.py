@@ -16,7 +16,7 @@ The likelihood is :class:`BetaBernoulliLogistic`, whose log-probability is compu
 log-sum-exp of log c_y and log b + log sigmoid(+-gamma f), finite at any score.
 
 The spec is the posterior of w for fixed (a, b, gamma) and prior constants; the
-configurations BBLR1-4 of the paper differ in how those are set (``validation/protocols
+configurations BBLR1-4 of the paper differ in how those are set (``validation/records/
 /bblr.py``; :meth:`BBLR.weak_prior`, :meth:`BBLR.from_counts`).
 """
 from __future__ import annotations
@@ -244,7 +244,7 @@ class BBLR:
 
     def log_density_sites(self, params, Phi, y):
         """log p(w, y) from {"w": ...}: w is the model's only latent, so this is the
-        density the metrics' importance weights need (validation/metrics.py)."""
+        density the metrics' importance weights need (validation/judge/metrics.py)."""
         return self.log_joint(params["w"], Phi, y)
 
     def model(self, Phi, y=None):

@@ -5,10 +5,12 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln, log_ndtr, ndtr
 import numpyro.distributions as dist
+from jax.scipy.special import gammaln, log_ndtr, ndtr
 from numpyro.distributions import constraints
 from numpyro.distributions.util import promote_shapes, validate_sample
+
+from .special import log_bessel_kv
 
 
 class ProbitBernoulli(dist.Distribution):
@@ -155,7 +157,6 @@ class GIG(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
-        from .special import log_bessel_kv
 
         x = jnp.where(value > 0, value, 1.0)
         log_x = jnp.log(x)
@@ -197,7 +198,6 @@ class GIG(dist.Distribution):
         """E[x^r] = (b/a)^(r/2) K_{p+r}(w) / K_p(w) (finite for every r when a, b > 0);
         in the Gamma case Gamma(p + r) / Gamma(p) (2/a)^r (p + r > 0), in the inverse-gamma
         case Gamma(-p - r) / Gamma(-p) (b/2)^r (-p - r > 0); +inf where it does not exist."""
-        from .special import log_bessel_kv
 
         gamma_case, invgamma_case, _, a_s, b_s, p_g, p_ig = self._cases()
         omega = jnp.sqrt(a_s * b_s)

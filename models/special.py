@@ -24,7 +24,6 @@ once g(T) is negligible - no special treatment of small x, large x or large nu.
 
 The window [L, T] is placed where g lives. Its log, h(t) = -x cosh t + log cosh(nu t),
 peaks near t* = asinh(|nu| / x) with curvature about -s, s = sqrt(x^2 + nu^2). Bounds:
-
 * right: for t > t*, h falls by at least s (cosh(d) - 1) at distance d, so
   d_R = acosh(1 + 60 / s) drops it by 60 nats (e^-60 relative; double precision);
 * left: for nu t large, h(t* - d) falls by about s (d - 1 + e^-d) >= 60 at
@@ -100,7 +99,7 @@ def log_ndtr(x):
     against scipy) at a fraction of its cost: one erfc, one log and no branch evaluated in
     vain. jax's version evaluates Phi twice and its asymptotic series for every element
     and selects among them (about 290 ns an element here, against 12 ns); GGSM's slice-Gibbs
-    sweep (validation/ggsm_gibbs.py) spends nearly all its time in it, on every slice
+    sweep (validation/references/ggsm_gibbs.py) spends nearly all its time in it, on every slice
     evaluation of every weight.
 
     x > -20: Phi(x) = erfc(|x| / sqrt 2) / 2 for x < 0 and 1 - erfc(x / sqrt 2) / 2 for

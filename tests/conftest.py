@@ -26,7 +26,7 @@ import zoo  # noqa: F401  (before any JAX computation: float64 and CPU devices f
 # test_reference_samplers.py: 228 -> 186 CPU s. ZOO_TEST_NO_JAX_CACHE=1 switches it off.
 if not os.environ.get("ZOO_TEST_NO_JAX_CACHE"):
     zoo.enable_compilation_cache()
-from zoo.validation.reference import ReferenceConfig
+from zoo.validation.references import ReferenceConfig
 
 #: 2 chains x (300 warm-up + 1000 draws). On PCVM/Ripley with width 0.7 (about 9
 #: parameters) and seed 0 this certifies the probit and the surrogate reference without

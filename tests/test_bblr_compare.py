@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.compare import CompareConfig, compare
-from zoo.validation.reference import ReferenceConfig
+from zoo.validation.references import ReferenceConfig
 from zoo.validation.report import write_report
+from zoo.validation.runs.compare import CompareConfig, compare
 
 
 @pytest.fixture(scope="module")

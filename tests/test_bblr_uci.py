@@ -1,4 +1,4 @@
-"""`zoo reproduce bblr-uci` (validation/reproduce/bblr_uci.py): a tiny run's table, its
+"""`zoo reproduce bblr-uci` (reproductions/bblr_uci.py): a tiny run's table, its
 markers and resume; the CV folds; the two noise recipes; the McNemar statistic; bad options."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from zoo.validation import reproduce
-from zoo.validation.reproduce import bblr_uci
+from zoo import reproductions as reproduce
+from zoo.reproductions import baselines, bblr_uci
 
 NAME = "bblr-uci"
 TINY = {"data": "statlog_heart", "folds": 2, "lam_grid": "1", "noise": "far"}
@@ -70,7 +70,7 @@ def test_mcnemar_counts_are_the_cells_disagreements(tiny):
         b3 = [set(c["methods"]["bblr3"]["wrong"]) for c in cs]
         assert row["B"] == sum(len(o - b) for o, b in zip(other, b3))
         assert row["C"] == sum(len(b - o) for o, b in zip(other, b3))
-        assert row["chi2"] == pytest.approx(bblr_uci.mcnemar(row["B"], row["C"]))
+        assert row["chi2"] == pytest.approx(baselines.mcnemar(row["B"], row["C"]))
 
 
 def test_noisy_points_are_training_points_and_the_rerun_fits_nothing(tiny):
@@ -128,8 +128,8 @@ def test_noise_recipes_change_exactly_a_tenth_and_copy_their_inputs(recipe):
 
 
 def test_mcnemar_formula_and_bad_options():
-    assert bblr_uci.mcnemar(10, 2) == pytest.approx(49 / 12)
-    assert bblr_uci.mcnemar(0, 0) == 0.0 and bblr_uci.mcnemar(3, 2) == 0.0
+    assert baselines.mcnemar(10, 2) == pytest.approx(49 / 12)
+    assert baselines.mcnemar(0, 0) == 0.0 and baselines.mcnemar(3, 2) == 0.0
     with pytest.raises(ValueError, match="noise recipe must be one of flip, far"):
         bblr_uci.add_noise(np.zeros((4, 2)), np.array([0.0, 1, 0, 1]), "gauss", 0)
     with pytest.raises(ValueError, match="far_scale must be a finite number >= 1"):

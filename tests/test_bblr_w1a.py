@@ -1,4 +1,4 @@
-"""`zoo reproduce bblr-w1a` (validation/reproduce/bblr_w1a.py): the McNemar p-value, the
+"""`zoo reproduce bblr-w1a` (reproductions/bblr_w1a.py): the McNemar p-value, the
 tables rendered from hand-made cells (claim marks, no verdict against web8's numbers), one
 real cell on the shipped data and its resume, and the options it refuses."""
 from __future__ import annotations
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zoo.validation import reproduce
-from zoo.validation.reproduce import bblr_uci, bblr_w1a
+from zoo import reproductions as reproduce
+from zoo.reproductions import baselines, bblr_w1a
 
 NAME = "bblr-w1a"
 
 
 @pytest.mark.parametrize("b, c", [(27, 0), (10, 12), (40, 18), (3, 3), (0, 5)])
 def test_mcnemar_p_is_the_chi_square_tail_of_the_statistic(b, c):
-    assert bblr_w1a.mcnemar_p(b, c) == pytest.approx(stats.chi2.sf(bblr_uci.mcnemar(b, c), df=1), rel=1e-12)
+    assert baselines.mcnemar_p(b, c) == pytest.approx(stats.chi2.sf(baselines.mcnemar(b, c), df=1), rel=1e-12)
 
 
 def _cell(method, wrong, n_test=100, **rec):

@@ -20,8 +20,8 @@ from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 
 import zoo  # noqa: F401
-from zoo.classifier import SparseBayesClassifier, classifier_engines, classifier_models
 from zoo import data as datasets
+from zoo.classifier import SparseBayesClassifier, classifier_engines, classifier_models
 
 MAX_TEST_ERROR = 0.20
 
@@ -391,7 +391,7 @@ def gig_fitted(ripley):
 
 
 def test_every_model_has_a_classifier_and_every_engine_listed_runs_end_to_end():
-    from zoo.validation import registry
+    from zoo.validation.records import registry
 
     assert classifier_models() == registry.model_names()
     assert classifier_engines("gig-logistic") == ("vb",)

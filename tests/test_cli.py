@@ -12,8 +12,8 @@ import sys
 import pytest
 
 import zoo
-from zoo.cli import main
 from zoo import data as datasets
+from zoo.cli import main
 
 
 def run_cli(argv, capsys):
@@ -95,7 +95,9 @@ def no_work(monkeypatch):
     """Any step that costs time (CV, reference sampling, SBC, a study, a reproduction) fails
     the test: an argument error must come before all of them. The protocol's own value
     checks (a negative width) may run: they come before its first CV fit."""
-    from zoo.validation import compare, registry, reproduce, sbc, study
+    from zoo import reproductions as reproduce
+    from zoo.validation.records import registry
+    from zoo.validation.runs import compare, sbc, study
 
     def forbidden(*args, **kwargs):
         pytest.fail("work started before the arguments were checked")
@@ -267,7 +269,7 @@ def test_sbc_checks_every_engine_name_before_the_first_runs(tmp_path, capsys, no
 
 
 def test_ctrl_c_ends_a_command_with_one_line_and_status_130(tmp_path, capsys, monkeypatch):
-    from zoo.validation import reproduce
+    from zoo import reproductions as reproduce
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -16,11 +16,11 @@ import pytest
 
 import zoo  # noqa: F401  (float64, host devices for parallel chains)
 from zoo.cli import summary_table
-from zoo.validation import arviz_adapter
-from zoo.validation.compare import CompareConfig, compare
-from zoo.validation.metrics import HELD_OUT_KEYS, METRIC_KEYS
-from zoo.validation.reference import ReferenceConfig
+from zoo.validation.base import arviz_adapter
+from zoo.validation.judge.metrics import HELD_OUT_KEYS, METRIC_KEYS
+from zoo.validation.references import ReferenceConfig
 from zoo.validation.report import write_report
+from zoo.validation.runs.compare import CompareConfig, compare
 
 ENGINES = ("em", "laplace", "ep")
 #: forced failure: 30 draws per chain can reach neither ESS 400 nor (on this seed) R-hat 1.01
@@ -365,7 +365,7 @@ def test_ggsm_probit_rejects_unknown_parameters():
 
 
 def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
-    from zoo.validation.compare import default_references
+    from zoo.validation.runs.compare import default_references
 
     assert default_references("pcvm") == (ReferenceConfig(num_samples=500, max_doublings=3),)
     gibbs, nuts = default_references("ggsm-probit")

@@ -1,4 +1,4 @@
-"""Planted defects (validation/defects.py): each breaks an engine exactly as it says, the
+"""Planted defects (validation/runs/defects.py): each breaks an engine exactly as it says, the
 engine-specific ones change the engine's answer, a user's wrapper is accepted, and a small
 battery runs both detectors and resumes."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior
 from zoo.models.base import Site
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.models.pcvm import PCVM
-from zoo.validation import defects as D
-from zoo.validation.sbc import rbf_design
+from zoo.validation.runs import defects as D
+from zoo.validation.runs.sbc import rbf_design
 
 INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0, objective="", extra={})
 SITES = (Site("b", ()), Site("w", (2,)))
@@ -117,7 +117,7 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
     assert len(stored) == 1
     before = json.loads((folder / "verdict" / stored[0]).read_text())
     # the rerun recomputes nothing: no data set's verdict cell, no SBC simulation
-    from zoo.validation import sbc as S
+    from zoo.validation.runs import sbc as S
 
     def recomputed(*args, **kwargs):
         raise AssertionError("a finished part of the battery was recomputed")
@@ -130,7 +130,7 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
 
 
 def test_battery_tries_the_models_reference_chain():
-    from zoo.validation.reference import ReferenceConfig
+    from zoo.validation.references import ReferenceConfig
 
     settings = D.BatterySettings(reference_draws=300)
     # PCVM's chain is NUTS alone: the battery's runs are NUTS with the battery's draws (and

@@ -21,10 +21,10 @@ from scipy.stats import binom
 
 import zoo  # noqa: F401  (float64)
 from zoo import data as datasets
-from zoo.validation import registry
-from zoo.validation.reference import run_reference
-from zoo.validation.defects import transform_posterior
-from zoo.validation.verdict import FALSE_ALARM, joint_verdict, verdict
+from zoo.validation.judge.verdict import FALSE_ALARM, joint_verdict, verdict
+from zoo.validation.records import registry
+from zoo.validation.references import run_reference
+from zoo.validation.runs.defects import transform_posterior
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,13 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 from scipy.special import log_ndtr
+from shared_models import ripley_subset as ripley
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference import expectation_propagation as ep
 from zoo.inference.posterior import GaussianPosterior
 from zoo.models.basis import pcvm_basis
 from zoo.models.pcvm import PCVM
-from shared_models import ripley_subset as ripley
-
 
 # one compilation each instead of op-by-op dispatch (the tests call them many times)
 site_moments = jax.jit(ep.site_moments)
@@ -480,7 +479,7 @@ def test_selection_end_to_end_returns_the_smallest_loo_model(small_problem):
     np.testing.assert_allclose(refit.mean_flat(), post.mean_flat(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(refit.sd_flat(), post.sd_flat(), rtol=1e-5, atol=1e-6)
     # the registry's end-to-end entry is this engine's (not rerun: it repeats the above)
-    from zoo.validation.registry import get_engine
+    from zoo.validation.records.registry import get_engine
 
     assert get_engine("pcvm", "ep").fit_end_to_end() is ep.fit_end_to_end
 
@@ -534,8 +533,8 @@ def test_selection_stops_on_nearly_separable_data():
     cap, every step a re-estimate worth ~5e-7 nats (alphas drifting to 0). With
     SelectionConfig.min_delta_log_evidence (1e-5 nats) it converges (measured: 544 steps,
     7 basis functions). The cap is lowered to 900 so that the old behaviour fails here."""
-    from zoo.inference.basis_selection import SelectionConfig
     from zoo import data as datasets
+    from zoo.inference.basis_selection import SelectionConfig
 
     s = datasets.load("thyroid", 0)
     X, y = s.X_train[:112], s.y_train[:112]

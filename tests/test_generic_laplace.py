@@ -2,7 +2,6 @@
 NumPyro's unconstrained space, built from the model alone.
 
 Known answers it is held to:
-
 * Bayesian logistic regression with a Gaussian prior: mode against scipy's BFGS on a
   hand-written objective, covariance against the closed form
   (X^T diag(p (1 - p)) X + I / s^2)^-1;
@@ -29,17 +28,17 @@ from jax.nn import sigmoid
 from jax.scipy.special import ndtr
 from scipy.optimize import minimize
 from scipy.special import expit, gammaln
+from shared_models import ripley_subset
 
 import zoo  # noqa: F401  (float64)
-from shared_models import ripley_subset
 from zoo.inference import generic_laplace as gl
 from zoo.inference import laplace
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
-from zoo.validation.registry import get_engine
 from zoo.models.base import Site
 from zoo.models.basis import pcvm_basis
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.models.pcvm import PCVM
+from zoo.validation.records.registry import get_engine
 
 
 # ---------------------------------------------------------------------------------

@@ -17,17 +17,16 @@ false alarm from a correct sampler is below 1e-3.
 """
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 from numpyro.infer.util import log_density
 
 from zoo.models.ggsm_probit import GGSMProbit
-from zoo.validation import arviz_adapter as adapter
-from zoo.validation import ggsm_gibbs as G
-from zoo.validation import moment_existence as ME
+from zoo.validation.base import arviz_adapter as adapter
+from zoo.validation.judge import moment_existence as ME
+from zoo.validation.references import ggsm_gibbs as G
 
 Z = 4.5  # standard errors allowed (see the module docstring)
 
@@ -211,7 +210,7 @@ def test_two_weights_match_quadrature_at_q_half():
 def test_agrees_with_nuts_where_nuts_certifies():
     """Six weights, 80 points, q = 1.5: NUTS certifies; the means agree within the joint
     Monte Carlo error of the two samplers."""
-    from zoo.validation.reference import ReferenceConfig, run_reference
+    from zoo.validation.references import ReferenceConfig, run_reference
 
     Phi, y = _probit_data(80, 6, 8, signal=0.7)
     spec = GGSMProbit(q=1.5, a=2.0, b=1.0)

@@ -17,18 +17,17 @@ comparisons the chance that a correct sampler trips one is below 1e-3.
 """
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 from numpyro.infer.util import log_density
 
 from zoo.models.gig_logistic import GIGLogistic
-from zoo.validation import arviz_adapter as adapter
-from zoo.validation import gig_gibbs as G
-from zoo.validation import moment_existence as ME
-from zoo.validation import polya_gamma as PG
+from zoo.validation.base import arviz_adapter as adapter
+from zoo.validation.judge import moment_existence as ME
+from zoo.validation.references import gig_gibbs as G
+from zoo.validation.references import polya_gamma as PG
 
 Z = 4.5
 
@@ -161,7 +160,7 @@ def test_separating_support_bounds():
 
 
 def test_gig_moments_follow_the_tail_index():
-    from zoo.validation.protocols.gig_logistic import moments as gig_moments
+    from zoo.validation.records.gig_logistic import moments as gig_moments
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 2))
@@ -193,7 +192,7 @@ def test_agrees_with_nuts_where_nuts_certifies(tmp_path):
     (beta alone, tau and a integrated out by quadrature), the most independent of the
     Gibbs sampler's augmented one; on this problem the marginal form at target
     acceptance 0.95 kept one divergence, the collapsed form none."""
-    from zoo.validation.reference import ReferenceConfig, run_reference
+    from zoo.validation.references import ReferenceConfig, run_reference
 
     X, y = _logistic_data(60, 3, 2, signal=0.8)
     spec = GIGLogistic(parameterization="collapsed")
@@ -225,7 +224,7 @@ def test_a_gibbs_reference_keeps_its_compiled_sweeps_and_a_nuts_run_frees_its_pr
     # The sweeps are module-level programs that take the data as arguments, compiled once
     # per shape and reused by the next data set, so run_reference must not clear JAX's
     # caches after a Gibbs run; NumPyro's NUTS programs cannot be reused and are cleared.
-    from zoo.validation import reference as R
+    from zoo.validation.references import run as R  # the module whose jax.clear_caches the run calls
 
     cleared = []
     monkeypatch.setattr(R.jax, "clear_caches", lambda: cleared.append(True))

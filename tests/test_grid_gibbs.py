@@ -1,4 +1,4 @@
-"""gridRVM's second reference sampler (Polya-Gamma Gibbs, validation/grid_gibbs.py) and its parts.
+"""gridRVM's second reference sampler (Polya-Gamma Gibbs, validation/references/grid_gibbs.py) and its parts.
 
 What would make it wrong, and the test that would see it:
 * a Gamma conditional of alpha or beta that is not the model's (a wrong shape, a rate
@@ -26,20 +26,24 @@ Fixed seeds throughout.
 """
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import digamma, polygamma
 
-import jax
-import jax.numpy as jnp
-
 from zoo.models.distributions import GIG
 from zoo.models.grid_rvm import GridRVM
-from zoo.validation import arviz_adapter as adapter
-from zoo.validation import grid_gibbs as G
-from zoo.validation.reference import ReferenceConfig, known_samplers, register_sampler, run_reference
-from zoo.validation.verdict import threshold
+from zoo.validation.base import arviz_adapter as adapter
+from zoo.validation.judge.verdict import threshold
+from zoo.validation.references import (
+    ReferenceConfig,
+    known_samplers,
+    register_sampler,
+    run_reference,
+)
+from zoo.validation.references import grid_gibbs as G
 
 #: the family-wise false-alarm probability of each statistical test
 FAMILY_ALARM = 1e-3

@@ -17,16 +17,22 @@ import math
 import jax
 import numpy as np
 import pytest
-from scipy.special import ndtr as scipy_ndtr
 from scipy.integrate import quad
+from scipy.special import ndtr as scipy_ndtr
 from scipy.stats import chi2, norm
+from shared_models import NormalMeans
 from sklearn.metrics import roc_auc_score
 
 import zoo  # noqa: F401  (float64)
-from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior, PointPosterior
+from zoo.inference.posterior import (
+    DrawsPosterior,
+    FitInfo,
+    GaussianPosterior,
+    PointPosterior,
+)
 from zoo.models.pcvm import PCVM
-from zoo.validation import metrics
-from zoo.validation.metrics import (
+from zoo.validation.judge import metrics
+from zoo.validation.judge.metrics import (
     KHAT_GOOD,
     KHAT_OK,
     METRIC_KEYS,
@@ -37,7 +43,6 @@ from zoo.validation.metrics import (
     importance_log_weights,
     posterior_metrics,
 )
-from shared_models import NormalMeans
 
 S_CHAINS, S_DRAWS = 4, 1000
 S = S_CHAINS * S_DRAWS
@@ -279,7 +284,7 @@ def test_metrics_on_missing_moments_are_not_computed(problem):
 
 
 def test_a_moment_of_unknown_existence_is_nulled_and_called_unknown():
-    from zoo.validation.metrics import null_undefined_moments
+    from zoo.validation.judge.metrics import null_undefined_moments
 
     out = null_undefined_moments({"sd_ratio": 0.3, "std_mean_err": [0.1], "null_reasons": {}},
                                  {"mean_exists": True, "sd_exists": None, "reason": "tail r^-2"})

@@ -17,10 +17,10 @@ import pytest
 from scipy import stats
 
 import zoo  # noqa: F401  (float64)
+from zoo.data import ggig_linear
 from zoo.inference import mm
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import GGSMProbit
-from zoo.data import ggig_linear
 
 
 def design(n_relevant=8, n_train=200, repetition=0):
@@ -121,7 +121,7 @@ def test_convergence_into_the_spike_at_zero_is_explained():
     weight near 0.001 - not pruned, but in the prior's spike - and says so; with the
     proper prior it does not."""
     from zoo.data import load
-    from zoo.validation.registry import prepare
+    from zoo.validation.records.registry import prepare
 
     split = load("ggig_linear_weak", 0)
     paper = prepare("ggsm-probit", split, {"q": 2.0, "a": 1e-3, "b": 1e-3})
@@ -165,7 +165,7 @@ def test_bad_input_raises():
 
 
 def test_registry_binds_each_rule_to_its_engine_name():
-    from zoo.validation.registry import get_engine
+    from zoo.validation.records.registry import get_engine
 
     Phi, y, _, _ = design(n_train=50)
     for name in ("mm", "lap", "gj", "stu"):

@@ -25,15 +25,20 @@ from scipy import stats
 
 import zoo  # noqa: F401  (float64)
 from zoo.cli import summary_table
+from zoo.data import ggig_linear
 from zoo.inference import mm, mm_laplace
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
-from zoo.validation.registry import get_engine
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import GGSMProbit
-from zoo.validation.compare import CompareConfig, compare
-from zoo.data import ggig_linear
-from zoo.validation.reference import ReferenceConfig
-from zoo.validation.report import PRUNED_ROWS_SHOWN, _pruned_table, render_markdown, write_report
+from zoo.validation.records.registry import get_engine
+from zoo.validation.references import ReferenceConfig
+from zoo.validation.report import (
+    PRUNED_ROWS_SHOWN,
+    _pruned_table,
+    render_markdown,
+    write_report,
+)
+from zoo.validation.runs.compare import CompareConfig, compare
 
 
 def design(rep=0):

@@ -1,11 +1,11 @@
-"""validation/modes.py: the modes a posterior's draws flow to and their basins' shares."""
+"""validation/judge/modes.py: the modes a posterior's draws flow to and their basins' shares."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64)
 from zoo.models.bblr import BBLR
-from zoo.validation.modes import basins
+from zoo.validation.judge.modes import basins
 
 
 def _bimodal():

@@ -1,4 +1,4 @@
-"""Parallel tempering (validation/parallel_tempering.py): its tempered target is the model's,
+"""Parallel tempering (validation/references/parallel_tempering.py): its tempered target is the model's,
 its exchange bookkeeping counts round trips as defined, its ladder update equalizes the
 rejections, and its cold chain finds the right weights of two separated modes where NUTS
 does not."""
@@ -12,9 +12,13 @@ from numpyro.infer.util import initialize_model, log_likelihood, potential_energ
 import zoo  # noqa: F401  (float64)
 from zoo.models.bblr import BBLR
 from zoo.models.gig_logistic import GIGLogistic
-from zoo.validation import arviz_adapter as adapter
-from zoo.validation.parallel_tempering import _build_programs, _exchange, place_ladder
-from zoo.validation.reference import CERTIFICATION, ReferenceConfig, run_reference
+from zoo.validation.base import arviz_adapter as adapter
+from zoo.validation.references import CERTIFICATION, ReferenceConfig, run_reference
+from zoo.validation.references.parallel_tempering import (
+    _build_programs,
+    _exchange,
+    place_ladder,
+)
 
 
 def _design(n=12, m=3, seed=0):
@@ -135,8 +139,8 @@ def test_too_few_round_trips_is_a_failure_more_draws_can_mend():
     # independent N(0, 1) draws pass R-hat and ESS; no round trips fails tempering's own
     # check, as a kind the doubling loop may continue (unlike a sampler fault)
     from zoo.models.base import Site
-    from zoo.validation.parallel_tempering import TemperingRun
-    from zoo.validation.reference import _certify_run
+    from zoo.validation.references.certification import _certify_run
+    from zoo.validation.references.parallel_tempering import TemperingRun
 
     rng = np.random.default_rng(0)
     draws = {"w": rng.normal(size=(4, 1000, 2))}
@@ -153,7 +157,7 @@ def test_too_few_round_trips_is_a_failure_more_draws_can_mend():
 def test_equal_specs_share_one_compiled_program():
     # specs compare by identity; SBC builds a new one per simulation, and a cache keyed by
     # identity recompiled the sampler in every simulation until LLVM ran out of memory
-    from zoo.validation.parallel_tempering import _programs
+    from zoo.validation.references.parallel_tempering import _programs
 
     a, b = BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5), BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5)
     assert a != b  # identity semantics, as the models have them

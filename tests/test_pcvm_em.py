@@ -9,16 +9,15 @@ derivatives against autodiff (the E-step's erfcx band: tests/test_em.py).
 from __future__ import annotations
 
 import jax
-from jax.scipy.special import ndtr
 import numpy as np
 import pytest
+from jax.scipy.special import ndtr
+from test_em import _bad_inputs
 
 import zoo  # noqa: F401  (float64)
 from zoo.data import open_text
 from zoo.inference import em, pcvm_em
 from zoo.models.basis import pcvm_basis
-
-from test_em import _bad_inputs
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +120,7 @@ def test_fit_top_down_rejects_bad_input(ripley60):
 
 
 def test_registry_end_to_end_form(ripley60, top_down):
-    from zoo.validation.registry import get_engine
+    from zoo.validation.records.registry import get_engine
 
     Phi, y = ripley60
     fit = get_engine("pcvm", "em").fit_end_to_end()(Phi, y, seed=0)

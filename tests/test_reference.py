@@ -10,26 +10,29 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from shared_models import NormalMeans
 
 import zoo  # noqa: F401  (float64)
 from zoo.models.base import Site
-from zoo.validation import arviz_adapter
-from zoo.validation.reference import (
+from zoo.validation.base import arviz_adapter
+from zoo.validation.references import (
     CERTIFICATION,
     NoReference,
+    NutsRun,
     PilotRule,
     ReferenceConfig,
     ReferenceTimeout,
+    cache,
     cache_key,
     cached_reference,
-    first_certified_reference,
+    certification,
     certify,
+    first_certified_reference,
     package_versions,
     pilot_decision,
     run_reference,
 )
-from shared_models import NormalMeans
-
+from zoo.validation.references.sampler import HARNESS_MODULES
 
 # 4 chains x 150 draws reach a tail ESS of 286 on this model (seed 0): short of 400,
 # so the run must continue once (to 300 draws per chain) and then certify. This
@@ -309,7 +312,7 @@ def test_the_pilot_projection_allows_its_margin_and_follows_the_cap():
 
 
 def test_the_pilot_is_a_nuts_setting_outside_the_cache_key(problem):
-    import zoo.validation.registry  # noqa: F401  (registers the models' own samplers)
+    import zoo.validation.records.registry  # noqa: F401  (registers the models' own samplers)
 
     with pytest.raises(ValueError, match="pilot is a NUTS setting"):
         ReferenceConfig(sampler="slice-gibbs", pilot=True)
@@ -324,9 +327,7 @@ def test_a_pilot_that_predicts_failure_skips_to_the_next_sampler(problem, refere
     says so, the full run is skipped, and the next config (the module's reference, read
     from a copy of its cache) is the reference. As the last of a chain, the same config
     runs in full."""
-    from zoo.validation import reference as R
-
-    monkeypatch.setattr(R, "PILOT", PilotRule(num_warmup=100, num_samples=20))
+    monkeypatch.setattr(certification, "PILOT", PilotRule(num_warmup=100, num_samples=20))
     spec, Phi, y = problem
     folder = tmp_path / "cache"
     _copy_entry(cache_dir, folder)
@@ -353,9 +354,7 @@ def test_a_pilot_that_predicts_failure_skips_to_the_next_sampler(problem, refere
 def test_a_pilot_that_meets_the_rule_is_the_reference(problem, tmp_path, monkeypatch):
     """4 chains x 400 pilot draws of this two-coordinate Gaussian certify by themselves
     (the module's config needs 300 draws a chain): the pilot is the reference."""
-    from zoo.validation import reference as R
-
-    monkeypatch.setattr(R, "PILOT", PilotRule(num_warmup=300, num_samples=400))
+    monkeypatch.setattr(certification, "PILOT", PilotRule(num_warmup=300, num_samples=400))
     spec, Phi, y = problem
     ref, tried = first_certified_reference(spec, Phi, y, configs=(replace(CONFIG, pilot=True), CONFIG),
                                            cache_dir=str(tmp_path))
@@ -366,7 +365,7 @@ def test_a_pilot_that_meets_the_rule_is_the_reference(problem, tmp_path, monkeyp
 def test_nuts_continuations_in_pieces_are_one_long_run(problem):
     """NUTS continues its chains in pieces of the first run's length (one compiled program
     for every piece): the draws are those of one continuation of the whole length."""
-    from zoo.validation.reference import NutsRun
+    from zoo.validation.references import NutsRun
 
     spec, Phi, y = problem
     config = ReferenceConfig(num_chains=2, num_warmup=50, num_samples=20, seed=4)
@@ -469,7 +468,7 @@ def test_a_record_of_another_key_is_refused(problem, reference, cache_dir, tmp_p
 
 
 def test_the_key_covers_the_rule_and_the_code(problem, monkeypatch):
-    from zoo.validation import reference as R
+    R = cache  # the module that builds the key
 
     spec, Phi, y = problem
     key = R.cache_key(spec, Phi, y, CONFIG)
@@ -484,12 +483,14 @@ def test_the_key_covers_the_rule_and_the_code(problem, monkeypatch):
 
 
 def test_code_digest_follows_the_source_and_its_imports(tmp_path, monkeypatch):
-    from zoo.validation.code_digest import code_digest, module_closure
+    from zoo.validation.base.code_digest import code_digest, module_closure
 
     assert {"zoo.models.distributions", "zoo.models.special", "zoo.models.gig_logistic"} <= set(
         module_closure("zoo.models.gig_logistic"))
-    assert "zoo.validation.reference" not in module_closure(
-        "zoo.validation.gig_gibbs", exclude=("zoo.validation.reference",))
+    # a sampler's digest covers its own code, not the harness that runs and caches it
+    assert "zoo.validation.references.sampler" in module_closure("zoo.validation.references.gig_gibbs")
+    assert not set(HARNESS_MODULES) & set(module_closure("zoo.validation.references.gig_gibbs",
+                                                           exclude=HARNESS_MODULES))
     module = tmp_path / "user_model_for_digest.py"
     module.write_text("from zoo.models import special\nSCALE = 1.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -505,14 +506,15 @@ def test_import_statements_are_read_without_ast_and_agree_with_it():
     import ast
     import pathlib
 
-    from zoo.validation.code_digest import import_statements
+    from zoo.validation.base.code_digest import import_statements
 
     src = "from ... import a, b as c\nfrom .x.y import (\n    z,  # note\n)\nimport p.q as r, s\n" \
           "def f():\n    import t\n"
     assert import_statements(src) == [(3, "", ["a", "b"]), (1, "x.y", ["z"]), (0, "p.q", []), (0, "s", []),
                                       (0, "t", [])]
     root = pathlib.Path(__file__).resolve().parents[1]
-    files = [f for d in ("models", "inference", "validation", "zoo", "data", "benchmarks", "tests")
+    files = [f for d in ("models", "inference", "validation", "reproductions", "zoo", "data", "benchmarks",
+                                   "tests")
              for f in (root / d).rglob("*.py")]
     assert len(files) > 100
     for f in files:
@@ -529,22 +531,21 @@ def test_import_statements_are_read_without_ast_and_agree_with_it():
 def test_every_sampled_site_is_diagnosed(problem, reference):
     """NUTS moves exactly the measured site here; the latent case is the GIG test below.
     A latent block that does not mix must fail certification like a measured one."""
-    from zoo.validation import reference as R
-
     assert reference.diagnostics["diagnosed_sites"] == ["mu"]
     draws = {k: v.copy() for k, v in reference.posterior.draws.items()}
     stuck = np.random.default_rng(0).standard_normal((4, 300))
     stuck[0] += 5.0  # one chain elsewhere
     draws["latent"] = stuck
     stats = {k: np.asarray(v.values) for k, v in reference.idata.sample_stats.items()}
-    sites = R._diagnosed_sites(reference.sites, draws)
-    certified, failures, diagnostics, _ = R._certify_run(draws, stats, sites, R.NutsRun, CONFIG.sampler_settings())
+    sites = certification._diagnosed_sites(reference.sites, draws)
+    certified, failures, diagnostics, _ = certification._certify_run(draws, stats, sites, NutsRun,
+                                                                     CONFIG.sampler_settings())
     assert not certified and any(f.startswith("latent: R-hat") for f in failures)
     assert diagnostics["diagnosed_sites"] == ["mu", "latent"]
 
 
 def test_nuts_energy_and_tree_depth_checks():
-    from zoo.validation.reference import nuts_energy_checks
+    from zoo.validation.references import nuts_energy_checks
 
     rng = np.random.default_rng(3)
     iid = rng.standard_normal((4, 1000))  # E-BFMI near 2

@@ -12,11 +12,15 @@ import pytest
 
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.models.pcvm import PCVM
-from zoo.validation import ggsm_gibbs as G
-from zoo.validation import moment_existence as ME
-from zoo.validation.metrics import null_undefined_moments
-from zoo.validation.protocols.ggsm_probit import moments as ggsm_moments
-from zoo.validation.reference import ReferenceConfig, first_certified_reference, run_reference
+from zoo.validation.judge import moment_existence as ME
+from zoo.validation.judge.metrics import null_undefined_moments
+from zoo.validation.records.ggsm_probit import moments as ggsm_moments
+from zoo.validation.references import (
+    ReferenceConfig,
+    first_certified_reference,
+    run_reference,
+)
+from zoo.validation.references import ggsm_gibbs as G
 
 
 def _weak_probit(n_obs=60, n=3, seed=0):
@@ -46,7 +50,7 @@ def test_slice_gibbs_reference_is_cached_under_its_own_name(tmp_path):
     np.testing.assert_array_equal(again.posterior.draws["w"], ref.posterior.draws["w"])
     # the NUTS entry of the same inputs is another entry
     nuts_key_cfg = ReferenceConfig(num_warmup=200, num_samples=600, seed=3)
-    from zoo.validation.reference import cached_reference
+    from zoo.validation.references import cached_reference
 
     assert cached_reference(SPEC, Phi, y, config=nuts_key_cfg, cache_dir=str(tmp_path)) is None
 

@@ -25,13 +25,19 @@ import numpyro.distributions as dist
 import pytest
 from jax.scipy.special import log_ndtr, ndtr
 
-from zoo.inference.contracts import EndToEndFit, EndToEndFitter, EngineEntry, FixedSpecFit, contract_problems
+from zoo.inference.contracts import (
+    EndToEndFit,
+    EndToEndFitter,
+    EngineEntry,
+    FixedSpecFit,
+    contract_problems,
+)
 from zoo.inference.posterior import FitInfo, GaussianPosterior
 from zoo.models.base import Site
 from zoo.models.basis import LinearBasis, WithBias
-from zoo.validation import registry
-from zoo.validation.model_record import ModelRecord
-from zoo.validation.protocols import Prepared
+from zoo.validation.records import registry
+from zoo.validation.records.model_record import ModelRecord
+from zoo.validation.records.protocol import Prepared
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -131,7 +137,7 @@ def _layer_of(module: str) -> str | None:
 
 def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
     """(line, absolute module) of every import in ``source``, a module of ``package``
-    (e.g. 'zoo.validation.protocols'), function-level imports included."""
+    (e.g. 'zoo.validation.records.protocol'), function-level imports included."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -280,8 +286,8 @@ def toy_registered():
 def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_nuts, nuts_cache_dir, tmp_path,
                                                           capsys):
     from zoo.cli import build_parser
-    from zoo.validation.compare import CompareConfig, compare
     from zoo.validation.report import write_report
+    from zoo.validation.runs.compare import CompareConfig, compare
 
     comp = compare(CompareConfig(model="toy-probit", reference=fast_nuts, cache_dir=str(nuts_cache_dir)))
     res = comp.results
@@ -310,7 +316,7 @@ def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_n
 
 def test_unknown_names_are_answered_with_the_registered_ones(toy_registered):
     from zoo.classifier import SparseBayesClassifier, classifier_models
-    from zoo.validation.compare import CompareConfig
+    from zoo.validation.runs.compare import CompareConfig
 
     with pytest.raises(ValueError) as err:
         CompareConfig(model="no-such-model")

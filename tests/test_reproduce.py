@@ -11,7 +11,7 @@ import pytest
 from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 from zoo import cli
-from zoo.validation import reproduce
+from zoo import reproductions as reproduce
 
 ENTRY_NAMES = ("ggig-feature-selection", "ggig-table1", "ggig-table2")
 
@@ -167,7 +167,7 @@ def test_horii_table2_runs_on_a1a(tmp_path):
 
 
 def test_agreement_is_a_band_of_two_standard_errors_or_the_floor():
-    from zoo.validation.reproduce.fitting import agreement
+    from zoo.reproductions.fitting import agreement
 
     stats = {"mean": 0.10, "se": 0.01, "sd": 0.05, "n": 25}
     assert agreement(stats, 0.115, floor=0.001)[0] == "reproduced"          # within 2 se = 0.02
@@ -277,7 +277,7 @@ def test_gridrvm_noise_is_nested_and_digits_splits_are_nested_stratified_and_dis
     import numpy as np
 
     from zoo.data import noise_features as datasets_noise
-    from zoo.validation.reproduce import gridrvm
+    from zoo.reproductions import gridrvm
 
     five, thirty = datasets_noise(7, 5, 40), datasets_noise(7, 30, 40)
     assert five.shape == (40, 5) and np.array_equal(five, thirty[:, :5])          # k = 5 is part of k = 30
@@ -332,7 +332,7 @@ def test_regularized_lr_takes_the_run_seed_not_numpys_global_state():
     numpy's global generator, so two clean runs differed (~1e-4 here)."""
     import numpy as np
 
-    from zoo.validation.reproduce.horii import regularized_lr
+    from zoo.reproductions.baselines import regularized_lr
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(80, 6))
@@ -358,11 +358,11 @@ UNSEEDED = [
 
 
 def test_no_unseeded_random_draws_in_reproductions_and_benchmarks():
-    """Every stochastic piece of validation/reproduce/ and benchmarks/ takes a seed (the
+    """Every stochastic piece of reproductions/ and benchmarks/ takes a seed (the
     patterns: numpy's global generator, scikit-learn solvers and splitters that shuffle)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     offenders = []
-    for folder in ("validation/reproduce", "benchmarks"):
+    for folder in ("reproductions/", "benchmarks"):
         for name in sorted(os.listdir(os.path.join(root, folder))):
             if not name.endswith(".py"):
                 continue
@@ -379,7 +379,7 @@ def test_no_unseeded_random_draws_in_reproductions_and_benchmarks():
 TINY_CELLS = '''
 import os, time
 
-from zoo.validation.reproduce import CellTask
+from zoo.reproductions import CellTask
 
 
 def cell(i, slow, marker_dir):
@@ -407,7 +407,7 @@ import sys
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
     # AS FROM A TERMINAL
-    from zoo.validation import reproduce
+    from zoo import reproductions as reproduce
 
     reproduce.ENTRIES["tiny-kill"] = reproduce.Entry("tiny-kill", "test-only", 1, "-", (), "tinycells:run_entry")
     from zoo.cli import main

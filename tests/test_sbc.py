@@ -1,4 +1,4 @@
-"""Simulation-based calibration (validation/sbc.py): the uniformity test's false-alarm rate
+"""Simulation-based calibration (validation/runs/sbc.py): the uniformity test's false-alarm rate
 and power, the prior simulation (factor terms included), resumable runs, and `zoo sbc`
 with a user's own engine.
 
@@ -19,8 +19,8 @@ import pytest
 import zoo  # noqa: F401  (float64)
 from zoo.cli import main
 from zoo.models.pcvm import PCVM
-from zoo.validation import registry
-from zoo.validation import sbc as S
+from zoo.validation.records import registry
+from zoo.validation.runs import sbc as S
 
 
 def _exact_and_engine_ranks(rng, n_sims, n_draws, *, sd_factor=1.0, shift=0.0, k=3):

@@ -8,7 +8,8 @@ import pytest
 from numpyro.infer.util import log_density
 
 import zoo  # noqa: F401  (float64)
-from zoo.inference import sla, sparse_kbblr as sk
+from zoo.inference import sla
+from zoo.inference import sparse_kbblr as sk
 from zoo.models.basis import RBFBasis, median_heuristic_width
 from zoo.models.bblr import BBLR
 
@@ -222,7 +223,7 @@ def _small_split(n=50):
 
 
 def test_the_protocol_builds_the_kernel_design_and_freezes_the_ems_prior():
-    from zoo.validation import registry
+    from zoo.validation.records import registry
 
     record, split = registry.get_model("bblr"), _small_split()
     given = record.prepare(split, {"rbf": 3.0, "sparse": 1.0, "pi": 0.2, "s2": 0.5, "ell": 0.01})

@@ -1,4 +1,4 @@
-"""`zoo study` (validation/study.py): a TOML grid expands into content-keyed cells that run
+"""`zoo study` (validation/runs/study.py): a TOML grid expands into content-keyed cells that run
 on a 2-worker Dask LocalCluster, are written atomically, and are not redone on a rerun."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 import zoo  # noqa: F401
 from zoo.cli import main
-from zoo.validation import study as St
+from zoo.validation.runs import study as St
 
 TINY = """
 name = "tiny"
@@ -240,8 +240,8 @@ def tiny_run_cell(cell, out_dir):
     # runs meanwhile, Dask's own watch of its driver included)
     import os
 
-    from zoo.validation.atomic import write_json_atomic
-    from zoo.validation.study import cell_path
+    from zoo.validation.base.atomic import write_json_atomic
+    from zoo.validation.runs.study import cell_path
 
     p = cell.params
     markers = os.path.join(out_dir, "markers")
@@ -257,7 +257,7 @@ def tiny_run_cell(cell, out_dir):
 
 if __name__ == "__main__":  # the cluster's workers are spawned: they must not rerun this
     # AS FROM A TERMINAL
-    from zoo.validation import study
+    from zoo.validation.runs import study
 
     study.run_cell = tiny_run_cell  # pickled by value (defined in __main__)
     from zoo.cli import main

@@ -1,4 +1,4 @@
-"""A user's engine goes wherever a registered one goes (validation/engines.py).
+"""A user's engine goes wherever a registered one goes (validation/runs/engines.py).
 
 One comparison on Ripley (width given: no CV; EP's posterior needs no surrogate reference)
 with the short NUTS settings and the session's NUTS cache of conftest.py, shared by the
@@ -15,21 +15,20 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import user_engines
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference.contracts import EngineReturnError, checked_fit, returned_problem
 from zoo.models.pcvm import PCVM
-from zoo.validation import compare as compare_module
-from zoo.validation import defects as D
-from zoo.validation import study as study_module
-from zoo.validation import registry
-from zoo.validation.compare import CompareConfig, compare
-from zoo.validation.engines import engine_label, resolve_entry, user_modules
+from zoo.validation.records import registry
 from zoo.validation.report import write_report
-from zoo.validation.sbc import SBCSettings, run_sbc
-from zoo.validation.study import expand
-
-import user_engines
+from zoo.validation.runs import compare as compare_module
+from zoo.validation.runs import defects as D
+from zoo.validation.runs import study as study_module
+from zoo.validation.runs.compare import CompareConfig, compare
+from zoo.validation.runs.engines import engine_label, resolve_entry, user_modules
+from zoo.validation.runs.sbc import SBCSettings, run_sbc
+from zoo.validation.runs.study import expand
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROKEN = {

@@ -1,4 +1,4 @@
-"""The verdict (validation/verdict.py): its false-alarm rate for an exact engine, its
+"""The verdict (validation/judge/verdict.py): its false-alarm rate for an exact engine, its
 power against planted defects, and the cases where it declines to judge.
 
 Every rate here is a binomial proportion over seeded replicates; each bound is the
@@ -15,10 +15,15 @@ import pytest
 from scipy.stats import binom, norm
 
 import zoo  # noqa: F401  (float64)
-from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior, PointPosterior
+from zoo.inference.posterior import (
+    DrawsPosterior,
+    FitInfo,
+    GaussianPosterior,
+    PointPosterior,
+)
 from zoo.models.base import Site
-from zoo.validation import verdict as V
-from zoo.validation.defects import transform_posterior
+from zoo.validation.judge import verdict as V
+from zoo.validation.runs.defects import transform_posterior
 
 INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0,
                objective="", extra={})
@@ -196,7 +201,7 @@ def test_the_joint_verdict_names_the_direction_of_a_two_coordinate_defect():
 @pytest.mark.parametrize("how", ["dropped", "rotated"])
 @pytest.mark.parametrize("as_draws", [False, True])
 def test_the_planted_correlation_defects_keep_every_marginal_and_are_caught(how, as_draws):
-    """The battery's "correlations dropped" and "rotated" defects (validation/defects.py):
+    """The battery's "correlations dropped" and "rotated" defects (validation/runs/defects.py):
     means and sds unchanged to rounding, the joint verdict flags them, the marginal one
     cannot see them."""
     rng = np.random.default_rng(6)

@@ -3,4 +3,4 @@
 Importing this package registers the built-in models (``registry.py``), and with them
 their own reference samplers, so that every module below can name them.
 """
-from . import registry  # noqa: F401
+from .records import registry  # noqa: F401  (registers the models and their samplers)

@@ -14,31 +14,23 @@ import re
 from typing import Any
 
 import jax
+import numpy as np
+
 # Figures are drawn on matplotlib Figure objects (Agg canvas at savefig), never through
 # pyplot: importing this module must not switch the backend of a user's notebook or script.
-from matplotlib.figure import Figure  # noqa: E402
-import numpy as np  # noqa: E402
+from matplotlib.figure import Figure
 
-from . import arviz_adapter  # noqa: E402
-from .atomic import atomic_write, write_json_atomic, write_text_atomic
-from .compare import Comparison, reference_ran_out_of_time  # noqa: E402
-
-from .metrics import HELD_OUT_KEYS, THRESHOLDS  # noqa: E402
-from .registry import get_model, model_names  # noqa: E402
+from .base import arviz_adapter
+from .base.atomic import save_figure, write_json_atomic, write_text_atomic
+from .judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
+from .records.registry import get_model, model_names
+from .runs.compare import Comparison, reference_ran_out_of_time
 
 ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
 
 def _color(name: str) -> str:
     return ENGINE_COLORS.get(name, "tab:purple")
-
-
-def save_figure(fig, path: str) -> None:
-    """Write a matplotlib Figure as PNG, atomically (a reader never sees half a file)."""
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"), suffix=".png")
-
-
-
 
 
 def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
@@ -257,7 +249,6 @@ PRUNED_ROWS_SHOWN = 20
 def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     """Markdown for the weights ``name`` pruned, beside the reference's marginals (rows
     come sorted by the reference's P(|w| < 0.1), smallest first)."""
-    from .metrics import NEAR_ZERO
 
     out = [
         "",
@@ -282,9 +273,9 @@ def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
 
 SAMPLER_TEXT = {
     "nuts": "NUTS on the NumPyro model",
-    "slice-gibbs": "slice-within-Gibbs with a scale move (validation/ggsm_gibbs.py; same posterior, "
+    "slice-gibbs": "slice-within-Gibbs with a scale move (validation/references/ggsm_gibbs.py; same posterior, "
                    "checked against the model's log density, quadrature and NUTS in the test suite)",
-    "pg-gibbs": "Polya-Gamma Gibbs on the model's marginal form (validation/gig_gibbs.py; same posterior, "
+    "pg-gibbs": "Polya-Gamma Gibbs on the model's marginal form (validation/references/gig_gibbs.py; same posterior, "
                 "checked against the model's log density and NUTS in the test suite)",
 }
 
@@ -464,7 +455,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
                   "Each engine against the reference, coordinate by coordinate: its mean and sd against the "
                   "reference's, in units of their Monte Carlo standard errors, with a Bonferroni threshold "
                   "over all tests, so that an exact engine is called different about 5% of the time "
-                  "whatever the dimension (validation/verdict.py; the measured rates are tabled in the README). *Indistinguishable* means only that the "
+                  "whatever the dimension (validation/judge/verdict.py; the measured rates are tabled in the README). *Indistinguishable* means only that the "
                   "reference could not see a difference; the detectable sizes say how large one it would see.",
                   "", "| engine | verdict | max abs z (threshold) | worst coordinates | detectable mean shift / sd change |",
                   "|---|---|---|---|---|"]

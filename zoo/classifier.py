@@ -54,8 +54,7 @@ except ImportError:  # scikit-learn < 1.6 has it as a method of BaseEstimator
 import zoo  # noqa: F401  (float64 on)
 from zoo.models.basis import median_heuristic_width
 from zoo.models.checks import check_features
-from zoo.validation import registry
-
+from zoo.validation.records import registry
 
 #: the bases a model's classifier design may offer (each model says which it takes)
 BASES = ("rbf", "linear", "table", "per-dimension-rbf")

@@ -24,6 +24,33 @@ import shutil
 import sys
 import tempfile
 
+import zoo
+from zoo import data as datasets
+from zoo import reproductions as reproduce
+from zoo.validation.base.atomic import atomic_write, write_json_atomic
+from zoo.validation.judge import verdict
+from zoo.validation.records import registry
+from zoo.validation.references import ReferenceConfig
+from zoo.validation.report import write_report
+from zoo.validation.runs.compare import (
+    CompareConfig,
+    compare,
+    default_references,
+    reference_ran_out_of_time,
+)
+from zoo.validation.runs.engines import resolve_entry
+from zoo.validation.runs.sbc import (
+    TOO_FEW,
+    USELESS,
+    SBCSettings,
+    plot_sbc,
+    resolve_engine,
+    run_sbc,
+    sbc_names,
+)
+from zoo.validation.runs.sbc import summary_line as sbc_summary_line
+from zoo.validation.runs.study import expand, load_config, run_study
+
 
 def _parse_params(items: list[str]) -> dict[str, float]:
     params = {}
@@ -39,7 +66,6 @@ def _parse_params(items: list[str]) -> dict[str, float]:
 
 
 def _default_cache_dir() -> str:
-    import zoo
 
     return zoo.cache_dir()
 
@@ -80,7 +106,6 @@ def _start_compiling(extra: list[tuple[str, str]] = ()) -> str:
     compilation cache folder, then switch that cache on. Returns the cache folder.
     ValueError (one line) when any cannot be written. Commands that compile nothing
     (``zoo datasets``, ``zoo cache``) never call this, so a broken cache cannot stop them."""
-    import zoo
 
     jax_dir = zoo.jax_cache_dir()
     what = "JAX cache folder (env ZOO_JAX_CACHE)" if os.environ.get("ZOO_JAX_CACHE") else \
@@ -106,10 +131,6 @@ def _cmd_compare(args) -> int:
     # the current folder first
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    from zoo import data as datasets
-    from zoo.validation import registry
-    from zoo.validation.compare import CompareConfig, compare, default_references
-    from zoo.validation.report import write_report
 
     progress = not args.no_progress and bars_fit(sys.stderr)
     try:  # bad arguments, data or folders end in one clear line, not a traceback
@@ -131,10 +152,7 @@ def _cmd_compare(args) -> int:
             cache_dir=None if args.no_cache else args.cache_dir,
         )
         # every name before any work (compare() checks them again, after nothing costly);
-        # a user's module:function is imported and its signature checked here. Imported
-        # here, like every command's modules, so that one command does not load another's
-        from zoo.validation.engines import resolve_entry
-
+        # a user's module:function is imported and its signature checked here
         record = registry.get_model(config.model)
         for name in config.engines:
             resolve_entry(record, name)
@@ -158,7 +176,6 @@ def _cmd_compare(args) -> int:
 
 
 def summary_table(res) -> str:
-    from zoo.validation.verdict import summary_line
 
     # engine names such as mm-laplace are longer than the 8 characters the column had
     name_width = max([9] + [len(name) + 2 for name in res["engines"]])
@@ -203,18 +220,17 @@ def summary_table(res) -> str:
     verdicts += [(label, v["verdict"]) for label, v in variant_rows if v.get("verdict")]
     if verdicts:
         lines += ["", "verdicts (an exact engine is called different about 5% of the time, in any dimension):"]
-        lines += ["  " + summary_line(name, v) for name, v in verdicts]
+        lines += ["  " + verdict.summary_line(name, v) for name, v in verdicts]
     joint = [(name, r["joint_verdict"]) for name, r in res["engines"].items() if r.get("joint_verdict")]
     joint += [(label, v["joint_verdict"]) for label, v in variant_rows if v.get("joint_verdict")]
     if joint:
         lines += ["", "joint verdicts (the joint posterior, correlations included; also about 5% each):"]
-        lines += ["  " + summary_line(name, v) for name, v in joint]
+        lines += ["  " + verdict.summary_line(name, v) for name, v in joint]
     return "\n".join(lines)
 
 
 def _reference_summary_lines(res) -> list[str]:
     """Which sampler is the reference and whether it is certified (or that there is none)."""
-    from zoo.validation.compare import reference_ran_out_of_time
 
     ref = res["reference"]
     if reference_ran_out_of_time(ref):
@@ -243,7 +259,6 @@ def _reference_summary_lines(res) -> list[str]:
 
 
 def _cmd_datasets(args) -> int:
-    from zoo import data as datasets
 
     rows = datasets.describe()
     width = max(len("name"), *(len(r["name"]) for r in rows)) + 2  # the longest name sets the column
@@ -254,7 +269,6 @@ def _cmd_datasets(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    from zoo.validation import reproduce
 
     entry = reproduce.get_entry(args.entry)
     options = {o.name: getattr(args, o.name) for o in entry.options}
@@ -287,10 +301,6 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_sbc(args) -> int:
-    # each command imports its own modules when it runs, so that one does not load another's
-    from zoo.validation import registry
-    from zoo.validation.atomic import atomic_write, write_json_atomic
-    from zoo.validation.sbc import TOO_FEW, USELESS, SBCSettings, plot_sbc, run_sbc, sbc_names, summary_line
 
     # a user's engine given as module:function is imported like `python -m` would: from
     # the current folder first
@@ -306,8 +316,6 @@ def _cmd_sbc(args) -> int:
         settings = SBCSettings(n_sims=args.sims, n_draws=args.draws, seed=args.seed)
         # every name before the first engine runs: a typo in the last one must not wait
         # for the others' simulations
-        from zoo.validation.sbc import resolve_engine
-
         for name in names:
             resolve_engine(record, name, settings)
         _start_compiling([(args.out, "--out")])
@@ -332,7 +340,7 @@ def _cmd_sbc(args) -> int:
             print(file=sys.stderr)
         write_json_atomic(summary, os.path.join(folder, "sbc.json"))
         figure = plot_sbc(summary, os.path.join(folder, "sbc.png"))
-        print(summary_line(summary))
+        print(sbc_summary_line(summary))
         rows.append((name, summary, figure))
     # what the ranked quantities are, once for all engines (the same names, or a variant's)
     glossary = {}
@@ -344,7 +352,7 @@ def _cmd_sbc(args) -> int:
             print(f"  {pattern}: {meaning}")
     lines = [f"# SBC: {args.model}", "",
              f"{args.sims} simulations, {args.draws} posterior draws ranked in each, design of {args.n} points and "
-             f"{rows[0][1]['design']['n_basis'] if rows else args.n_basis} RBF features (validation/sbc.py); "
+             f"{rows[0][1]['design']['n_basis'] if rows else args.n_basis} RBF features (validation/runs/sbc.py); "
              "each engine is called miscalibrated when a "
              "quantity's PIT ECDF leaves its simultaneous band, with a 5% family-wise false-alarm rate, and "
              f"'{TOO_FEW}' (not calibrated) when every ECDF stays inside but the run is too small to detect, "
@@ -393,7 +401,6 @@ def _add_sbc_parser(sub, records) -> None:
 
 
 def _cmd_study(args) -> int:
-    from zoo.validation.study import expand, load_config, run_study
 
     if os.getcwd() not in sys.path:  # user engines given as module:function
         sys.path.insert(0, os.getcwd())
@@ -430,7 +437,6 @@ def _add_study_parser(sub) -> None:
 
 
 def _add_reproduce_parser(sub) -> None:
-    from zoo.validation import reproduce
 
     r = sub.add_parser(
         "reproduce",
@@ -464,7 +470,6 @@ def _add_reproduce_parser(sub) -> None:
 def _reference_defaults_text(records, setting: str) -> str:
     """"(default N; model: sampler M, ...)" for one ReferenceConfig setting, read from the
     records' reference chains, so the help never disagrees with what runs."""
-    from zoo.validation.reference import ReferenceConfig
 
     base = getattr(ReferenceConfig(), setting)
     special = [f"{r.name}: " + ", ".join(f"{d.get('sampler', 'nuts')} {d[setting]:g}" for d in r.references
@@ -477,7 +482,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description="Sparse Bayesian classifier zoo")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from zoo.validation import registry
 
     records = [registry.get_model(name) for name in registry.model_names()]
     c = sub.add_parser(
@@ -582,7 +586,7 @@ def _kept(args) -> str:
     return "nothing was written"
 
 
-#: names of the reference cache's entries (validation/reference.py, _cache_paths) and of
+#: names of the reference cache's entries (validation/references/, _cache_paths) and of
 #: JAX's compiled programs; `zoo cache --clear` deletes these and nothing else
 _REFERENCE_ENTRY = re.compile(r"^.+-[0-9a-f]{32}\.(nc|json)$|^\.tmp-")
 _JAX_ENTRY = re.compile(r"-[0-9a-f]{64}-(cache|atime)$")
@@ -596,7 +600,6 @@ def _cache_entries(folder: str, pattern) -> list[str]:
 
 
 def _cmd_cache(args) -> int:
-    import zoo
 
     folder = args.cache_dir or zoo.cache_dir()
     jax_dir = zoo.jax_cache_dir() if args.cache_dir is None or os.environ.get("ZOO_JAX_CACHE") else \

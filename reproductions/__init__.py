@@ -1,0 +1,100 @@
+"""``zoo reproduce``: named entries that rerun a paper's experiment and write our numbers
+beside the published ones.
+
+    from zoo import reproductions as reproduce
+    reproduce.ENTRIES                      # name -> Entry
+    reproduce.run("ggig-table1", out="zoo-reproduce", reps=3, jobs=2)
+
+Each entry writes ``<out>/<entry name>/table.md`` and ``table.json`` (our numbers, the
+paper's, and a reproduced / NOT reproduced marker with its criterion) and keeps its
+finished units of work in ``<out>/<entry name>/cells/`` (see :mod:`.cells`), so an
+interrupted run resumes where it stopped. Cells depend on the options that shape them
+(sizes, grids, seed) through their keys; changing ``--reps`` only adds or reuses cells.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from typing import Callable
+
+from ..validation.base.atomic import write_json_atomic, write_text_atomic
+from . import bblr_kernel, bblr_uci, bblr_w1a, ggig, gridrvm, horii
+from .cells import CellStore, CellTask
+from .entry import Entry, Option, RunContext
+
+__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "run", "CellStore", "CellTask"]
+
+
+def _entries() -> dict[str, Entry]:
+    return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES + gridrvm.ENTRIES + bblr_uci.ENTRIES + bblr_w1a.ENTRIES
+            + bblr_kernel.ENTRIES}
+
+
+ENTRIES: dict[str, Entry] = _entries()
+
+
+def get_entry(name: str) -> Entry:
+    if name not in ENTRIES:
+        raise ValueError(f"unknown reproduce entry {name!r}; available: {', '.join(ENTRIES)}")
+    return ENTRIES[name]
+
+
+def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs: int = 1, seed: int = 0,
+        jax_cache: str | None = None, log: Callable[[str], None] | None = None, progress: bool = False,
+        **options) -> dict:
+    """Run entry ``name``; write ``<out>/<name>/table.md`` and ``table.json``.
+
+    ``options`` are the entry's own (see ``ENTRIES[name].options``); missing ones take
+    their defaults. jobs > 1: the cells run on a Dask LocalCluster of that many worker
+    processes (see :mod:`.cells`), whose workers share the JAX compilation cache
+    ``jax_cache`` if given. progress: a progress bar with an ETA on stderr. Returns the
+    table.json object plus "files" (the paths written). Raises ValueError for an unknown
+    entry, an unknown option or a bad value.
+    """
+    entry = get_entry(name)
+    reps = entry.default_reps if reps is None else reps
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"--reps must be a positive integer; got {reps!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs must be a positive integer; got {jobs!r}")
+    known = {o.name for o in entry.options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"entry {name!r} has no option {', '.join(unknown)}; its options: "
+                         f"{', '.join(sorted(known)) or 'none'}")
+    parsed = {o.name: o.parse(options.get(o.name, o.default)) for o in entry.options}
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    out_dir = os.path.join(os.fspath(out), name)
+    module, _, func = entry.run.partition(":")
+    t0 = time.perf_counter()
+    # the store's worker cluster (jobs > 1) is stopped when the entry ends, however it ends
+    with CellStore(out_dir, jobs=jobs, jax_cache=jax_cache, log=log, progress=progress) as store:
+        ctx = RunContext(entry=entry, reps=reps, seed=int(seed), options=parsed, store=store, out_dir=out_dir,
+                         log=log)
+        table = getattr(importlib.import_module(module), func)(ctx)
+    wall = time.perf_counter() - t0
+    settings = {"reps": reps, "seed": int(seed), "jobs": jobs, **parsed}
+    header = [
+        f"# {name}: our numbers beside the paper's",
+        "",
+        entry.description,
+        "",
+        "Settings of this run: " + ", ".join(f"{k} = {_show(v)}" for k, v in settings.items()),
+        f"(defaults: {entry.default_sizes}).",
+        f"Cells: {store.computed} computed in this run, {store.reused} found on disk; wall time of this "
+        f"run {wall:.0f} s with {jobs} job(s).",
+        "",
+    ]
+    result = {"entry": name, "settings": settings, "defaults": entry.default_sizes,
+              "cells_computed": store.computed, "cells_reused": store.reused,
+              "wall_seconds_this_run": wall, **table["json"]}
+    files = {"table.md": os.path.join(out_dir, "table.md"), "table.json": os.path.join(out_dir, "table.json")}
+    write_text_atomic(files["table.md"], "\n".join(header) + table["markdown"].rstrip() + "\n")
+    write_json_atomic(result, files["table.json"])
+    return {**result, "files": files}
+
+
+def _show(v) -> str:
+    return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v) if isinstance(v, list) else str(v)

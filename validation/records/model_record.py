@@ -1,0 +1,113 @@
+"""What the zoo knows about one model, in one frozen record.
+
+Every reader of model-specific facts - ``zoo compare``, the command line's help and
+errors, the scikit-learn classifier, ``zoo reproduce`` and the benchmarks - asks the
+registry (``validation/records/registry.py``) for the model's :class:`ModelRecord` and reads it;
+nothing else keys anything by model name. Adding a model is therefore its own files (the
+spec in ``models/``, engines in ``inference/``, a protocol module in
+``validation/records/`` ending in its record, any sampler of its own) plus one line that
+registers the record (CONTRIBUTING.md lists them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ...inference.contracts import EngineEntry
+from ..references import ReferenceSampler
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """One model of the zoo.
+
+    name: the command-line name (``--model``). title: how messages name it.
+    summary: one line for listings. spec_class: the model's spec (``models/``).
+    prepare: ``prepare(split, params, *, progress=None) -> Prepared``: the comparison
+      protocol that turns a data split and ``--param`` values into the frozen spec and
+      design matrices every engine and the reference see (``validation/records/``).
+    params: the ``--param`` names ``prepare`` accepts (checked before it is called).
+    selection: how ``prepare`` fixes the hyper-parameters, in a few words (CLI help).
+    cv_fits: how many cross-validation fits ``prepare`` reports to a progress bar.
+    default_data: the data set ``zoo compare --model NAME`` uses without ``--data``.
+    raw_inputs: True if the protocol takes the inputs as they are; False: standardized on
+      the training split.
+    engines: every engine of the model (their :class:`EngineEntry`, each naming the
+      model variant it approximates, if any). default_engines: those ``zoo compare`` runs.
+    references: the reference samplers tried in order, each as a dict of the
+      ``ReferenceConfig`` settings that differ from its defaults (``"sampler"`` included);
+      the first that certifies is the reference.
+    samplers: reference samplers of this model's own (beyond NUTS, which every model has).
+    moments: ``moments(spec, Phi, y) -> dict | None``: which posterior moments exist on
+      these data (None: all of them, nothing to doubt). Metrics built on a moment that
+      does not exist are reported as null with its reason.
+    classifier: ``design(X, y01, engine, options) -> (basis, fit_kwargs)`` for the
+      scikit-learn classifier (``options``: its width, basis, q, gamma), or None when the
+      model has no classifier.
+    sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
+      from (its prior must be proper: SBC draws the parameters from it) and the specs of
+      the variants engines approximate (``validation/runs/sbc.py``); None: the model has no
+      proper prior to simulate from, and SBC says so.
+    figures: ``figures(comparison, out_dir) -> {name: (path, caption)}``: figures only this
+      model has (gridRVM's row and column relevances), written beside the report's own
+      and shown in it; None: none.
+    """
+
+    name: str
+    title: str
+    summary: str
+    spec_class: type
+    prepare: Callable[..., Any]
+    params: tuple[str, ...]
+    selection: str
+    default_data: str
+    engines: tuple[EngineEntry, ...]
+    default_engines: tuple[str, ...]
+    references: tuple[dict[str, Any], ...] = ({"sampler": "nuts"},)
+    samplers: tuple[ReferenceSampler, ...] = ()
+    raw_inputs: bool = False
+    cv_fits: int = 0
+    moments: Callable[..., dict[str, Any] | None] | None = None
+    classifier: Callable[..., tuple[Any, dict[str, Any]]] | None = None
+    sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
+    figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
+    # engine name -> entry, filled in __post_init__ (not part of equality)
+    _by_name: dict[str, EngineEntry] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        names = [e.name for e in self.engines]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model {self.name!r}: engine names repeat: {names}")
+        object.__setattr__(self, "_by_name", {e.name: e for e in self.engines})
+        missing = [e for e in self.default_engines if e not in self._by_name]
+        if missing or not self.default_engines:
+            raise ValueError(f"model {self.name!r}: default engines {missing or '()'} are not among its engines {names}")
+        known = {"nuts", *(s.name for s in self.samplers)}
+        chain = [r.get("sampler", "nuts") for r in self.references]
+        if not chain or any(s not in known for s in chain) or len(set(chain)) != len(chain):
+            raise ValueError(f"model {self.name!r}: reference chain {chain} must name each of {sorted(known)} "
+                             "at most once, and at least one")
+
+    def engine(self, name: str) -> EngineEntry:
+        """The engine called ``name``; ValueError listing the model's engines otherwise."""
+        if name not in self._by_name:
+            raise ValueError(f"model {self.name!r} has no engine {name!r}; available: {', '.join(self._by_name)}")
+        return self._by_name[name]
+
+    @property
+    def engine_names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    @property
+    def sampler_names(self) -> tuple[str, ...]:
+        """Every reference sampler this model can use: NUTS first, then its own."""
+        return ("nuts", *(s.name for s in self.samplers))
+
+    def check_params(self, params) -> None:
+        """ValueError naming every ``--param`` the protocol does not take."""
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            if not self.params:
+                raise ValueError(f"unknown {self.title} parameter(s) {unknown}; it takes none")
+            allowed = ", ".join(self.params[:-1]) + (" or " if len(self.params) > 1 else "") + self.params[-1]
+            raise ValueError(f"unknown {self.title} parameter(s) {unknown}; use {allowed}")

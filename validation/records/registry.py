@@ -1,0 +1,81 @@
+"""The registry of models: one :class:`~zoo.validation.records.model_record.ModelRecord` per model.
+
+Everything model-specific is read from here - ``zoo compare`` and its command line, the
+classifier, ``zoo reproduce`` and the benchmarks - so a model enters the zoo by its own
+files plus one :func:`register` call (the built-in ones are at the bottom of this file).
+
+    from zoo.validation.records import registry
+    registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic', 'grid-rvm', 'bblr')
+    record = registry.get_model("pcvm")
+    registry.get_engine("pcvm", "ep").fit()      # the fixed-spec fit of PCVM's EP engine
+    prepared = registry.prepare("pcvm", split, {"width": 0.7})
+
+Registering a record also registers its own reference samplers with
+``validation/references/``, so ``ReferenceConfig(sampler=...)`` knows them.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..references import register_sampler
+from . import bblr, ggsm_probit, gig_logistic, grid_rvm, pcvm
+from .model_record import ModelRecord
+
+_MODELS: dict[str, ModelRecord] = {}
+
+
+def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRecord:
+    """Add ``record`` to the zoo (and its samplers to the reference samplers); returns it.
+
+    A name already taken is an error unless ``replace_existing``.
+    """
+    if not isinstance(record, ModelRecord):
+        raise TypeError(f"register takes a ModelRecord, got {type(record).__name__}")
+    if record.name in _MODELS and not replace_existing and _MODELS[record.name] is not record:
+        raise ValueError(f"a model named {record.name!r} is already registered")
+    for sampler in record.samplers:
+        register_sampler(sampler)
+    _MODELS[record.name] = record
+    return record
+
+
+def unregister(name: str) -> None:
+    """Remove a model (its samplers stay known: another record may use them)."""
+    _MODELS.pop(name, None)
+
+
+def model_names() -> tuple[str, ...]:
+    return tuple(_MODELS)
+
+
+def get_model(name: str) -> ModelRecord:
+    """The record of model ``name``; ValueError listing the registered names otherwise."""
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(_MODELS)}")
+    return _MODELS[name]
+
+
+def get_engine(model: str, engine: str):
+    """The :class:`~zoo.inference.contracts.EngineEntry` of ``engine`` for ``model``."""
+    return get_model(model).engine(engine)
+
+
+def prepare(model: str, split, params: dict | None = None, *, progress=None):
+    """The model's protocol on one split: its ``--param`` names checked, then its
+    ``prepare``, then its moments analysis on the training design (for the model and each
+    of its variants)."""
+    record = get_model(model)
+    params = dict(params or {})
+    record.check_params(params)
+    prepared = record.prepare(split, params, progress=progress)
+    if record.moments is not None:
+        prepared = replace(
+            prepared, moments=record.moments(prepared.spec, prepared.Phi_train, prepared.y_train),
+            variant_moments={name: record.moments(spec, prepared.Phi_train, prepared.y_train)
+                             for name, spec in prepared.variants.items()})
+    return prepared
+
+
+# The built-in models, in the order listings show them.
+for _record in (pcvm.RECORD, ggsm_probit.RECORD, gig_logistic.RECORD, grid_rvm.RECORD, bblr.RECORD):
+    register(_record)

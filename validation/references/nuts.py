@@ -1,0 +1,129 @@
+"""NUTS on the model itself: the reference sampler of every model (NumPyro's MCMC), its
+chain layout and its own checks (E-BFMI, tree depth)."""
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+from numpyro import handlers
+from numpyro.infer import MCMC, NUTS
+
+from .certification import nuts_energy_checks
+from .config import ReferenceConfig
+from .sampler import ReferenceRunner, ReferenceSampler, register_sampler
+
+#: NumPyro per-draw fields kept as ArviZ sample_stats (numpyro name -> arviz name)
+_EXTRA_FIELDS = {
+    "diverging": "diverging",
+    "num_steps": "n_steps",
+    "accept_prob": "acceptance_rate",
+    "energy": "energy",
+    "potential_energy": "lp",  # stored negated: lp = -potential energy
+    "adapt_state.step_size": "step_size",
+}
+
+
+def effective_chain_method(config: ReferenceConfig) -> str:
+    """The layout actually used. "parallel" needs one device per chain; without them the
+    chains run "sequential" - the same draws bit for bit, only slower - with a warning."""
+    if config.chain_method == "parallel" and jax.local_device_count() < config.num_chains:
+        warnings.warn(
+            f"chain_method='parallel' needs {config.num_chains} CPU devices but JAX has "
+            f"{jax.local_device_count()}; running the chains one after another (same draws, "
+            "slower). Import zoo (or call zoo.request_host_devices()) before any JAX computation "
+            "to get them."
+        )
+        return "sequential"
+    return config.chain_method
+
+
+def _collect(mcmc) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    draws = {k: np.asarray(v, dtype=float) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    return draws, extra
+
+
+def _sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    stats = {}
+    for numpyro_name, arviz_name in _EXTRA_FIELDS.items():
+        if numpyro_name in extra:
+            value = extra[numpyro_name]
+            stats[arviz_name] = -value if numpyro_name == "potential_energy" else value
+    stats["diverging"] = stats["diverging"].astype(bool)
+    return stats
+
+
+class NutsRun(ReferenceRunner):
+    """NUTS on ``spec.model``: a first run, then continuations of the same chains."""
+
+    name = "numpyro.NUTS"
+
+    def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
+        self.Phi, self.y = Phi, y
+        # keep the measured sites and every site NUTS moves (not the deterministic ones):
+        # all of them are diagnosed
+        measured = [s.name for s in spec.sites(Phi.shape[1])]
+        self.keep = tuple(dict.fromkeys(measured + sampled_site_names(spec, Phi, y)))
+        self.method = effective_chain_method(config)
+        kernel = NUTS(spec.model, target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth)
+        self.mcmc = MCMC(
+            kernel, num_warmup=config.num_warmup, num_samples=config.num_samples,
+            num_chains=config.num_chains, chain_method=self.method, progress_bar=progress,
+        )
+        self.seed = config.seed
+        self.chunk = int(config.num_samples)
+
+    def first(self):
+        self.mcmc.run(jax.random.PRNGKey(self.seed), self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
+        return self._kept(*_collect(self.mcmc))
+
+    def _kept(self, draws, extra):
+        return {k: draws[k] for k in self.keep}, extra
+
+    def more(self, n_more: int):
+        """The next n_more draws of every chain: continued from its last state with the
+        adapted step size and mass matrix, so the new draws extend the same Markov chains.
+        They are drawn in pieces of the first run's length: NumPyro compiles its loop for
+        every run, and pieces of one length are one program, which JAX's persistent
+        compilation cache (on in the command line) then compiles once. Each piece starts
+        from the last one's state and key, so the draws are those of one long run."""
+        parts = []
+        left = int(n_more)
+        while left > 0:
+            n = min(self.chunk, left)
+            self.mcmc.post_warmup_state = self.mcmc.last_state
+            self.mcmc.num_samples = n
+            self.mcmc.run(self.mcmc.post_warmup_state.rng_key, self.Phi, y=self.y,
+                          extra_fields=tuple(_EXTRA_FIELDS))
+            parts.append(self._kept(*_collect(self.mcmc)))
+            left -= n
+        if len(parts) == 1:
+            return parts[0]
+        return tuple({k: np.concatenate([p[i][k] for p in parts], axis=1) for k in parts[0][i]} for i in (0, 1))
+
+    @staticmethod
+    def sample_stats(extra):
+        return _sample_stats(extra)
+
+    @staticmethod
+    def sampler_checks(stats, settings, rule) -> tuple[list[str], dict]:
+        """E-BFMI and tree-depth saturation (divergences are counted by the rule itself)."""
+        return nuts_energy_checks(stats, settings["max_tree_depth"], rule)
+
+    def layout(self) -> dict:
+        return {"chain_method": self.method}
+
+
+def sampled_site_names(spec, Phi, y) -> list[str]:
+    """The latent sites the model samples (not observed, not deterministic), in order."""
+
+    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
+
+
+#: NUTS on the model itself: the reference sampler of every model
+NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, clear_compiled_after_run=True)
+
+
+register_sampler(NUTS_SAMPLER)

@@ -1,0 +1,314 @@
+"""Running a reference: sample, certify, continue while more draws can help, cache; the
+time-limited child process; the first certified of several samplers."""
+from __future__ import annotations
+
+import datetime as _dt
+import multiprocessing
+import os
+import platform
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, replace
+
+import jax
+import numpy as np
+
+from ...inference.posterior import DrawsPosterior
+from ...models.checks import check_design
+from ..base import arviz_adapter as adapter
+from ..base.atomic import _jsonable
+from ..base.processes import die_with_parent
+from .cache import _array_digest, _read_cache, _write_cache, cache_key, package_versions
+from .certification import (
+    CERTIFICATION,
+    _certify_run,
+    _checks,
+    _diagnosed_sites,
+    pilot_config,
+    pilot_decision,
+)
+from .config import Reference, ReferenceConfig, _fit_info
+from .sampler import get_sampler
+
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+class _CompileTimer:
+    """Sum of JAX's own tracing/lowering/compilation durations while active."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def _listener(self, event: str, duration: float, **_):
+        if event in _COMPILE_EVENTS:
+            self.seconds += float(duration)
+
+    def __enter__(self):
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self._listener)
+        return False
+
+
+class ReferenceTimeout(RuntimeError):
+    """A reference sampler did not finish within its ``time_limit``: no draws at all, so
+    nothing to certify or to measure against. ``sampler`` and ``time_limit`` say which."""
+
+    def __init__(self, sampler: str, time_limit: float):
+        self.sampler, self.time_limit = sampler, float(time_limit)
+        super().__init__(f"{sampler} ran out of time: no result within the time limit of {time_limit:g} s "
+                         "(the run was stopped; not certified)")
+
+
+class NoReference(RuntimeError):
+    """Every reference sampler of a chain ran out of time: there is no posterior to
+    measure the engines against. ``timed_out`` holds (sampler, time limit in seconds) of
+    each, in the order tried, so a report can name them without parsing the message."""
+
+    def __init__(self, message: str, timed_out: list[tuple[str, float]]):
+        self.timed_out = [(sampler, float(limit)) for sampler, limit in timed_out]
+        super().__init__(message)
+
+
+def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None) -> None:
+    """Body of the child process of a time-limited run: sample and write the cache. The
+    child dies with its parent (a killed ``zoo compare`` leaves no sampler running on)."""
+    import zoo  # noqa: F401  (float64 and the host devices, as in the parent)
+
+    die_with_parent(parent_pid)
+
+    run_reference(spec, Phi, y, config=config, cache_dir=cache_dir)
+
+
+def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: str, sites) -> Reference:
+    """Run the sampler in a spawned child process and wait at most ``config.time_limit``
+    seconds. The child writes its Reference to the disk cache (atomically), which is how
+    it comes back; a child still running at the limit is killed. Spawned, not forked: a
+    forked child of a process that has started JAX can deadlock. Without a cache folder a
+    temporary one carries the result and is deleted afterwards, however the run ends (the
+    draws are read fully into memory, :func:`adapter.from_netcdf`)."""
+
+    folder = cache_dir if cache_dir is not None else tempfile.mkdtemp(prefix="zoo-reference-")
+    try:
+        child_config = replace(config, time_limit=None)
+        proc = multiprocessing.get_context("spawn").Process(
+            target=_reference_child, args=(spec, Phi, y, child_config, folder, os.getpid()), daemon=True)
+        proc.start()
+        proc.join(config.time_limit)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+            raise ReferenceTimeout(config.sampler, config.time_limit)
+        if proc.exitcode != 0:
+            raise RuntimeError(f"the {config.sampler} reference process failed (exit code {proc.exitcode})")
+        ref = _read_cache(folder, key, spec, sites, config)
+        if ref is None:
+            raise RuntimeError(f"the {config.sampler} reference process finished but left no readable result")
+        return replace(ref, from_cache=False, cache_path=ref.cache_path if cache_dir is not None else None)
+    finally:
+        if cache_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
+                  progress: bool = False) -> Reference:
+    """The reference sampler of ``config.sampler`` on ``spec``'s posterior given (Phi, y),
+    certified (or not) by :data:`CERTIFICATION`.
+
+    Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1).
+    cache_dir: folder of the disk cache (None: no cache). A hit returns the stored
+    Reference with ``from_cache=True`` and the original run's timings.
+    Raises :class:`ReferenceTimeout` when ``config.time_limit`` runs out first.
+    """
+    Phi, y = check_design(Phi, y)
+    sites = tuple(spec.sites(Phi.shape[1]))
+    key = cache_key(spec, Phi, y, config)
+    if cache_dir is not None:
+        cached = _read_cache(cache_dir, key, spec, sites, config)
+        if cached is not None:
+            return cached
+    try:
+        if config.time_limit is not None:
+            return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
+        return _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress)
+    finally:
+        # NumPyro's MCMC.run compiles its sampling loop anew on every call (it jits a fresh
+        # wrapper that it passes as a static argument), and JAX keeps every compiled
+        # program (and its memory mappings, ~4,400 per NUTS run here) for the life of the
+        # process: a battery or an SBC of NUTS died with "LLVM compilation error: Cannot
+        # allocate memory" after ~15 runs per process, at the kernel's 65,530 mappings.
+        # None of them is reusable, so they are dropped after a NUTS run. The Gibbs
+        # samplers' sweeps are module-level programs that take the data as arguments: they
+        # are compiled once per shape and reused by every later data set of that shape
+        # (clearing them after each run made a PG-Gibbs run of GIG's SBC problem take
+        # ~40 s instead of ~8 s), so a Gibbs run keeps them.
+        if get_sampler(config.sampler).clear_compiled_after_run:
+            jax.clear_caches()
+
+
+def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:
+    runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
+    settings = config.sampler_settings()
+    attempts = []
+    with _CompileTimer() as compile_timer:
+        # seconds counts the sampler only (not the diagnostics between attempts)
+        start = time.perf_counter()
+        draws, extra = runner.first()
+        seconds = time.perf_counter() - start
+        diagnosed = _diagnosed_sites(sites, draws)
+        certified, failures, diagnostics, kinds = _certify_run(
+            draws, runner.sample_stats(extra), diagnosed, runner, settings)
+        attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
+        doublings = 0
+        # More draws may fix too-small ESS or a slowly mixing chain; they cannot fix
+        # divergences (a geometry problem) or a sampler fault, so those stop the loop.
+        while (not certified and kinds <= {"rhat", "ess_bulk", "ess_tail", "sampler_count"}
+               and doublings < config.max_doublings):
+            n_more = next(iter(draws.values())).shape[1]
+            start = time.perf_counter()
+            more_draws, more_extra = runner.more(n_more)
+            seconds += time.perf_counter() - start
+            draws = {k: np.concatenate([draws[k], more_draws[k]], axis=1) for k in draws}
+            extra = {k: np.concatenate([extra[k], more_extra[k]], axis=1) for k in extra}
+            doublings += 1
+            certified, failures, diagnostics, kinds = _certify_run(
+                draws, runner.sample_stats(extra), diagnosed, runner, settings)
+            attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
+    compile_seconds = min(compile_timer.seconds, seconds)
+
+    sampler = dict(settings, **runner.layout(), num_samples_total=int(
+        next(iter(draws.values())).shape[1]), doublings=doublings)
+    provenance = {
+        "sampler": sampler,
+        "seed": config.seed,
+        "certification_rule": asdict(CERTIFICATION),
+        "checks": _checks(diagnostics),
+        "certified": certified,
+        "attempts": attempts,
+        "diagnostics": {k: v for k, v in diagnostics.items() if k != "per_site"},
+        "package_versions": package_versions(),
+        "python": platform.python_version(),
+        "devices": jax.local_device_count(),
+        "spec": spec.to_dict(),
+        "data": {"Phi_sha256": _array_digest(Phi), "y_sha256": _array_digest(y),
+                 "n": int(Phi.shape[0]), "n_basis": int(Phi.shape[1])},
+        "cache_key": key,
+        "seconds": seconds,
+        "compile_seconds": compile_seconds,
+        "timing_note": "seconds is wall time of warmup + sampling including JIT compilation; "
+                       "compile_seconds is JAX's own tracing/lowering/compile time within it",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    provenance = _jsonable(provenance)
+    # every diagnosed site is stored (the certificate is recomputed from them on reading);
+    # the certificate itself is not an attribute of the stored draws
+    idata = adapter.draws_to_idata(
+        draws, diagnosed, constant_data={"Phi": Phi, "y": y}, sample_stats=runner.sample_stats(extra),
+        attrs={"sampler": runner.name, "cache_key": key},
+    )
+    info = _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics)
+    measured = {s.name: draws[s.name] for s in sites}
+    reference = Reference(
+        posterior=DrawsPosterior(spec, sites, measured, info), idata=idata, certified=certified,
+        failures=failures, diagnostics=_jsonable(diagnostics), seconds=seconds, provenance=provenance,
+        compile_seconds=compile_seconds, from_cache=False,
+    )
+    if cache_dir is not None:
+        path = _write_cache(cache_dir, key, reference)
+        reference = replace(reference, cache_path=path)
+    return reference
+
+
+def _stopped_by_pilot(pilot: "Reference", decision: dict) -> "Reference":
+    """The pilot's run as the tried entry of a sampler it stopped: uncertified, the
+    pilot's prediction first among its failures."""
+    rule = decision["pilot"]
+    head = (f"the pilot ({rule['num_warmup']} warm-up + {rule['num_samples']} draws a chain) predicts the full run "
+            "cannot certify: " + "; ".join(decision["reasons"]))
+    return replace(pilot, certified=False, failures=[head] + [f for f in pilot.failures if f != head],
+                   provenance=dict(pilot.provenance, certified=False, pilot=_jsonable(decision)))
+
+
+def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress: bool = False):
+    """Try the reference samplers of ``configs`` in order and stop at the first certified.
+
+    Returns (reference, tried): ``tried`` holds, in order, every Reference run and the
+    :class:`ReferenceTimeout` of every sampler that ran out of time (so a report can name
+    it). When none certifies, ``reference`` is the run closest to certification (smallest
+    worst R-hat) and is *not* certified: callers must say so, never present it as truth.
+    Raises :class:`NoReference` when every sampler ran out of time.
+
+    A NUTS config with ``pilot=True`` that is not the last of the list runs its pilot
+    first (:func:`pilot_config`, cached like any run): a pilot that already meets the
+    certification rule is the reference; one that :func:`pilot_decision` says cannot lead
+    to a certified run stands in ``tried`` as uncertified (its ``provenance["pilot"]``
+    holds the decision) and the next sampler is tried; otherwise the full run follows,
+    the decision in its ``provenance["pilot"]``.
+    """
+    configs = (configs,) if isinstance(configs, ReferenceConfig) else tuple(configs)
+    if not configs:
+        raise ValueError("no reference sampler configured")
+    tried = []
+    for position, config in enumerate(configs):
+        decision = None
+        try:
+            if config.pilot and position < len(configs) - 1:
+                pilot = run_reference(spec, Phi, y, config=pilot_config(config), cache_dir=cache_dir,
+                                      progress=progress)
+                decision = dict(pilot_decision(pilot.diagnostics, config), seconds=float(pilot.seconds),
+                                from_cache=bool(pilot.from_cache))
+                if pilot.certified:
+                    ref = replace(pilot, provenance=dict(pilot.provenance, pilot=_jsonable(
+                        dict(decision, go=True, reasons=[], certified=True))))
+                    tried.append(ref)
+                    return ref, tried
+                if not decision["go"]:
+                    tried.append(_stopped_by_pilot(pilot, decision))
+                    warnings.warn(f"reference: {tried[-1].failures[0]}; trying the next sampler")
+                    continue
+            ref = run_reference(spec, Phi, y, config=config, cache_dir=cache_dir, progress=progress)
+        except ReferenceTimeout as err:
+            tried.append(err)
+            warnings.warn(f"reference: {err}; trying the next sampler" if config is not configs[-1] else
+                          f"reference: {err}")
+            continue
+        if decision is not None:
+            ref = replace(ref, provenance=dict(ref.provenance, pilot=_jsonable(decision)))
+        tried.append(ref)
+        if ref.certified:
+            return ref, tried
+    runs = [r for r in tried if isinstance(r, Reference)]
+    if not runs:
+        raise NoReference("no reference: " + "; ".join(map(str, tried)),
+                          [(err.sampler, err.time_limit) for err in tried])
+
+    def closeness(ref):
+        rhat = ref.diagnostics.get("rhat_max")
+        return rhat if rhat is not None and np.isfinite(rhat) else np.inf
+
+    return min(runs, key=closeness), tried
+
+
+def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir) -> Reference | None:
+    """The cached Reference for these inputs, or None (no entry, or a damaged one).
+
+    Never samples: a report can show a reference without paying for NUTS.
+    """
+    Phi, y = check_design(Phi, y)
+    sites = tuple(spec.sites(Phi.shape[1]))
+    return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites, config)
+
+
+def _attempt(draws, certified, failures, diagnostics, seconds) -> dict:
+    return {"num_samples": int(next(iter(draws.values())).shape[1]), "certified": bool(certified),
+            "n_failures": len(failures), "rhat_max": diagnostics["rhat_max"],
+            "ess_bulk_min": diagnostics["ess_bulk_min"], "ess_tail_min": diagnostics["ess_tail_min"],
+            "divergences": diagnostics["divergences"], "seconds": float(seconds)}

@@ -1,0 +1,132 @@
+"""The reference-sampler contract and the registry of samplers.
+
+A reference comes from a *sampler*: NUTS on any NumPyro model (``nuts.py``), or a sampler
+a model brings in its registry record (GGSM probit's slice-Gibbs, GIG logistic's and
+gridRVM's Polya-Gamma Gibbs, parallel tempering for BBLR). Each is a
+:class:`ReferenceSampler` (its name, its :class:`ReferenceRunner` class and the modules whose
+code defines it) registered here by name; ``ReferenceConfig.sampler`` and ``--reference``
+name them.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..base.code_digest import code_digest
+
+#: the reference harness: these modules run, certify and cache every sampler but do not
+#: change any sampler's draws, so they are left out of a sampler's code digest (a change
+#: to the cache or the certification code would otherwise recompute every reference)
+HARNESS_MODULES = tuple(f"zoo.validation.references{m}" for m in
+                        ("", ".sampler", ".certification", ".config", ".cache", ".run"))
+
+
+class ReferenceRunner(ABC):
+    """What a reference sampler must do: the contract every runner keeps.
+
+    A runner is built as ``Runner(spec, Phi, y, config, progress)`` (config: the
+    :class:`~zoo.validation.references.config.ReferenceConfig`) and then asked for draws:
+
+    * :meth:`first` runs warm-up and the first ``config.num_samples`` draws of every chain;
+    * :meth:`more` continues the same Markov chains by ``n_more`` draws each (the reference
+      doubles its draws this way while only R-hat or ESS keep it from certifying).
+
+    Both return ``(draws, extra)``: ``draws`` maps every site the sampler moves (the model's
+    measured sites and its own latent blocks) to an array (chains, draws, *shape); ``extra``
+    holds per-draw sampler fields (chains, draws, ...) that :meth:`sample_stats` turns into
+    ArviZ ``sample_stats``, ``diverging`` among them (all False for a sampler that has no
+    divergences). :meth:`sampler_checks` adds the sampler's own certification checks (NUTS:
+    E-BFMI and tree depth) to the rule's R-hat, ESS and divergences, and :meth:`layout`
+    says how the chains were laid out, for the provenance.
+    """
+
+    #: the InferenceData's "sampler" attribute ("numpyro.NUTS", "zoo.slice-gibbs", ...)
+    name: str = "zoo.sampler"
+    #: True when :meth:`sampler_checks` count events over the recorded draws (tempering's
+    #: round trips), so that more draws can meet them; False when a failure is a fault of
+    #: the sampler that more draws cannot mend (NUTS's energy, a capped slice update)
+    checks_count_events: bool = False
+
+    @abstractmethod
+    def first(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Warm-up, then the first draws of every chain: (draws, extra)."""
+
+    @abstractmethod
+    def more(self, n_more: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The next ``n_more`` draws of every chain, continuing the same chains."""
+
+    @staticmethod
+    @abstractmethod
+    def sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The per-draw fields as ArviZ sample statistics, ``diverging`` among them."""
+
+    @staticmethod
+    @abstractmethod
+    def sampler_checks(stats: dict[str, np.ndarray], settings: dict[str, Any], rule) -> tuple[list[str], dict]:
+        """(failures as sentences, numbers for the diagnostics) of the sampler's own checks on
+        the stored statistics, under the certification ``rule``."""
+
+    @abstractmethod
+    def layout(self) -> dict:
+        """How the chains ran (e.g. {"chain_method": "parallel"}), for the provenance."""
+
+
+@dataclass(frozen=True)
+class ReferenceSampler:
+    """A sampler a reference can come from.
+
+    name: what ``ReferenceConfig.sampler`` and ``--reference`` call it. runner: the
+    :class:`ReferenceRunner` subclass that runs it. code_modules: the modules whose source
+    defines the sampler; their digest (with what they import from the zoo, and the runner class's
+    own source) is part of the cache key, so changed sampler code never reads stale draws.
+
+    NUTS (``nuts.NUTS_SAMPLER``) works on any model written in NumPyro. A model whose posterior
+    NUTS cannot certify may bring its own sampler in its registry record (GGSM probit's
+    slice-Gibbs, GIG logistic's Polya-Gamma Gibbs); registering the record registers it
+    here (:func:`register_sampler`).
+    """
+
+    name: str
+    runner: type[ReferenceRunner]
+    code_modules: tuple[str, ...] = ()
+    #: whether run_reference drops JAX's compiled programs after a run of this sampler:
+    #: True where they cannot be reused by the next data set (NUTS: NumPyro re-jits its
+    #: loop on every run), False where they take the data as arguments (the Gibbs sweeps)
+    clear_compiled_after_run: bool = False
+
+    def __post_init__(self):
+        if not (isinstance(self.runner, type) and issubclass(self.runner, ReferenceRunner)):
+            raise TypeError(f"the runner of reference sampler {self.name!r} must be a ReferenceRunner subclass "
+                            f"(zoo.validation.references.sampler); got {self.runner!r}")
+
+    def code_digest(self) -> str:
+        """Digest of the code that defines this sampler (the reference harness,
+        :data:`HARNESS_MODULES`, is left out: it does not change the draws)."""
+        return code_digest(self.code_modules, exclude=HARNESS_MODULES, objects=(self.runner,))
+
+
+#: name -> sampler; NUTS is built in, the models' own samplers come with their records
+_SAMPLERS: dict[str, ReferenceSampler] = {}
+
+
+def register_sampler(sampler: ReferenceSampler) -> None:
+    """Make ``sampler`` usable by name. Registering the same entry again is a no-op; a
+    different sampler under a name already taken is an error."""
+    known = _SAMPLERS.get(sampler.name)
+    if known is not None and known != sampler:
+        raise ValueError(f"a different reference sampler is already registered as {sampler.name!r}")
+    _SAMPLERS[sampler.name] = sampler
+
+
+def known_samplers() -> tuple[str, ...]:
+    """The names of every registered reference sampler, NUTS first."""
+    return tuple(_SAMPLERS)
+
+
+def get_sampler(name: str) -> ReferenceSampler:
+    if name not in _SAMPLERS:
+        raise ValueError(f"unknown reference sampler {name!r}; known: {', '.join(_SAMPLERS)}")
+    return _SAMPLERS[name]

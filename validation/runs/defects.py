@@ -1,0 +1,451 @@
+"""Planted defects: engines broken on purpose, to measure whether our detectors catch them.
+
+A detector that never fires proves nothing. Each :class:`Defect` wraps an engine's
+fixed-spec fit and returns a fit with the same contract whose answer is wrong in a known,
+controlled way; :func:`run_battery` runs the broken engines (and the intact one) through
+both detectors over simulated data sets and reports how often each detector fires:
+* the **verdict** (``validation/judge/verdict.py``) against a reference sampler run on each
+  simulated data set - its false-alarm rate is measured by fitting, as the "engine", a
+  second independent run of the reference sampler (an exact engine with Monte Carlo
+  error), beside the defects;
+* **SBC** (``validation/runs/sbc.py``) - each replicate is one SBC run of ``n_sims``
+  simulations; its false-alarm rate for an exact posterior is measured in
+  ``benchmarks/sbc_false_alarm.py``.
+
+The generic defects act on the returned posterior and so apply to any engine with a
+distribution (Gaussian or draws): the covariance scaled by 0.5 or 2, the mean moved by 0.5
+posterior sd in one coordinate or in all. Engine-specific ones switch on a documented
+defect of the engine itself: PCVM's EP with the truncation sites off (the untruncated
+prior), GIG's VB with Horii's printed a-update, and gridRVM's VB with the variance left out of
+E[w^2], and BBLR's Laplace with plain logistic regression's curvature. A user's own defect is any function
+``defect(fit) -> fit``, or a :class:`Defect` built from one.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from ...inference.posterior import DrawsPosterior, GaussianPosterior
+from ...models.base import unflatten
+from ..base.atomic import write_json_atomic
+from ..base.code_digest import code_digest
+from ..judge.correlations import dropped_correlation, rotated_correlation, unit_diagonal
+from ..judge.verdict import chains_draws_flat, joint_verdict, moments_and_mcse, verdict
+from ..records import registry
+from ..references import run_reference
+from .compare import default_references
+from .engines import is_user_engine, resolve_entry, user_modules
+from .sbc import (
+    CALIBRATED,
+    MISCALIBRATED,
+    TOO_FEW,
+    SBCSettings,
+    draw_from_prior,
+    problem_for,
+    run_sbc,
+)
+
+
+@dataclass(frozen=True)
+class Defect:
+    """A named way of breaking a fit: ``wrap(fit) -> fit``. ``engines``: the (model,
+    engine) pairs it applies to (empty: any engine with a distribution)."""
+
+    name: str
+    description: str
+    wrap: Callable[[Callable], Callable]
+    engines: tuple[tuple[str, str], ...] = ()
+
+    def applies_to(self, model: str, engine: str) -> bool:
+        return not self.engines or (model, engine) in self.engines
+
+    def __call__(self, fit: Callable) -> Callable:
+        broken = self.wrap(fit)
+        functools.update_wrapper(broken, fit, assigned=("__doc__",), updated=())
+        broken.__name__ = f"{getattr(fit, '__name__', 'fit')}+{self.name}"
+        return broken
+
+
+#: the correlation replacements ``transform_posterior`` knows by name
+CORRELATIONS = {"dropped": dropped_correlation, "rotated": rotated_correlation}
+
+
+def _lower_factor(sd: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Lower-triangular L with L L' = diag(sd) corr diag(sd), rows and columns of zero
+    sd left zero (a weight pruned to a point stays at its point)."""
+    live = np.flatnonzero(sd > 0)
+    L = np.zeros((len(sd), len(sd)))
+    sub = sd[live, None] * corr[np.ix_(live, live)] * sd[None, live]
+    L[np.ix_(live, live)] = np.linalg.cholesky(sub)  # live is sorted: L stays lower triangular
+    return L
+
+
+def replace_correlations(posterior, correlation: Callable[[np.ndarray], np.ndarray] | np.ndarray):
+    """The posterior with its correlation matrix R replaced by ``correlation(R)`` (or by a
+    given matrix) and every marginal mean and sd kept exactly. Gaussian: a new Cholesky
+    factor. Draws: whitened by their own sample covariance and re-coloured with the new
+    one, so the draws' own means and sds (ddof 1) are unchanged to rounding; their
+    chains' autocorrelation goes with them. Coordinates of zero sd stay constant."""
+    if isinstance(posterior, GaussianPosterior):
+        sd = posterior.sd_flat()
+        live = sd > 0
+        corr = np.eye(len(sd))
+        corr[np.ix_(live, live)] = unit_diagonal(posterior.cov[np.ix_(live, live)])
+        new = correlation(corr) if callable(correlation) else np.asarray(correlation, dtype=float)
+        return replace(posterior, chol=_lower_factor(sd, new))
+    if isinstance(posterior, DrawsPosterior):
+        flat = posterior.flat_draws()
+        mean, sd = flat.mean(0), flat.std(0, ddof=1)
+        live = np.flatnonzero(sd > 0)
+        centred = flat[:, live] - mean[live]
+        cov = np.atleast_2d(np.cov(centred, rowvar=False))
+        try:
+            own = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError as err:
+            raise ValueError(f"the draws' covariance is singular ({flat.shape[0]} draws of {len(live)} varying "
+                             "coordinates): their correlations cannot be replaced") from err
+        corr = np.eye(len(sd))
+        corr[np.ix_(live, live)] = unit_diagonal(cov)
+        new = correlation(corr) if callable(correlation) else np.asarray(correlation, dtype=float)
+        white = np.linalg.solve(own, centred.T)  # sample covariance exactly I
+        moved = flat.copy()
+        moved[:, live] = mean[live] + (_lower_factor(sd[live], new[np.ix_(live, live)]) @ white).T
+        return _with_flat_draws(posterior, moved)
+    raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
+
+
+def _with_flat_draws(posterior, flat: np.ndarray):
+    chains, draws = posterior.n_chains, posterior.n_draws
+    per_site = unflatten(flat, posterior.sites)
+    return replace(posterior, draws={k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:])
+                                     for k, v in per_site.items()})
+
+
+def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float = 0.0, coordinate: int | None = None,
+                        correlations: str | None = None):
+    """The posterior with its covariance scaled by ``cov_factor`` (sds by its square root)
+    and its mean moved by ``shift_sd`` of its own sds, in one ``coordinate`` or in all
+    (None). Gaussian: exactly; draws: each draw moved and spread about the draws' mean.
+    ``correlations``: "dropped" (mean field) or "rotated" (:func:`rotated_correlation`)
+    replaces the correlation matrix first, keeping every marginal
+    (:func:`replace_correlations`)."""
+    if correlations is not None:
+        if correlations not in CORRELATIONS:
+            raise ValueError(f"unknown correlations {correlations!r}; known: {', '.join(CORRELATIONS)}")
+        posterior = replace_correlations(posterior, CORRELATIONS[correlations])
+    sd = np.asarray(posterior.sd_flat(), dtype=float)
+    shift = shift_sd * sd
+    if coordinate is not None:
+        mask = np.zeros_like(sd)
+        mask[coordinate] = 1.0
+        shift = shift * mask
+    if isinstance(posterior, GaussianPosterior):
+        return replace(posterior, mean_vec=np.asarray(posterior.mean_vec) + shift,
+                       chol=np.asarray(posterior.chol) * np.sqrt(cov_factor))
+    if isinstance(posterior, DrawsPosterior):
+        flat = posterior.flat_draws()
+        mean = flat.mean(0)
+        return _with_flat_draws(posterior, mean + np.sqrt(cov_factor) * (flat - mean) + shift)
+    raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
+
+
+def _posterior_defect(**how) -> Callable[[Callable], Callable]:
+    def wrap(fit):
+        def broken(spec, Phi, y, *, config=None):
+            return transform_posterior(fit(spec, Phi, y, config=config), **how)
+        return broken
+    return wrap
+
+
+def _config_defect(config_class_path: str, **fields) -> Callable[[Callable], Callable]:
+    """Call the engine with a config whose ``fields`` switch on its documented defect."""
+    def wrap(fit):
+        def broken(spec, Phi, y, *, config=None):
+            import importlib
+
+            module, _, name = config_class_path.partition(":")
+            cls = getattr(importlib.import_module(module), name)
+            return fit(spec, Phi, y, config=replace(config if config is not None else cls(), **fields))
+        return broken
+    return wrap
+
+
+#: the generic defects: any engine with a distribution
+GENERIC = (
+    Defect("cov x 0.5", "covariance scaled by 0.5 (every sd x 0.71)", _posterior_defect(cov_factor=0.5)),
+    Defect("cov x 2", "covariance scaled by 2 (every sd x 1.41)", _posterior_defect(cov_factor=2.0)),
+    Defect("mean + 0.5 sd (one)", "the first coordinate's mean moved by 0.5 of its sd",
+           _posterior_defect(shift_sd=0.5, coordinate=0)),
+    Defect("mean + 0.5 sd (all)", "every coordinate's mean moved by 0.5 of its sd", _posterior_defect(shift_sd=0.5)),
+    # the next two keep every marginal mean and sd: only a joint verdict can see them
+    Defect("correlations dropped", "mean field: the correlations set to 0, every marginal kept",
+           _posterior_defect(correlations="dropped")),
+    Defect("rotated", "the correlation matrix turned by a fixed random rotation and renormalized, every marginal "
+           "kept", _posterior_defect(correlations="rotated")),
+)
+#: defects of one engine, switched on in its own code
+SPECIFIC = (
+    Defect("truncation ignored", "PCVM's EP without its truncation sites: the untruncated Gaussian prior",
+           _config_defect("zoo.inference.expectation_propagation:EPConfig", truncation_sites=False),
+           engines=(("pcvm", "ep"),)),
+    Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
+           _config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"),
+           engines=(("gig-logistic", "vb"),)),
+    # the classic slip of a hand-derived VB: E[w_ij^2] taken as mu_ij^2 in the precision
+    # updates (eq. 6 forgotten), which shrinks the precisions' rates and over-prunes
+    Defect("variance forgotten", "gridRVM's VB with E[w^2] = mu^2 in the q(alpha), q(beta) updates",
+           _config_defect("zoo.inference.grid_vb:VBConfig", second_moment="mean-only"),
+           engines=(("grid-rvm", "vb"), ("grid-rvm", "vb-s-grid"), ("grid-rvm", "vb-rvm"))),
+    # reusing LR's Laplace for the bounded likelihood: the Hessian with a = 0, b = 1 at
+    # BBLR's mode, steeper than the model's own wherever a > 0 or a + b < 1
+    Defect("logistic curvature", "BBLR's Laplace with L2 logistic regression's Hessian (a = 0, b = 1) at its mode",
+           _config_defect("zoo.inference.sla:SLAConfig", laplace_hessian="logistic"),
+           engines=(("bblr", "laplace"),)),
+    # EP's answer is its fixed point, which damping does not move; only convergence can
+    # suffer. Detectors should therefore flag it at their false-alarm rate (a control of
+    # specificity) unless the naive iteration fails to converge.
+    Defect("EP without damping", "PCVM's EP as naive parallel EP: full steps, no halving, no hand-over",
+           _config_defect("zoo.inference.expectation_propagation:EPConfig", schedule="parallel", step_control=False),
+           engines=(("pcvm", "ep"),)),
+)
+DEFECTS = {d.name: d for d in GENERIC + SPECIFIC}
+
+
+def get_defect(name_or_path: str | Defect | Callable) -> Defect:
+    """A defect by name, ``"module:function"`` (a ``defect(fit) -> fit`` or a Defect), a
+    Defect, or a function ``defect(fit) -> fit``."""
+    if isinstance(name_or_path, Defect):
+        return name_or_path
+    if callable(name_or_path):
+        return Defect(getattr(name_or_path, "__name__", "user defect"), "a user's defect", name_or_path)
+    if name_or_path in DEFECTS:
+        return DEFECTS[name_or_path]
+    if ":" in name_or_path:
+        import importlib
+
+        module, _, attr = name_or_path.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise ValueError(f"cannot load defect {name_or_path!r}: {err}") from err
+        return obj if isinstance(obj, Defect) else Defect(name_or_path, "a user's defect", obj)
+    raise ValueError(f"unknown defect {name_or_path!r}; known: {', '.join(DEFECTS)}; or give 'module:function'")
+
+
+# --------------------------------------------------------------------------------------
+# The battery
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatterySettings:
+    """n_datasets: simulated data sets for the verdict (each with its own reference run).
+    sbc_replicates: independent SBC runs per defect, each of ``sbc_sims`` simulations.
+    reference_draws: per chain (4 chains, as many warm-up draws) of each NUTS reference
+    run; a model's own Gibbs sampler keeps the settings of the model's record.
+    reference_samplers: the reference samplers tried on each data set, in order, until
+    one certifies; empty: the model's own chain (as ``zoo compare`` tries them). Naming
+    the one that certifies on the model's SBC problem saves the failed runs before it
+    (GIG logistic: NUTS leaves divergences in its funnel, PG-Gibbs certifies).
+    problem: keyword arguments of ``sbc.problem_for`` (the design)."""
+
+    n_datasets: int = 100
+    sbc_replicates: int = 20
+    sbc_sims: int = 100
+    reference_draws: int = 1000
+    seed: int = 0
+    problem: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    reference_samplers: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for name in ("n_datasets", "sbc_replicates", "sbc_sims", "reference_draws"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        object.__setattr__(self, "reference_samplers", tuple(self.reference_samplers))
+
+
+def battery_references(model: str, settings: BatterySettings, index: int):
+    """The reference samplers tried on data set ``index``, in order: the model's chain (or
+    ``settings.reference_samplers``), NUTS with ``settings.reference_draws``, each run
+    seeded by the data set. The chains keep the default layout (one per CPU device) even
+    in a one-core worker: NumPyro compiles its sampling loop once per run that way, and
+    once per chain when the chains run one after another - 3x the time of a run on the
+    SBC problem, for the same draws."""
+
+    return default_references(model, settings.reference_samplers or None, nuts_draws=settings.reference_draws,
+                              seed=2 * index)
+
+
+EXACT = "exact (2nd reference run)"
+INTACT = "intact engine"
+
+
+def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: int, settings: BatterySettings,
+                  path: str) -> dict[str, Any]:
+    """Data set ``index``: simulate, run the reference twice (two seeds), fit the intact and
+    the broken engines, and record each verdict's status. Written atomically to ``path``."""
+    import jax
+
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+
+    record = registry.get_model(model)
+    problem = problem_for(record, **dict(settings.problem))
+    entry = resolve_entry(record, engine)
+    spec = problem.spec if entry.variant is None else problem.variants[entry.variant]
+    key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
+    _, y, _ = draw_from_prior(spec, problem.Phi, key)
+    failures: list[str] = []
+    for cfg in battery_references(model, settings, index):
+        ref = run_reference(spec, problem.Phi, y, config=cfg)
+        failures += [f"{cfg.sampler}: {f}" for f in ref.failures]
+        if ref.certified:
+            break
+    # statuses: the marginal verdict's; joint_statuses: the joint verdict's, on the same fits
+    cell: dict[str, Any] = {"index": index, "certified": bool(ref.certified), "sampler": cfg.sampler,
+                            "failures": failures, "statuses": {}, "joint_statuses": {}}
+    if ref.certified:
+        ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
+        twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
+        cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments)["status"]
+        cell["joint_statuses"][EXACT] = joint_verdict(twin.posterior, ref.posterior)["status"]
+        fit = entry.fit()
+        for defect in (None, *defects):
+            name = INTACT if defect is None else defect.name
+            try:
+                f = fit if defect is None else defect(fit)
+                posterior = f(spec, problem.Phi, y)
+                cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments)["status"]
+                cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior)["status"]
+            except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
+                cell["statuses"][name] = cell["joint_statuses"][name] = f"failed: {type(err).__name__}: {err}"[:300]
+    write_json_atomic(cell, path)
+    return cell
+
+
+def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
+    s = asdict(settings)
+    for name in ("n_datasets", "sbc_replicates"):
+        s.pop(name)
+    # a user's engine's module is digested too: its stored cells go stale with its code
+    payload = {"model": model, "engine": engine, "settings": s,
+               "code": code_digest((__name__, "zoo.validation.runs.sbc", "zoo.validation.judge.verdict",
+                                    "zoo.validation.references") + user_modules([engine]))}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_battery(model: str, engine: str, defects=None, *, settings: BatterySettings = BatterySettings(),
+                out_dir, executor=None, progress: Callable | None = None) -> dict[str, Any]:
+    """The defect battery for one engine: each defect (names, paths, Defects or functions;
+    None: every defect that applies) through the verdict and through SBC.
+
+    Finished cells are stored under ``out_dir`` (a rerun resumes). ``executor``: anything
+    with ``map`` (a Dask ``Client.get_executor()``) for the verdict cells (one per data
+    set) and the SBC runs (one per defect and replicate); None: here, one after another.
+    Returns rows: detector x defect -> detections / trials, with the exact engine's and
+    the intact engine's rates beside them.
+    """
+
+    if callable(engine):
+        raise ValueError("the battery runs its cells by name (in worker processes too): give your engine as "
+                         "'module:function', not as a Python function")
+    record = registry.get_model(model)
+    entry = resolve_entry(record, engine)  # a user's module:function is imported and checked here
+    if entry.kind == "point":
+        raise ValueError(f"{model} {engine} is a point estimate: neither detector applies to it")
+    chosen = [get_defect(d) for d in (defects if defects is not None else DEFECTS.values())]
+    chosen = [d for d in chosen if d.applies_to(model, engine)]
+    names = tuple(d.name for d in chosen)
+    battery_references(model, settings, 0)  # an unknown reference sampler fails here, before any work
+    key = battery_key(model, engine, settings)
+    # a user's engine path has a ':' (and may have dots): not in a folder name
+    tag = engine.replace(":", "--") if is_user_engine(engine) else engine
+    folder = os.path.join(os.fspath(out_dir), f"battery-{model}-{tag}-{key}")
+    os.makedirs(folder, exist_ok=True)
+    t0 = time.perf_counter()
+
+    # the verdict: one cell per data set
+    paths = [os.path.join(folder, "verdict", f"{i:05d}.json") for i in range(settings.n_datasets)]
+    cells: dict[int, dict] = {}
+    for i, p in enumerate(paths):
+        if os.path.exists(p):
+            with open(p) as fh:
+                cell = json.load(fh)
+            if not cell["certified"] or all(n in cell["statuses"] and n in cell.get("joint_statuses", {})
+                                            for n in names):
+                cells[i] = cell
+    todo = [i for i in range(settings.n_datasets) if i not in cells]
+    run = functools.partial(_verdict_cell_star, model, engine, tuple(chosen), settings)
+    mapper = map if executor is None else executor.map
+    for cell in mapper(run, [(i, paths[i]) for i in todo]):
+        cells[cell["index"]] = cell
+        if progress:
+            progress("verdict", len(cells), settings.n_datasets)
+    certified = [c for c in cells.values() if c["certified"]]
+    rows = []
+    for detector, field_name in (("verdict", "statuses"), ("joint verdict", "joint_statuses")):
+        for name in (EXACT, INTACT, *names):
+            statuses = [c[field_name].get(name) for c in certified]
+            flagged = sum(s == "differs" for s in statuses)
+            failed = sum(isinstance(s, str) and s.startswith("failed") for s in statuses)
+            # a verdict that does not apply (e.g. the joint one on a pruned posterior) is no trial
+            declined = sum(s == "not applicable" for s in statuses)
+            rows.append({"detector": detector, "defect": name, "detected": flagged,
+                         "trials": len(statuses) - failed - declined, "failed_fits": failed,
+                         "not_applicable": declined})
+
+    # SBC: replicate runs of the intact and the broken engines
+    jobs = [(defect, r) for defect in (None, *chosen) for r in range(settings.sbc_replicates)]
+    run = functools.partial(_sbc_run_star, model, engine, settings, os.path.join(folder, "sbc"))
+    statuses: dict[str, list[str]] = {}
+    for k, (name, status) in enumerate(mapper(run, jobs)):
+        statuses.setdefault(name, []).append(status)
+        if progress:
+            progress("sbc", k + 1, len(jobs))
+    for name in (INTACT, *names):
+        got = statuses.get(name, [])
+        # a run with too few simulations to call is a trial that detected nothing (its power
+        # was too low to), counted apart so that a reader sees why
+        trials = sum(s in (CALIBRATED, MISCALIBRATED, TOO_FEW) for s in got)
+        rows.append({"detector": "sbc", "defect": name, "detected": sum(s == MISCALIBRATED for s in got),
+                     "trials": trials, "failed_fits": len(got) - trials, "too_few": sum(s == TOO_FEW for s in got)})
+    result = {"model": model, "engine": engine, "settings": asdict(settings), "defects":
+              {d.name: d.description for d in chosen}, "rows": rows, "certified_datasets": len(certified),
+              "datasets": len(cells), "seconds": time.perf_counter() - t0}
+    write_json_atomic(result, os.path.join(folder, "battery.json"))
+    return result
+
+
+def _verdict_cell_star(model, engine, defects, settings, args):
+    index, path = args
+    if os.path.exists(path):  # a task rerun after its worker died may find its cell done
+        with open(path) as fh:
+            cell = json.load(fh)
+        if not cell["certified"] or all(d.name in cell["statuses"] and d.name in cell.get("joint_statuses", {})
+                                        for d in defects):
+            return cell
+    return _verdict_cell(model, engine, defects, index, settings, path)
+
+
+def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
+    """One SBC replicate of the intact engine (defect None) or a broken one: (name, status).
+    Its simulations are stored under ``folder`` by run_sbc, so a rerun resumes."""
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+
+    defect, r = args
+    entry = resolve_entry(registry.get_model(model), engine)
+    fit = entry.fit()
+    f = fit if defect is None else defect(fit)
+    f.__name__ = engine if defect is None else f"{engine}+{defect.name}"
+    summary = run_sbc(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
+                      out_dir=folder, problem_kwargs=dict(settings.problem), variant=entry.variant)
+    return (INTACT if defect is None else defect.name), summary["status"]
+
+
+__all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "replace_correlations",
+           "BatterySettings",
+           "run_battery", "battery_references", "EXACT", "INTACT"]

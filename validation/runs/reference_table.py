@@ -1,0 +1,129 @@
+"""Building blocks of the reference tables (benchmarks/ggsm_references.py,
+gig_references.py, grid_references.py, bblr_references.py): one JSON cell per setting,
+written atomically and skipped when it exists, each running every sampler of the model's
+reference chain, recording them and rendering them the same way, and the agreement of two
+references where both certify."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from ..base.atomic import write_json_atomic
+from ..references import ReferenceTimeout, run_reference
+from .compare import default_references, reference_summary, timed_out_summary
+
+
+def tried_record(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a cell keeps of one entry of a comparison's ``references_tried``."""
+    return {"sampler": summary["sampler_name"], "certified": summary["certified"],
+            "rhat_max": summary["rhat_max"], "ess_bulk_min": summary["ess_bulk_min"],
+            "divergences": summary["divergences"], "seconds": summary["seconds"],
+            "draws_per_chain": summary["sampler"].get("num_samples_total"),
+            "time_limit": summary.get("time_limit"), "failures": summary["failures"][:3]}
+
+
+def tried_text(tried: list[dict[str, Any]], sampler: str) -> str:
+    """One table cell: how ``sampler`` fared in a cell's ``tried`` records."""
+    t = next((t for t in tried if t["sampler"] == sampler), None)
+    if t is None:
+        return "not run"
+    if t.get("time_limit") is not None:
+        return f"ran out of time ({t['time_limit']:g} s)"
+    word = "certified" if t["certified"] else "no"
+    return (f"{word} (R-hat {t['rhat_max']:.3f}, ESS {t['ess_bulk_min']:.0f}, div {t['divergences']}, "
+            f"{t['seconds']:.0f} s)")
+
+
+def load_or_run(path: str, label: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The cell stored at ``path``, or ``run()``'s, written there atomically (so an
+    interrupted table resumes at the first missing cell)."""
+    if os.path.exists(path):
+        with open(path) as fh:
+            return json.load(fh)
+    print(f"{label} ...", flush=True)
+    cell = run()
+    write_json_atomic(cell, path)
+    print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "
+          f"({cell['wall_seconds']:.0f} s)", flush=True)
+    return cell
+
+
+def median_agreement(post_a, post_b, Phi_test) -> dict[str, Any]:
+    """How far two reference posteriors of the same model are apart: the largest |z| over
+    all coordinates of the difference of posterior medians, z = (median_a - median_b) /
+    sqrt(mcse_a^2 + mcse_b^2) with ArviZ's Monte Carlo standard error of the median
+    (medians always exist, means may not), and the mean |p_a - p_b| of the test-set
+    predictive probabilities. Two correct samplers give a largest |z| around 2-3 over a few
+    dozen coordinates (about sqrt(2 log d))."""
+    import arviz as az
+    import numpy as np
+
+    fa, fb = post_a.flat_draws(), post_b.flat_draws()  # (chains * draws, d)
+    ca = fa.reshape(post_a.n_chains, post_a.n_draws, -1)
+    cb = fb.reshape(post_b.n_chains, post_b.n_draws, -1)
+    z = []
+    for j in range(fa.shape[1]):
+        se = np.hypot(float(az.mcse(ca[..., j], method="median")), float(az.mcse(cb[..., j], method="median")))
+        z.append(float((np.median(fa[:, j]) - np.median(fb[:, j])) / se))
+    z = np.abs(np.array(z))
+    p_a = np.asarray(post_a.predict_proba(Phi_test))
+    p_b = np.asarray(post_b.predict_proba(Phi_test))
+    return {"max_abs_z_median": float(z.max()), "n_coordinates": int(z.size),
+            "n_abs_z_above_3": int(np.sum(z > 3)), "pred_mae_between": float(np.mean(np.abs(p_a - p_b)))}
+
+
+def run_every_sampler(model: str, spec, Phi, y, time_limit: float | None) -> tuple[list[dict[str, Any]], dict]:
+    """Every sampler of ``model``'s reference chain on (spec, Phi, y), not only the first
+    that certifies, each without a cache (the seconds are what a user without one waits)
+    and bounded by ``time_limit``. Returns (tried records, {sampler: Reference})."""
+    import warnings
+
+
+    tried, runs = [], {}
+    for config in default_references(model, time_limit=time_limit):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an uncertified run is recorded, not warned about
+            try:
+                ref = run_reference(spec, Phi, y, config=config, cache_dir=None)
+            except ReferenceTimeout as err:
+                tried.append(tried_record(timed_out_summary(err)))
+                continue
+        runs[config.sampler] = ref
+        tried.append(tried_record(reference_summary(ref)))
+    return tried, runs
+
+
+def fmt(value, spec: str = ".3f") -> str:
+    """A number for a table cell, "-" for None."""
+    return "-" if value is None else format(value, spec)
+
+
+def ess_rate_text(tried: list[dict[str, Any]], sampler: str) -> str:
+    """The smallest bulk ESS per wall second of ``sampler`` in a cell's tried records ("-"
+    where it did not run or ran out of time)."""
+    t = next((t for t in tried if t["sampler"] == sampler), None)
+    if t is None or t.get("time_limit") is not None or not t.get("seconds"):
+        return "-"
+    return f"{t['ess_bulk_min'] / t['seconds']:.1f}"
+
+
+def machine() -> dict[str, Any]:
+    """Where a cell ran."""
+    import platform
+
+    return {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}
+
+
+def reference_used_text(reference: dict[str, Any]) -> str:
+    """A cell's reference column: the certified sampler `zoo compare` would use, or none."""
+    return f"**{reference['sampler']}**" if reference["certified"] else "**none certified**"
+
+
+def agreement_text(agreement: dict[str, Any] | None) -> str:
+    """The two samplers' agreement (:func:`median_agreement`), "-" unless both certified."""
+    if agreement is None:
+        return "-"
+    return (f"{agreement['max_abs_z_median']:.2f} ({agreement['n_abs_z_above_3']} of "
+            f"{agreement['n_coordinates']} > 3)")

@@ -1,0 +1,1039 @@
+"""Simulation-based calibration (SBC) of any engine, the reference samplers included.
+
+If parameters are drawn from the prior, data are simulated from the model given them,
+and an exact posterior is computed from those data, then the rank of the true value
+among L independent posterior draws is uniform on {0, ..., L} (Talts et al. 2018),
+for every parameter and every function of the parameters. An engine whose ranks are not
+uniform does not give the posterior of the model it claims to approximate; which way
+they fail says how (truths piled at low ranks: the posterior shifted up; at high ranks:
+shifted down; in both tails: too narrow; in the middle: too wide - :func:`failure_shape`).
+
+One simulation here:
+1. parameters and labels from the NumPyro model itself (``numpyro.infer.Predictive`` on
+   ``spec.model(Phi)``, the same code every engine and the reference see), on a fixed
+   design ``Phi`` (:class:`SBCProblem`);
+2. the engine's fixed-spec fit ``fit(spec, Phi, y)`` on those labels;
+3. L draws from its posterior (a Gaussian's are independent; a sampler's are thinned
+   evenly over its chains, so they are as close to independent as its ESS allows);
+4. the rank of the truth among them for every coordinate of ``spec.sites``, for the
+   linear predictor at a few held-out design rows (the predictive) and for the
+   log-likelihood of the simulated labels (a test quantity that depends on the data,
+   which catches posteriors that are wrong in ways the marginals hide; Modrak et al. 2023).
+
+Simulations whose labels are all of one class are redrawn, not fitted (every engine
+refuses such data). That keeps the ranks uniform: conditioning the joint draw on an event
+of the data alone leaves each posterior p(theta | y) unchanged. How many were redrawn is
+reported. A fit that fails (``ApproximationFailed`` or any error) is reported as a
+failure with its message; its ranks are missing, which itself biases the ranks, so the
+count matters.
+
+The test of uniformity: each quantity's ranks are turned into PIT values
+u = (rank + V) / (L + 1) with V uniform on (0, 1) (exactly uniform when the ranks are),
+and their empirical CDF is checked against ArviZ's simultaneous confidence band
+(``ecdf_confidence_band``, the "optimized" band of Sailynoja, Burkner & Vehtari 2022):
+the band holds the whole ECDF of S uniform values with probability 1 - a. With K
+quantities, a = false_alarm / K (Bonferroni), so a calibrated engine is called
+miscalibrated with probability at most ``false_alarm`` (5%); the rate reached is measured
+by simulation in ``benchmarks/sbc_false_alarm.py``.
+
+Power grows with S, and every verdict says what its run could have seen: the smallest
+mean shift and sd factors of one quantity that the test detects 80% of the time at the
+run's S, L and K (:func:`detectable_defects`; tabled by ``benchmarks/sbc_power.py``). A
+run that stays inside its bands but could not see a mean one posterior sd off or an sd
+halved is "too few simulations to call" (:data:`TOO_FEW`, :data:`USELESS`), not
+"calibrated"; a run that leaves a band is "miscalibrated" at any S.
+
+Not applicable, with the reason instead of ranks: point estimates (no distribution to
+rank in) and engines that fit a different model (their ranks against this model's prior
+would only restate that they are not this model's posterior).
+
+Long runs: every finished simulation is written atomically to its own file under the
+run's folder, keyed by everything that determines it; a rerun reuses what is there and
+does only the rest. ``executor``: any object with ``map(fn, iterable)`` (a
+``concurrent.futures`` executor; ``distributed.Client.get_executor()`` for a Dask
+cluster); None runs the simulations one after another in this process.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+from scipy.special import betaincinv, ndtr, ndtri
+
+from ...inference.contracts import checked_fit, contract_problems
+from ...models.base import flatten, unflatten
+from ..base.atomic import atomic_write, write_json_atomic
+from ..base.code_digest import code_digest
+from ..records import registry
+from ..references import run_reference
+from .compare import default_references
+
+# a user engine given as a path: the one rule for every caller (validation/runs/engines.py)
+from .engines import import_engine
+
+#: family-wise false-alarm rate of the uniformity test for a calibrated engine
+FALSE_ALARM = 0.05
+CALIBRATED = "calibrated"
+MISCALIBRATED = "miscalibrated"
+#: the ranks stayed inside their bands, but the run was too small to have seen a gross
+#: defect (:data:`USELESS`): not a verdict of "calibrated"
+TOO_FEW = "too few simulations to call"
+NOT_APPLICABLE = "not applicable"
+#: file format of the stored simulations (bump when their content changes)
+SBC_FORMAT = 1
+
+
+# --------------------------------------------------------------------------------------
+# The problem: a spec with a proper prior and a fixed design
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class SBCProblem:
+    """What SBC simulates from: a spec (proper prior), a training design and held-out
+    design rows for the predictive quantities. ``variants``: specs of the model variants
+    some engines approximate instead (as in ``Prepared.variants``)."""
+
+    spec: Any
+    Phi: np.ndarray
+    Phi_new: np.ndarray
+    variants: dict[str, Any] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        h.update(json.dumps(self.spec.to_dict(), sort_keys=True, default=str).encode())
+        for a in (self.Phi, self.Phi_new):
+            h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+        return h.hexdigest()[:16]
+
+
+def rbf_design(n: int = 60, n_basis: int = 6, n_new: int = 3, *, width: float = 1.0, seed: int = 0):
+    """(Phi, Phi_new): Gaussian RBF features exp(-|x - c|^2 / (2 width^2)) of 2-d
+    standard normal inputs, centred on the first ``n_basis`` training inputs - the shape
+    of the kernel designs the models are used with, small enough that a run takes minutes."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n + n_new, 2))
+    centres = X[:n_basis]
+    sq = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+    Phi_all = np.exp(-sq / (2.0 * width * width))
+    return Phi_all[:n], Phi_all[n:]
+
+
+#: RBF features of the SBC design, unless the model's spec fixes its width
+DEFAULT_N_BASIS = 6
+
+
+def problem_for(record, *, n: int = 60, n_basis: int | None = None, n_new: int = 3, seed: int = 0) -> SBCProblem:
+    """The SBC problem of a registered model: its record's ``sbc_spec`` (a spec with a
+    proper prior, and its variants) on :func:`rbf_design`. n_basis None: the spec's own
+    number of weights where it fixes one (gridRVM's table: ``n_weights``), else
+    :data:`DEFAULT_N_BASIS`; a width the spec cannot take is refused by the spec."""
+    if record.sbc_spec is None:
+        raise ValueError(f"model {record.name!r} names no SBC spec (ModelRecord.sbc_spec)")
+    spec, variants = record.sbc_spec()
+    if n_basis is None:
+        n_basis = int(getattr(spec, "n_weights", DEFAULT_N_BASIS))
+    Phi, Phi_new = rbf_design(n, n_basis, n_new, seed=seed)
+    spec.sites(Phi.shape[1])  # a spec with a fixed width says here, by name, if it cannot take this one
+    return SBCProblem(spec, Phi, Phi_new, dict(variants))
+
+
+# --------------------------------------------------------------------------------------
+# Engines: registry names, reference samplers, or any function with the contract
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SBCSettings:
+    """n_sims: simulations (S). n_draws: posterior draws ranked against the truth (L;
+    ranks lie in 0..L). seed: of the prior draws, the engine keys and the PIT jitter.
+    reference_draws: per chain, for NUTS run as an engine (4 chains,
+    as many warm-up draws, no doubling: SBC wants its cost, not its certificate)."""
+
+    n_sims: int = 100
+    n_draws: int = 99
+    seed: int = 0
+    false_alarm: float = FALSE_ALARM
+    reference_draws: int = 500
+
+    def __post_init__(self):
+        if int(self.n_sims) < 10:
+            raise ValueError(f"SBC needs at least 10 simulations; got n_sims={self.n_sims}")
+        if int(self.n_draws) < 9:
+            raise ValueError(f"SBC needs at least 9 posterior draws per simulation; got n_draws={self.n_draws}")
+        if not 0.0 < self.false_alarm < 1.0:
+            raise ValueError(f"false_alarm must lie in (0, 1); got {self.false_alarm}")
+        if int(self.reference_draws) < 50:
+            raise ValueError(f"reference_draws must be at least 50; got {self.reference_draws}")
+
+
+@dataclass(frozen=True)
+class ResolvedEngine:
+    """An engine as SBC runs it: its label, fixed-spec fit, the variant whose posterior it
+    approximates (None: the model's own) and, if SBC does not apply, why."""
+
+    label: str
+    fit: Callable | None
+    variant: str | None = None
+    not_applicable: str | None = None
+
+
+def _reference_fit(spec, Phi, y, *, config=None, reference=None):
+    """A reference sampler under the engine contract (SBC checks our ground truth too).
+
+    ``reference``: its ReferenceConfig as the model's reference chain sets it (e.g. GIG's
+    NUTS at target_accept 0.95; PG-Gibbs with 2,000 sweeps a chain and up to three
+    doublings). NUTS runs with the SBC settings' draws and no doubling. A Gibbs sampler
+    keeps its record's first length and doublings and stops at the certificate, as a
+    reference run does: its draws are far more autocorrelated than NUTS's, and SBC ranks
+    among thinned draws are uniform only when those are close to independent - a certified
+    run has a bulk and tail ESS of at least the rule's minimum (400), above the ranked
+    draws (99 by default). The chain length so depends on the data set (on its
+    autocorrelation, not on where the truth lies); a run that never certifies ends at the
+    record's cap and is ranked all the same, so SBC sees the sampler as users get it.
+    The chains run in the default layout, one per
+    CPU device: NumPyro compiles its sampling loop once per run in that layout but once
+    per chain when the chains run one after another (measured on PCVM's SBC problem: 15 s
+    against 50 s a run, the same draws)."""
+
+    return run_reference(spec, Phi, y, config=reference).posterior
+
+
+def sbc_names(record, *, engines: bool = True, samplers: bool = True) -> list[str]:
+    """Everything SBC can check for a model: its engines (each on the prior it fits) and
+    its reference samplers on the model and, as ``sampler@variant``, on each variant."""
+    names = list(record.engine_names) if engines else []
+    if samplers:
+        variants = list(record.sbc_spec()[1]) if record.sbc_spec is not None else []
+        names += list(record.sampler_names) + [f"{s}@{v}" for s in record.sampler_names for v in variants]
+    return names
+
+
+def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSettings()) -> ResolvedEngine:
+    """A model's engine by name, one of its reference samplers by name, a
+    ``"module:function"`` path, or a callable with the fixed-spec contract."""
+    if callable(engine):
+        problems = contract_problems(engine, "fixed")
+        if problems:
+            raise ValueError("the engine does not keep the contract fit(spec, Phi, y, *, config=None): "
+                             + "; ".join(problems))
+        label = getattr(engine, "__name__", "engine")
+        # every return value checked: a bad one is a failed simulation with one line saying why
+        return ResolvedEngine(label, checked_fit(engine, label))
+    if engine in record.engine_names:
+        entry = record.engine(engine)
+        # an engine of another model is ranked against that model's prior when the record
+        # has it as a variant (gridRVM's s-grid and rvm), and has no SBC otherwise
+        if entry.other_model and entry.variant is None:
+            return ResolvedEngine(engine, None, not_applicable=(
+                f"it fits another model ({entry.other_model}); its ranks against this model's prior "
+                "would only restate that"))
+        if entry.kind == "point":
+            return ResolvedEngine(engine, None, not_applicable="a point estimate has no distribution to rank the truth in")
+        return ResolvedEngine(engine, entry.fit(), variant=entry.variant)
+    if engine in record.sampler_names:
+        # NUTS: the settings' draws and no doubling (many short runs). A Gibbs sampler: its
+        # record's first run and doublings, stopping at the certificate, as the model's
+        # chain runs it (see _reference_fit)
+        reference, = default_references(record.name, (engine,), nuts_draws=settings.reference_draws)
+        if reference.sampler == "nuts":
+            reference = replace(reference, max_doublings=0)
+        fit = functools.partial(_reference_fit, reference=reference)
+        return ResolvedEngine(f"reference:{engine}", fit)
+    if ":" in engine:
+        return ResolvedEngine(engine, checked_fit(import_engine(engine), engine))
+    raise ValueError(f"model {record.name!r} has no engine or reference sampler {engine!r}; engines: "
+                     f"{', '.join(record.engine_names)}; samplers: {', '.join(record.sampler_names)}; "
+                     "or give 'module:function'")
+
+
+# --------------------------------------------------------------------------------------
+# One simulation
+# --------------------------------------------------------------------------------------
+def observed_site(spec, Phi) -> str:
+    """The name of the model's observed (label) site."""
+    import jax
+    from numpyro import handlers
+    from numpyro.distributions.distribution import Unit
+
+    y = np.zeros(Phi.shape[0])
+    y[0] = 1.0
+    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    # numpyro.factor adds observed sites of the Unit distribution: not data
+    observed = [name for name, s in trace.items() if s["type"] == "sample" and s["is_observed"]
+                and not isinstance(s["fn"], Unit)]
+    if len(observed) != 1:
+        raise ValueError(f"SBC needs exactly one observed site in {type(spec).__name__}.model; found {observed}")
+    return observed[0]
+
+
+def quantity_names(spec, Phi, Phi_new) -> list[str]:
+    """Names of the ranked quantities, in the order of :func:`_quantities`."""
+    names = []
+    for s in spec.sites(Phi.shape[1]):
+        names += [s.name] if s.shape == () else [f"{s.name}[{','.join(map(str, i))}]" for i in np.ndindex(*s.shape)]
+    return names + [f"f_new[{j}]" for j in range(Phi_new.shape[0])] + ["log_lik"]
+
+
+def _quantities(spec, params: dict[str, np.ndarray], Phi, Phi_new, y) -> np.ndarray:
+    """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta)."""
+    import jax.numpy as jnp
+
+    sites = spec.sites(Phi.shape[1])
+    flat = np.asarray(flatten({s.name: jnp.asarray(params[s.name]) for s in sites}, sites))
+    f_new = np.asarray(spec.linear_predictor(params, jnp.asarray(Phi_new)))
+    p = np.clip(np.asarray(spec.prob(spec.linear_predictor(params, jnp.asarray(Phi)))), 1e-300, 1.0)
+    q = np.clip(1.0 - p, 1e-300, 1.0)
+    log_lik = (y * np.log(p) + (1.0 - y) * np.log(q)).sum(-1)
+    return np.concatenate([flat, f_new, log_lik[:, None]], axis=1)
+
+
+def _posterior_draws(posterior, key, n: int) -> dict[str, np.ndarray]:
+    """n draws: independent for closed forms; evenly thinned for a sampler's chains."""
+    if posterior.kind == "draws":
+        flat = posterior.flat_draws()
+        chains = posterior.n_chains
+        per = flat.shape[0] // chains
+        idx = np.concatenate([c * per + np.linspace(0, per - 1, n // chains + (c < n % chains)).astype(int)
+                              for c in range(chains)])
+        return {k: np.asarray(v) for k, v in unflatten(flat[idx], posterior.sites).items()}
+    return {k: np.asarray(v) for k, v in posterior.sample(key, n).items()}
+
+
+#: prior draws tried (per batch of ``PRIOR_BATCH``) before a simulation is given up
+MAX_BATCHES = 50
+PRIOR_BATCH = 64
+
+
+def _factor_log_weights(spec, Phi, draws: dict[str, Any], obs: str, *, as_numpy: bool = True):
+    """Sum of the model's ``numpyro.factor`` terms at each prior draw (0 if it has none).
+
+    Ancestral simulation (``Predictive``) ignores factor terms, so it draws from the model
+    without them; where each term is a log-probability (<= 0), accepting a draw with
+    probability exp(sum of terms) is exact rejection sampling from the model's prior."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro import handlers
+    from numpyro.distributions.distribution import Unit
+
+    def one(params):
+        tr = handlers.trace(handlers.substitute(handlers.seed(spec.model, jax.random.PRNGKey(0)), params)
+                            ).get_trace(jnp.asarray(Phi), y=params[obs])
+        terms = [jnp.sum(site["fn"].log_prob(site["value"])) for site in tr.values()
+                 if site["type"] == "sample" and isinstance(site["fn"], Unit)]
+        return sum(terms) if terms else jnp.zeros(())
+
+    out = jax.vmap(one)(draws)
+    return np.asarray(out) if as_numpy else out
+
+
+_PRIOR_SAMPLERS: dict[str, Callable] = {}
+
+
+def _prior_sampler(spec, Phi, obs: str) -> Callable:
+    """key -> (PRIOR_BATCH joint prior draws, their factor log-weights), compiled once per
+    spec and design (tracing the model anew for every simulation cost seconds each)."""
+    import jax
+    from numpyro.infer import Predictive
+
+    h = hashlib.sha256(json.dumps([type(spec).__qualname__, spec.to_dict()], sort_keys=True, default=str).encode())
+    h.update(np.ascontiguousarray(Phi, dtype=float).tobytes())
+    key = h.hexdigest()
+    if key not in _PRIOR_SAMPLERS:
+        Phi_j = jax.numpy.asarray(Phi)
+
+        def sample(k):
+            draws = Predictive(spec.model, num_samples=PRIOR_BATCH)(k, Phi_j)
+            return draws, _factor_log_weights(spec, Phi_j, draws, obs, as_numpy=False)
+
+        _PRIOR_SAMPLERS.clear() if len(_PRIOR_SAMPLERS) > 16 else None
+        _PRIOR_SAMPLERS[key] = jax.jit(sample)
+    return _PRIOR_SAMPLERS[key]
+
+
+def draw_from_prior(spec, Phi, key) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+    """One joint draw (parameters, labels) from the model, labels of both classes.
+
+    Returns (parameters, y, redraws): redraws counts the draws discarded (one-class
+    labels, or rejected for a factor term). Discarding on the labels alone leaves every
+    posterior p(theta | y) unchanged, so the ranks stay uniform (see the module docstring)."""
+    import jax
+
+    obs = observed_site(spec, Phi)
+    sampler = _prior_sampler(spec, Phi, obs)
+    discarded = 0
+    for _ in range(MAX_BATCHES):
+        key, k_prior, k_accept = jax.random.split(key, 3)
+        draws, log_w = sampler(k_prior)
+        draws, log_w = {k: np.asarray(v) for k, v in draws.items()}, np.asarray(log_w)
+        if np.any(log_w > 1e-12):
+            raise ValueError(f"{type(spec).__name__}.model has a factor term that is not a log-probability "
+                             "(positive somewhere): its prior cannot be drawn by rejection, so SBC cannot simulate it")
+        accept = np.log(np.asarray(jax.random.uniform(k_accept, (PRIOR_BATCH,)))) < log_w
+        y = np.asarray(draws[obs], dtype=float)
+        both = (y.mean(1) > 0.0) & (y.mean(1) < 1.0)
+        good = np.flatnonzero(accept & both)
+        if good.size:
+            i = int(good[0])
+            return {k: np.asarray(v[i]) for k, v in draws.items() if k != obs}, y[i], discarded + i
+        discarded += PRIOR_BATCH
+    raise RuntimeError(f"{MAX_BATCHES * PRIOR_BATCH} prior draws gave no accepted draw with labels of both classes")
+
+
+def simulate_one(spec, Phi, Phi_new, fit: Callable, index: int, settings: SBCSettings) -> dict[str, Any]:
+    """Simulation ``index``: prior draw, labels, fit, ranks. JSON-able."""
+    import jax
+
+    key = jax.random.fold_in(jax.random.PRNGKey(settings.seed), index)
+    key, k_prior = jax.random.split(key)
+    try:
+        truth, y, redraws = draw_from_prior(spec, Phi, k_prior)
+    except RuntimeError as err:
+        return {"index": index, "status": "failed", "redraws": 0, "message": str(err)}
+    t0 = time.perf_counter()
+    try:
+        posterior = fit(spec, Phi, y)
+    except Exception as err:  # noqa: BLE001 - a failed fit is a result of SBC, reported
+        return {"index": index, "status": "failed", "redraws": redraws, "seconds": time.perf_counter() - t0,
+                "message": f"{type(err).__name__}: {err}".strip()[:500],
+                "where": traceback.format_exc(limit=2)[-500:]}
+    seconds = time.perf_counter() - t0
+    if posterior.kind == "point":
+        return {"index": index, "status": "point", "redraws": redraws, "seconds": seconds,
+                "message": "the engine returned a point estimate"}
+    key, k_draws, k_ties = jax.random.split(key, 3)
+    draws = _posterior_draws(posterior, k_draws, settings.n_draws)
+    q_true = _quantities(spec, {k: v[None] for k, v in truth.items()}, Phi, Phi_new, y)[0]
+    q_draws = _quantities(spec, draws, Phi, Phi_new, y)
+    below = (q_draws < q_true).sum(0)
+    ties = (q_draws == q_true).sum(0)
+    # ties (a draw equal to the truth, e.g. both at a bound) are split at random
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(k_ties)).astype(np.uint32))
+    ranks = below + rng.integers(0, ties + 1)
+    info = getattr(posterior, "info", None)
+    return {"index": index, "status": "ok", "redraws": redraws, "seconds": seconds,
+            "ranks": [int(r) for r in ranks], "n_draws": int(q_draws.shape[0]),
+            "converged": bool(getattr(info, "converged", True))}
+
+
+# --------------------------------------------------------------------------------------
+# The uniformity test
+# --------------------------------------------------------------------------------------
+def eval_points(n_sims: int) -> np.ndarray:
+    """Where the PIT ECDF is compared with its band: fixed (not data dependent, as the
+    band's calibration requires), at most 100 points, inside (0, 1)."""
+    k = min(n_sims, 100)
+    return np.arange(1, k) / k
+
+
+@functools.lru_cache(maxsize=64)
+def simultaneous_band(n_sims: int, prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """ArviZ's simultaneous ECDF band for ``n_sims`` uniform values, at :func:`eval_points`."""
+    from arviz.stats.ecdf_utils import ecdf_confidence_band
+
+    x = eval_points(n_sims)
+    lower, upper = ecdf_confidence_band(n_sims, x, x, prob=prob, method="optimized")
+    return np.asarray(lower), np.asarray(upper)
+
+
+def pit_values(ranks: np.ndarray, n_draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Randomized PIT: (rank + V) / (L + 1), V ~ U(0, 1): uniform on (0, 1) exactly when
+    the ranks are uniform on 0..L."""
+    ranks = np.asarray(ranks, dtype=float)
+    return (ranks + rng.uniform(size=ranks.shape)) / (n_draws + 1)
+
+
+def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = None,
+               false_alarm: float = FALSE_ALARM, seed: int = 0) -> dict[str, Any]:
+    """The uniformity test of (S, K) ranks in 0..``n_draws``: per quantity, does the PIT
+    ECDF stay inside the simultaneous band of level 1 - false_alarm / K?
+
+    Per quantity also the shares of its PIT values in the lowest tenth, the highest
+    tenth, both (``share_in_outer_tenths``) and below one half, the two shape scores of
+    :func:`failure_shape` and, for a quantity outside its band, its shape in words."""
+    ranks = np.asarray(ranks)
+    S, K = ranks.shape
+    names = names or [f"q[{k}]" for k in range(K)]
+    rng = np.random.default_rng(seed)
+    u = pit_values(ranks, n_draws, rng)
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, 1.0 - false_alarm / K)
+    ecdf = (u[:, None, :] <= x[None, :, None]).mean(0)  # (points, K)
+    # how far outside the band, in units of the band's half-width at that point
+    half = (upper - lower)[:, None] / 2.0
+    excess = np.maximum(ecdf - upper[:, None], lower[:, None] - ecdf) / half
+    worst = excess.max(0)
+    per = []
+    for k in range(K):
+        low, high = float(np.mean(u[:, k] < 0.1)), float(np.mean(u[:, k] > 0.9))
+        below = float(np.mean(u[:, k] < 0.5))
+        inside = bool(worst[k] <= 0.0)
+        shape = failure_shape(low, high, below, S)
+        per.append({"name": names[k], "inside": inside, "excess": float(worst[k]),
+                    "share_in_lower_tenth": low, "share_in_upper_tenth": high,
+                    "share_in_outer_tenths": low + high, "share_below_half": below,
+                    "shift_score": shape["shift_score"], "spread_score": shape["spread_score"],
+                    # words only where the test failed: a lean inside the band is chance
+                    "shape": None if inside else shape["shape"]})
+    failed = [p for p in per if not p["inside"]]
+    status = MISCALIBRATED if failed else CALIBRATED
+    return {"status": status, "n_sims": S, "n_draws": n_draws, "n_quantities": K, "false_alarm": false_alarm,
+            "band_level": 1.0 - false_alarm / K, "quantities": per,
+            "worst": sorted(failed, key=lambda p: -p["excess"])[:3]}
+
+
+def conjugate_normal_ranks(rng: np.random.Generator, n_sims: int, n_draws: int, n_quantities: int, *,
+                           sd_factor: float = 1.0, shift: float = 0.0, defective: int | None = None) -> np.ndarray:
+    """(n_sims, K) ranks of SBC on a problem with a known answer: theta ~ N(0, 1) and
+    x ~ N(theta, 1) per quantity, so theta | x ~ N(x / 2, 1 / 2). The engine's draws are
+    exact (``sd_factor = 1``, ``shift = 0``: the ranks are uniform) or have a planted
+    defect: sd scaled by ``sd_factor``, mean moved by ``shift`` posterior sds, in the
+    first ``defective`` quantities (None: all; the rest stay exact). Used to measure the
+    uniformity test's false-alarm rate and power. A positive ``shift`` moves the draws
+    up, so the truths fall at low ranks: a posterior shifted up."""
+    theta = rng.standard_normal((n_sims, n_quantities))
+    x = theta + rng.standard_normal((n_sims, n_quantities))
+    k = n_quantities if defective is None else int(defective)
+    scale = np.where(np.arange(n_quantities) < k, sd_factor, 1.0)
+    offset = np.where(np.arange(n_quantities) < k, shift, 0.0)
+    draws = x[:, None, :] / 2.0 + np.sqrt(0.5) * (offset + scale * rng.standard_normal(
+        (n_sims, n_draws, n_quantities)))
+    return (draws < theta[:, None, :]).sum(1)
+
+
+# --------------------------------------------------------------------------------------
+# The shape of a failure
+# --------------------------------------------------------------------------------------
+#: standard errors a shape score must reach before its word is used. The quantity has
+#: already failed the band test, so these scores only choose the words; two standard
+#: errors keep a wrong word rare (about 2% one-sided per score) without leaving most
+#: flagged shifts at "no simple shape"
+SHAPE_SCORE = 2.0
+SHIFTED_UP = "posterior shifted up"
+SHIFTED_DOWN = "posterior shifted down"
+TOO_NARROW = "too narrow"
+TOO_WIDE = "too wide"
+NO_SIMPLE_SHAPE = "no simple shape"
+
+
+def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict[str, Any]:
+    """A quantity's rank distribution in words, from the shares of its PIT values in the
+    lowest tenth (``lower``), the highest tenth (``upper``) and below one half
+    (``below``) over ``n_sims`` simulations.
+
+    Two scores, each in binomial standard errors at this S (not fixed cut-offs: the same
+    share is strong evidence at S = 1000 and none at S = 20):
+    * shift: (below - 1/2) / sqrt(1/4 / S). Truths piled at LOW ranks (most of them below
+      the posterior median) mean the posterior sits too high: "posterior shifted up";
+      piled at high ranks, "shifted down".
+    * spread: probit(lower) + probit(upper) - 2 probit(0.1), over its delta-method
+      standard error. For draws off by a shift d and an sd factor s (N(mu + d sd, (s sd)^2)
+      against the truth's N(mu, sd^2)), probit(lower) = d + s probit(0.1) and
+      probit(upper) = -d + s probit(0.1): the shift cancels in the sum, which reads
+      2 s probit(0.1). So the score sees the spread whatever the shift: positive when the
+      tails are fuller than any pure shift makes them ("too narrow"; a pure narrowing
+      over-fills both tails), negative when emptier ("too wide"). A pure shift, which
+      piles truths in ONE tail and empties the other, scores about 0 - reading the two
+      outer tenths together, as this module once did, called a shift "too narrow".
+
+    Both scores past :data:`SHAPE_SCORE`: both words ("posterior shifted up and too
+    narrow"); neither: "no simple shape". Returns the scores and ``shape``."""
+    S = int(n_sims)
+    shift = (below - 0.5) / np.sqrt(0.25 / S)
+    # continuity-corrected shares (half a count added to each of the three cells: lowest
+    # tenth, middle, highest tenth): an empty tenth has a finite probit, and the middle
+    # cell keeps a share, so the variance below stays positive
+    pl, pu = (lower * S + 0.5) / (S + 1.5), (upper * S + 0.5) / (S + 1.5)
+    zl, zu = ndtri(pl), ndtri(pu)
+    dl, du = np.exp(-0.5 * zl * zl) / np.sqrt(2 * np.pi), np.exp(-0.5 * zu * zu) / np.sqrt(2 * np.pi)
+    # multinomial (co)variances of the two shares, through the probit's slope
+    var = (pl * (1 - pl) / dl ** 2 + pu * (1 - pu) / du ** 2 - 2 * pl * pu / (dl * du)) / S
+    spread = (zl + zu - 2 * ndtri(0.1)) / np.sqrt(var)
+    words = []
+    if abs(shift) >= SHAPE_SCORE:
+        words.append(SHIFTED_UP if shift > 0 else SHIFTED_DOWN)
+    if abs(spread) >= SHAPE_SCORE:
+        words.append(TOO_NARROW if spread > 0 else TOO_WIDE)
+    return {"shape": " and ".join(words) if words else NO_SIMPLE_SHAPE,
+            "shift_score": float(shift), "spread_score": float(spread)}
+
+
+def describe_failure(q: dict[str, Any]) -> str:
+    """A failing quantity of :func:`uniformity` in words: its shape (:func:`failure_shape`)
+    and the shares it was read from."""
+    shape = q["shape"] or NO_SIMPLE_SHAPE
+    return (f"{q['name']} ({shape}: {100 * q['share_below_half']:.0f}% of truths below the posterior median, "
+            f"{100 * q['share_in_lower_tenth']:.0f}% / {100 * q['share_in_upper_tenth']:.0f}% in the lowest / "
+            "highest tenth of ranks; 50%, 10% / 10% if calibrated)")
+
+
+# --------------------------------------------------------------------------------------
+# Power: what a run of S simulations could have seen
+# --------------------------------------------------------------------------------------
+#: the detection probability the power line states
+POWER_PROBABILITY = 0.8
+#: replicates of the power simulation: the 80% is estimated with a binomial Monte Carlo
+#: sd of sqrt(0.8 x 0.2 / 1000) = 1.3%
+POWER_REPLICATES = 1000
+#: of the power simulation's uniforms: a fixed seed makes every power line deterministic
+POWER_SEED = 20261127
+#: the largest defects searched: a shift of 8 posterior sds, an sd x 1/100 and x 100
+MAX_SHIFT_SD = 8.0
+MAX_SD_FACTOR = 100.0
+#: when a run that stays inside its bands is "too few simulations to call": when the
+#: smallest defects it detects with 80% probability are a mean off by more than one
+#: posterior sd, or an sd narrower than half the true one (or none at all). Both are
+#: gross errors: a posterior one sd off covers the truth with its central 95% interval 83%
+#: of the time, one half as wide 67% of the time (its "95%" interval is a 67% one). A
+#: test blind to either says nothing a user would call calibrated. A posterior too wide
+#: errs on the safe side (its intervals over-cover), so widening is reported, not used.
+#: With L = 99 and K = 10 to 30 quantities this makes 10 and 20 simulations too few and
+#: 50 enough (benchmarks/results/sbc_power.md)
+USELESS = {"mean_shift_sd": 1.0, "sd_factor_narrow": 0.5}
+#: simulation counts tried for the number a useful run needs
+SIMS_GRID = (10, 20, 50, 100, 200, 500, 1000)
+
+_GAUSS_LEGENDRE = np.polynomial.legendre.leggauss(64)
+
+
+@functools.lru_cache(maxsize=16)
+def _order_statistic_probits(n_draws: int) -> np.ndarray:
+    """(L, 64): probit of the (r + 1)-th smallest of L uniforms at the Gauss-Legendre
+    nodes of its quantile, r = 0..L-1 (the rank cdf of :func:`pit_cdf` integrates over it)."""
+    nodes = (_GAUSS_LEGENDRE[0] + 1.0) / 2.0
+    r = np.arange(n_draws, dtype=float)[:, None]
+    return ndtri(betaincinv(r + 1.0, n_draws - r, nodes[None, :]))
+
+
+def pit_cdf(x: np.ndarray, n_draws: int, shift: float = 0.0, sd_factor: float = 1.0) -> np.ndarray:
+    """P(u <= x) for the randomized PIT u of one quantity whose L posterior draws are off
+    by ``shift`` posterior sds and an sd scaled by ``sd_factor`` (the defect
+    :func:`conjugate_normal_ranks` plants), exactly up to quadrature.
+
+    With z the truth's standardized place in the exact posterior (N(0, 1)), each draw
+    falls below the truth with probability p = Phi((z - shift) / sd_factor), so the rank R
+    is Binomial(L, p) and R <= r exactly when the (r + 1)-th smallest of L uniforms, a
+    Beta(r + 1, L - r) variable B, exceeds p: P(R <= r) = E[Phi(shift + sd_factor
+    probit(B))], a smooth integral over B's quantile (64-node Gauss-Legendre). u = (R +
+    V) / (L + 1) then has a piecewise linear cdf between those values."""
+    L = int(n_draws)
+    weights = _GAUSS_LEGENDRE[1] / 2.0
+    cdf = np.concatenate([[0.0], ndtr(shift + sd_factor * _order_statistic_probits(L)) @ weights, [1.0]])
+    t = np.asarray(x, dtype=float) * (L + 1)
+    r = np.clip(np.floor(t).astype(int), 0, L)
+    # cdf[r] is P(R <= r - 1): the randomized PIT spreads P(R = r) evenly over [r, r + 1)
+    return cdf[r] + (t - r) * (cdf[r + 1] - cdf[r])
+
+
+@functools.lru_cache(maxsize=4)
+def _sorted_uniforms(n_sims: int, replicates: int, seed: int) -> np.ndarray:
+    """``replicates`` sorted samples of ``n_sims`` uniforms, row i shifted by i and
+    flattened, so one ``searchsorted`` counts every row's values below its thresholds.
+    The same uniforms serve every defect size (common random numbers: the estimated
+    detection rate then moves smoothly with the size, and bisection finds one crossing)."""
+    u = np.sort(np.random.default_rng(seed).uniform(size=(replicates, n_sims)), axis=1)
+    return (u + np.arange(replicates)[:, None]).ravel()
+
+
+def detection_rate(n_sims: int, n_draws: int, n_quantities: int, *, shift: float = 0.0, sd_factor: float = 1.0,
+                   false_alarm: float = FALSE_ALARM, replicates: int = POWER_REPLICATES,
+                   seed: int = POWER_SEED) -> float:
+    """How often the uniformity test flags a quantity off by ``shift`` posterior sds and
+    an sd x ``sd_factor``, in a run of S = ``n_sims`` simulations, L = ``n_draws`` draws
+    and K = ``n_quantities`` quantities (the defective quantity's ECDF against its band of
+    level 1 - false_alarm / K).
+
+    Only the defective quantity is simulated: its PIT values are exact draws from
+    :func:`pit_cdf` (inverse cdf of sorted uniforms), so their ECDF at the test's points is
+    the count of uniforms below the cdf there. The other K - 1 quantities are taken as
+    exact and their own chance alarms (up to the false-alarm rate) not counted, and real
+    defects touch several quantities at once: so this is the conservative, hardest case,
+    and a run's real power is at least this."""
+    S, K = int(n_sims), int(n_quantities)
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, 1.0 - false_alarm / K)
+    G = pit_cdf(x, n_draws, shift, sd_factor)
+    flat = _sorted_uniforms(S, int(replicates), int(seed))
+    offset = np.arange(int(replicates))[:, None]
+    ecdf = (np.searchsorted(flat, G[None, :] + offset, side="right") - offset * S) / S
+    return float(np.mean(((ecdf > upper) | (ecdf < lower)).any(1)))
+
+
+def _smallest_detected(rate: Callable[[float], float], top: float, tol: float) -> float | None:
+    """The smallest size in [0, top] whose detection rate reaches POWER_PROBABILITY
+    (bisection to ``tol``; the rate grows with the size), None if even ``top`` does not."""
+    if rate(top) < POWER_PROBABILITY:
+        return None
+    lo, hi = 0.0, top
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if rate(mid) >= POWER_PROBABILITY else (mid, hi)
+    return hi
+
+
+@functools.lru_cache(maxsize=256)
+def _detectable(n_sims: int, n_draws: int, n_quantities: int, false_alarm: float) -> tuple:
+    def rate(**defect):
+        return detection_rate(n_sims, n_draws, n_quantities, false_alarm=false_alarm, **defect)
+
+    shift = _smallest_detected(lambda d: rate(shift=d), MAX_SHIFT_SD, 1e-3)
+    # the sd factors on a log scale: x 0.5 and x 2 are defects of the same size
+    narrow = _smallest_detected(lambda a: rate(sd_factor=float(np.exp(-a))), np.log(MAX_SD_FACTOR), 1e-3)
+    wide = _smallest_detected(lambda a: rate(sd_factor=float(np.exp(a))), np.log(MAX_SD_FACTOR), 1e-3)
+    return (shift, None if narrow is None else float(np.exp(-narrow)), None if wide is None else float(np.exp(wide)))
+
+
+def power_useful(power: dict[str, Any]) -> bool:
+    """Whether a run with this power may call an engine calibrated (:data:`USELESS`)."""
+    shift, narrow = power["mean_shift_sd"], power["sd_factor_narrow"]
+    return (shift is not None and shift <= USELESS["mean_shift_sd"]
+            and narrow is not None and narrow >= USELESS["sd_factor_narrow"])
+
+
+def _detected_sizes(power: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The power's defects in words: (those detected, those not even at the largest size)."""
+    shift, narrow, wide = power["mean_shift_sd"], power["sd_factor_narrow"], power["sd_factor_wide"]
+    seen, missed = [], []
+    if shift is not None:
+        seen.append(f"a mean off by {shift:.2f} posterior sd")
+    else:
+        missed.append(f"mean shift up to {MAX_SHIFT_SD:g} posterior sd")
+    if narrow is not None and wide is not None:
+        seen.append(f"an sd off by x{narrow:.2f} / x{wide:.2f}")
+    elif narrow is not None:
+        seen.append(f"an sd off by x{narrow:.2f}")
+        missed.append(f"widening up to x{MAX_SD_FACTOR:g}")
+    elif wide is not None:
+        seen.append(f"an sd off by x{wide:.2f}")
+        missed.append(f"narrowing down to x{1 / MAX_SD_FACTOR:g}")
+    else:
+        missed.append(f"sd off by x{1 / MAX_SD_FACTOR:g} to x{MAX_SD_FACTOR:g}")
+    return seen, missed
+
+
+def power_line(power: dict[str, Any]) -> str:
+    """The power of a run in one line."""
+    seen, missed = _detected_sizes(power)
+    head = f"with {power['n_sims']} simulations this test detects ({100 * power['probability']:.0f}% of the time)"
+    if not seen:
+        return f"{head} no {' and no '.join(missed)} in one quantity"
+    return f"{head} {' or '.join(seen)} in any one quantity" + (f", but no {' and no '.join(missed)}" if missed else "")
+
+
+def detectable_defects(n_sims: int, n_draws: int, n_quantities: int,
+                       false_alarm: float = FALSE_ALARM) -> dict[str, Any]:
+    """The power of a run of S = ``n_sims`` simulations, L = ``n_draws`` draws and K =
+    ``n_quantities`` quantities: the smallest mean shift (in posterior sds) and sd factors
+    (narrow, below 1; wide, above 1) of ONE quantity that the uniformity test detects with
+    probability :data:`POWER_PROBABILITY` (None: not even the largest searched). Computed
+    by :func:`detection_rate` with bisection on the size; cached, so a summary pays for it
+    once per (S, L, K, false_alarm)."""
+    shift, narrow, wide = _detectable(int(n_sims), int(n_draws), int(n_quantities), float(false_alarm))
+    power = {"probability": POWER_PROBABILITY,
+             "probability_mc_sd": float(np.sqrt(POWER_PROBABILITY * (1 - POWER_PROBABILITY) / POWER_REPLICATES)),
+             "mean_shift_sd": shift, "sd_factor_narrow": narrow, "sd_factor_wide": wide,
+             "n_sims": int(n_sims), "n_draws": int(n_draws), "n_quantities": int(n_quantities),
+             "false_alarm": float(false_alarm), "replicates": POWER_REPLICATES, "seed": POWER_SEED,
+             "method": ("one quantity's ranks off by a normal mean shift or sd factor (as conjugate_normal_ranks "
+                        "plants them), their exact PIT distribution against the same simultaneous band of level "
+                        "1 - false_alarm / K; the other K - 1 quantities exact and their chance alarms not "
+                        f"counted (the conservative, hardest case); {POWER_REPLICATES} replicates with common "
+                        f"random numbers (seed {POWER_SEED}), bisection on the size")}
+    power["useful"] = power_useful(power)
+    power["line"] = power_line(power)
+    return power
+
+
+def simulations_needed(n_draws: int, n_quantities: int, false_alarm: float = FALSE_ALARM) -> dict[str, Any] | None:
+    """The power at the smallest S of :data:`SIMS_GRID` whose power is useful
+    (:func:`power_useful`), None if none is."""
+    for s in SIMS_GRID:
+        power = detectable_defects(s, n_draws, n_quantities, false_alarm)
+        if power["useful"]:
+            return power
+    return None
+
+
+def quantity_glossary(names: list[str]) -> dict[str, str]:
+    """What each kind of ranked quantity is: name pattern -> meaning."""
+    out: dict[str, str] = {}
+    for name in names:
+        base, bracket, _ = name.partition("[")
+        if base == "f_new":
+            out["f_new[k]"] = ("the linear predictor f = phi(x_k)' w (the model's own linear_predictor) at the k-th "
+                               "held-out design row: it probes the predictive")
+        elif name == "log_lik":
+            out["log_lik"] = ("the log-likelihood of the simulated labels under each draw: a test quantity that "
+                              "depends on the data, so it sees joint errors the marginals hide")
+        else:
+            key = f"{base}[i]" if bracket else base
+            out[key] = (f"the i-th coordinate of the model's parameter {base}" if bracket
+                        else f"the model's parameter {base}") + " (its truth drawn from the prior)"
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# A run: many simulations, stored one by one, resumable
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    """Everything one simulation needs, picklable for a process or a Dask worker."""
+
+    model: str
+    engine: str
+    problem_kwargs: tuple[tuple[str, Any], ...]
+    settings: SBCSettings
+    index: int
+    path: str
+    # a reference sampler run on one of the model's variants (gridRVM's s-grid): its name
+    variant: str | None = None
+
+
+def _problem(model: str, problem_kwargs) -> tuple[Any, SBCProblem]:
+    record = registry.get_model(model)
+    return record, problem_for(record, **dict(problem_kwargs))
+
+
+def _run_task(task: _Task) -> dict[str, Any]:
+    """One simulation in a worker: rebuild the problem and the engine from names, fit,
+    write the result atomically. Returns the result."""
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+
+    record, problem = _problem(task.model, task.problem_kwargs)
+    resolved = resolve_engine(record, task.engine, task.settings)
+    if task.variant is not None:
+        resolved = replace(resolved, variant=task.variant)
+    spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
+    result = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, task.index, task.settings)
+    write_json_atomic(result, task.path)
+    return result
+
+
+def _fit_module(fit: Callable) -> str:
+    # through partials and the return-value check to the engine's own code
+    while isinstance(fit, functools.partial) or hasattr(fit, "__wrapped_engine__"):
+        fit = fit.func if isinstance(fit, functools.partial) else fit.__wrapped_engine__
+    return fit.__module__
+
+
+def run_key(model: str, engine: str, problem: SBCProblem, settings: SBCSettings, fit: Callable) -> str:
+    """What determines a run's simulations (not the number of them: a longer run extends a
+    shorter one): model, engine, problem, settings, and the code of this module, of the
+    model and of the engine (its module and the zoo modules it imports) - a stored
+    simulation of code that has since changed is not reused."""
+
+    s = asdict(settings)
+    s.pop("n_sims")
+    s.pop("false_alarm")
+    modules = (__name__, type(problem.spec).__module__, _fit_module(fit))
+    # a reference sampler's options come from the model's record, outside the digested code
+    options = repr(sorted(fit.keywords.items())) if isinstance(fit, functools.partial) else ""
+    payload = {"format": SBC_FORMAT, "model": model, "engine": engine, "problem": problem.digest(),
+               "settings": s, "code": code_digest(modules), "options": options}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), out_dir=None,
+            problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None,
+            variant: str | None = None) -> dict[str, Any]:
+    """SBC of ``engine`` (a registry engine, a reference sampler name, or
+    ``"module:function"``) on the registered ``model``.
+
+    out_dir: where the simulations are kept (one JSON each, under ``sims-<key>/``); a
+    rerun with the same key reuses them. None: a temporary folder, discarded.
+    Returns the summary (JSON-able): status, reason, counts, the uniformity test.
+    """
+    import tempfile
+
+
+    if isinstance(engine, str) and "@" in engine and ":" not in engine and variant is None:
+        engine, variant = engine.split("@", 1)  # "grid-gibbs@s-grid": a sampler on a variant
+    record = registry.get_model(model)
+    if record.sbc_spec is None:
+        return {"model": model, "engine": engine if isinstance(engine, str) else getattr(engine, "__name__", "engine"),
+                "settings": asdict(settings), "status": NOT_APPLICABLE,
+                "reason": f"{record.title} names no proper prior to draw parameters from (an improper prior "
+                          "has no prior draws, so SBC cannot start)"}
+    problem_kwargs = dict(problem_kwargs or {})
+    problem = problem_for(record, **problem_kwargs)
+    resolved = resolve_engine(record, engine, settings)
+    if variant is not None:
+        # a function that approximates one of the model's variants, or a reference sampler
+        # run on a variant's posterior (our ground truth there needs SBC as much)
+        if not callable(engine) and engine not in record.sampler_names:
+            raise ValueError("variant= is for engines given as functions and for reference samplers; "
+                             "a registry engine names its own")
+        if variant not in problem.variants:
+            raise ValueError(f"{record.title} has no variant {variant!r}; variants: {', '.join(problem.variants) or 'none'}")
+        resolved = replace(resolved, variant=variant,
+                           label=resolved.label if callable(engine) else f"{resolved.label}@{variant}")
+    base = {"model": model, "engine": resolved.label, "settings": asdict(settings),
+            "design": {**problem_kwargs, "n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
+                       "n_new": int(problem.Phi_new.shape[0])},
+            "spec": (problem.spec if resolved.variant is None else problem.variants[resolved.variant]).to_dict(),
+            "variant": resolved.variant}
+    if resolved.not_applicable:
+        return {**base, "status": NOT_APPLICABLE, "reason": resolved.not_applicable}
+    if callable(engine) and executor is not None:
+        raise ValueError("an engine given as a Python function runs in this process only; "
+                         "give it as 'module:function' to run it on an executor")
+    tmp = None
+    if out_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="zoo-sbc-")
+        out_dir = tmp.name
+    try:
+        key = run_key(model, (resolved.label if callable(engine) else engine) + f"@{resolved.variant}",
+                      problem, settings, resolved.fit)
+        folder = os.path.join(os.fspath(out_dir), f"sims-{key}")
+        os.makedirs(folder, exist_ok=True)
+        paths = [os.path.join(folder, f"{i:05d}.json") for i in range(settings.n_sims)]
+        results: dict[int, dict] = {}
+        for i, p in enumerate(paths):
+            if os.path.exists(p):
+                with open(p) as fh:
+                    results[i] = json.load(fh)
+        reused = len(results)
+        todo = [i for i in range(settings.n_sims) if i not in results]
+        t0 = time.perf_counter()
+        if callable(engine):
+            spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
+            for i in todo:
+                results[i] = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, i, settings)
+                write_json_atomic(results[i], paths[i])
+                if progress:
+                    progress(len(results), settings.n_sims)
+        else:
+            tasks = [_Task(model, engine, tuple(sorted(problem_kwargs.items())), settings, i, paths[i],
+                           variant=variant) for i in todo]
+            mapper = map if executor is None else executor.map
+            for r in mapper(_run_task, tasks):
+                results[r["index"]] = r
+                if progress:
+                    progress(len(results), settings.n_sims)
+        wall = time.perf_counter() - t0
+        return {**base, **summarize([results[i] for i in range(settings.n_sims)], quantity_names(
+            problem.spec if resolved.variant is None else problem.variants[resolved.variant],
+            problem.Phi, problem.Phi_new), settings), "key": key, "folder": folder,
+            "reused": reused, "wall_seconds": wall}
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSettings) -> dict[str, Any]:
+    """The verdict of a run from its simulations."""
+    ok = [r for r in results if r["status"] == "ok"]
+    failed = [r for r in results if r["status"] == "failed"]
+    points = [r for r in results if r["status"] == "point"]
+    counts = {"n_sims": len(results), "ok": len(ok), "failed": len(failed), "point": len(points),
+              "redraws": int(sum(r.get("redraws", 0) for r in results)),
+              "not_converged": int(sum(not r.get("converged", True) for r in ok)),
+              "fit_seconds_median": float(np.median([r["seconds"] for r in results if "seconds" in r]))
+              if any("seconds" in r for r in results) else None}
+    failures = sorted({r["message"] for r in failed})[:5]
+    if points:
+        return {"status": NOT_APPLICABLE, "reason": "the engine returned point estimates", "counts": counts}
+    if len(ok) < 10:
+        return {"status": NOT_APPLICABLE, "counts": counts, "failure_messages": failures,
+                "reason": f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity"}
+    ranks = np.array([r["ranks"] for r in ok])
+    n_draws = ok[0]["n_draws"]
+    test = uniformity(ranks, n_draws, names=names, false_alarm=settings.false_alarm, seed=settings.seed)
+    S, K = len(ok), test["n_quantities"]
+    power = detectable_defects(S, n_draws, K, settings.false_alarm)
+    inside = (f"the ranks of all {K} quantities stay inside their simultaneous {100 * test['band_level']:.2f}% "
+              f"bands over {S} simulations ({100 * settings.false_alarm:g}% family-wise false-alarm rate)")
+    needed = None
+    if test["status"] == MISCALIBRATED:
+        # a detection keeps its false-alarm rate at any S: it stands however small the run
+        status = MISCALIBRATED
+        reason = ("miscalibrated: " + "; ".join(describe_failure(q) for q in test["worst"])
+                  + f" ({sum(not q['inside'] for q in test['quantities'])} of {K} quantities "
+                  f"outside their bands over {S} simulations)")
+    elif power["useful"]:
+        status = CALIBRATED
+        reason = f"calibrated: {inside}"
+    else:
+        status = TOO_FEW
+        enough = simulations_needed(n_draws, K, settings.false_alarm)
+        needed = None if enough is None else enough["n_sims"]
+        reason = (f"{TOO_FEW}: {inside}, but a run this small misses a mean off by "
+                  f"{USELESS['mean_shift_sd']:g} posterior sd or an sd x{USELESS['sd_factor_narrow']:g} more than "
+                  f"{100 * (1 - POWER_PROBABILITY):.0f}% of the time; "
+                  + (f"{needed} simulations would be enough (they detect {' or '.join(_detected_sizes(enough)[0])} "
+                     f"{100 * POWER_PROBABILITY:.0f}% of the time)" if enough is not None else
+                     f"not even {SIMS_GRID[-1]} simulations would be enough with {K} quantities"))
+    if failed:
+        reason += (f"; {len(failed)} of {len(results)} fits failed and are missing from the ranks, "
+                   "which can bias them")
+    reason += f"; {power['line']}"
+    return {"status": status, "reason": reason, "counts": counts, "failure_messages": failures,
+            "uniformity": test, "power": {**power, "simulations_needed": needed},
+            "glossary": quantity_glossary(names), "ranks": ranks.tolist()}
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    head = f"{summary['model']} / {summary['engine']}"
+    if summary["status"] == NOT_APPLICABLE:
+        return f"{head}: no SBC: {summary['reason']}"
+    return f"{head}: {summary['reason']}"
+
+
+__all__ = ["SBCProblem", "SBCSettings", "rbf_design", "problem_for", "resolve_engine", "import_engine",
+           "simulate_one", "uniformity", "conjugate_normal_ranks", "run_sbc", "summarize", "summary_line", "FALSE_ALARM",
+           "CALIBRATED", "MISCALIBRATED", "TOO_FEW", "NOT_APPLICABLE", "failure_shape", "describe_failure",
+           "detection_rate", "detectable_defects", "simulations_needed", "power_line", "pit_cdf",
+           "quantity_glossary"]
+
+
+def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
+    """Rank histograms and PIT-ECDF difference plots, with the simultaneous band the test
+    used, for the failing quantities first and then the others, up to ``max_quantities``;
+    written atomically to ``path`` (PNG). None when there are no ranks to plot."""
+    if "ranks" not in summary:
+        return None
+    # a Figure on an Agg canvas of its own: the user's pyplot backend and figures untouched
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from scipy.stats import binom
+
+
+    test = summary["uniformity"]
+    ranks = np.asarray(summary["ranks"])
+    S, K = ranks.shape
+    L = test["n_draws"]
+    order = sorted(range(K), key=lambda k: (test["quantities"][k]["inside"], -test["quantities"][k]["excess"]))
+    shown = order[:max_quantities]
+    u = pit_values(ranks, L, np.random.default_rng(summary["settings"]["seed"]))
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, test["band_level"])
+    bins = min(20, L + 1)
+    edges = np.linspace(-0.5, L + 0.5, bins + 1)
+    p_bin = np.diff(edges) / (L + 1)
+    lo_c, hi_c = binom.ppf(0.005, S, p_bin.mean()), binom.ppf(0.995, S, p_bin.mean())
+    fig = Figure(figsize=(9, 2.0 * len(shown)))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(shown), 2, squeeze=False)
+    for row, k in enumerate(shown):
+        q = test["quantities"][k]
+        colour = "tab:blue" if q["inside"] else "tab:red"
+        ax = axes[row, 0]
+        ax.axhspan(lo_c, hi_c, color="0.85", label="99% per bin")
+        ax.hist(ranks[:, k], bins=edges, color=colour)
+        ax.set_ylabel(q["name"], fontsize=8)
+        ax = axes[row, 1]
+        ax.fill_between(x, lower - x, upper - x, color="0.85", step="mid")
+        ecdf = (u[:, k][:, None] <= x[None, :]).mean(0)
+        ax.step(x, ecdf - x, where="mid", color=colour)
+        ax.axhline(0.0, color="0.4", lw=0.5)
+        if row == 0:
+            axes[row, 0].set_title("rank histogram", fontsize=9)
+            ax.set_title(f"PIT ECDF - uniform, simultaneous {100 * test['band_level']:.2f}% band", fontsize=9)
+    fig.suptitle(f"SBC {summary['model']} / {summary['engine']}: {summary['status']} "
+                 f"({summary['counts']['ok']} simulations, L = {L})", fontsize=10)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90), suffix=".png")
+    return os.fspath(path)

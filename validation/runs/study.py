@@ -1,0 +1,508 @@
+"""Studies: grids of comparisons, SBC replicates and defect batteries, run on Dask.
+
+A study is a small TOML file (``validation/runs/studies/example.toml`` is the shipped one)::
+    name = "example"
+
+    [[compare]]                 # every model x data x split is one cell
+    models = ["pcvm"]
+    data = ["ripley", "banana"]
+    splits = [0, 1]
+    engines = ["laplace", "ep"] # optional: the model's default engines
+    params = { width = 0.7 }    # optional --param values
+
+    [[sbc]]                     # every engine x replicate is one cell
+    model = "pcvm"
+    engines = ["ep", "laplace"]
+    replicates = 2              # independent SBC runs (seeds 0, 1, ...)
+    sims = 100                  # simulations per run
+
+    [[defects]]                 # one cell: the battery of one engine
+    model = "pcvm"
+    engine = "ep"
+    defects = ["cov x 0.5", "cov x 2"]  # optional: all that apply
+    datasets = 100
+    sbc_replicates = 20
+    sbc_sims = 100
+    problem = { n = 60, n_basis = 6 }   # optional: the SBC design (sbc.problem_for)
+    reference_samplers = ["pg-gibbs"]   # optional: default, the model's reference chain
+
+The cells run on Dask distributed (:func:`run_study`): a ``LocalCluster`` of this
+machine's cores by default, or an existing cluster given by its scheduler address. Each
+cell's result is written atomically to ``OUT/cells/<kind>-<key>.json``, the key a digest
+of everything that determines the cell (its description, the settings, and the code of
+the modules that compute it). A rerun of the same command skips every cell whose file
+exists, so a study killed at any moment (``kill -9`` included) loses no finished cell and
+redoes none; work inside a cell (SBC simulations, battery data sets) is also kept and
+resumed. A worker that dies mid-cell is replaced by the scheduler, which reruns its cell
+elsewhere (Dask's own retry of lost tasks). A cell file that cannot be read back (invalid
+JSON, or not a finished cell of this key) is named in a warning and computed again. When
+every cell is done, ``OUT/report.md`` gathers them in tables (with SBC figures under
+``OUT/figures/``).
+
+The LocalCluster's workers live no longer than the process that started them
+(:func:`cluster_client`, which ``zoo reproduce --jobs N`` shares): on Ctrl-C the driver
+kills them at once; on ``kill -9`` or SIGTERM of the driver they exit by themselves (Dask's
+own pipe from the driver, and Linux's parent-death signal for a worker stuck in C code).
+Workers of an external cluster (``--scheduler``) belong to that cluster and keep running.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import zoo
+
+from ... import data as datasets
+from ..base.atomic import atomic_write, write_json_atomic
+from ..base.code_digest import code_digest
+from ..base.processes import die_with_parent
+from ..records import registry
+from .compare import CompareConfig, compare, default_references
+from .defects import BatterySettings, run_battery
+from .engines import is_user_engine, resolve_entry, user_modules
+from .sbc import SBCSettings, plot_sbc, run_sbc
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    tomllib = None
+
+#: bump when a cell's stored content changes meaning
+STUDY_FORMAT = 1
+KINDS = ("compare", "sbc", "defects")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of work: its kind and a JSON-able description of what to compute."""
+
+    kind: str
+    spec: tuple[tuple[str, Any], ...]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.spec}
+
+    def key(self) -> str:
+        """Digest of the description and of the code that computes this kind of cell."""
+
+        p = self.params
+        # a user's engine's own module is digested too: its stored cells go stale with its code
+        named = p["engines"] if self.kind == "compare" else [p["engine"]]
+        modules = {"compare": ("zoo.validation.runs.compare",), "sbc": ("zoo.validation.runs.sbc",),
+                   "defects": ("zoo.validation.runs.defects",)}[self.kind] + user_modules(named)
+        payload = {"format": STUDY_FORMAT, "kind": self.kind, "cell": self.params, "code": code_digest(modules)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        p = self.params
+        if self.kind == "compare":
+            return f"compare {p['model']} {p['data']} split {p['split']}"
+        if self.kind == "sbc":
+            return f"sbc {p['model']} {p['engine']} replicate {p['replicate']}"
+        return f"defects {p['model']} {p['engine']}"
+
+
+def _frozen(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
+
+
+def _need(block: dict, name: str, kind: str, index: int):
+    if name not in block:
+        raise ValueError(f"study: [[{kind}]] block {index + 1} lacks {name!r}")
+    return block[name]
+
+
+def load_config(path) -> dict[str, Any]:
+    """Read a study TOML file (or the name of a shipped one, e.g. "example")."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        shipped = os.path.join(os.path.dirname(__file__), "studies", f"{path}.toml")
+        if os.path.exists(shipped):
+            path = shipped
+        else:
+            raise ValueError(f"study config {path!r} not found (nor a shipped study of that name)")
+    with open(path, "rb") as fh:
+        try:
+            config = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(f"study config {path}: {err}") from err
+    unknown = sorted(set(config) - {"name", *KINDS})
+    if unknown:
+        raise ValueError(f"study config {path}: unknown section(s) {unknown}; use name, {', '.join(KINDS)}")
+    return config
+
+
+def expand(config: dict[str, Any]) -> list[Cell]:
+    """Every cell of the study, in a stable order; checked against the registry, so a typo
+    fails before anything runs."""
+
+    cells: list[Cell] = []
+    for i, block in enumerate(config.get("compare", [])):
+        for model in _need(block, "models", "compare", i):
+            record = registry.get_model(model)
+            engines = block.get("engines", list(record.default_engines))
+            for e in engines:
+                resolve_entry(record, e)  # a user's module:function is imported and checked here
+            record.check_params(block.get("params", {}))
+            for data in block.get("data", [record.default_data]):
+                for split in block.get("splits", [0]):
+                    _check_data(data, split)
+                    cells.append(Cell("compare", _frozen({
+                        "model": model, "data": data, "split": int(split), "engines": list(engines),
+                        "params": json.dumps(block.get("params", {}), sort_keys=True)})))
+    for i, block in enumerate(config.get("sbc", [])):
+        model = _need(block, "model", "sbc", i)
+        record = registry.get_model(model)
+        for engine in block.get("engines", list(record.engine_names)):
+            if is_user_engine(engine):
+                resolve_entry(record, engine)
+            elif engine not in record.engine_names + record.sampler_names:
+                raise ValueError(f"study: {model} has no engine or sampler {engine!r}")
+            for r in range(int(block.get("replicates", 1))):
+                cells.append(Cell("sbc", _frozen({"model": model, "engine": engine, "replicate": r,
+                                                  "sims": int(block.get("sims", 100)),
+                                                  "draws": int(block.get("draws", 99))})))
+    for i, block in enumerate(config.get("defects", [])):
+        model = _need(block, "model", "defects", i)
+        engine = _need(block, "engine", "defects", i)
+        resolve_entry(registry.get_model(model), engine)
+        samplers = list(block.get("reference_samplers", []))
+        if samplers:
+            default_references(model, tuple(samplers))  # an unknown sampler fails here
+        cells.append(Cell("defects", _frozen({
+            "model": model, "engine": engine, "defects": list(block.get("defects", [])),
+            "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),
+            "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000)),
+            "reference_samplers": samplers, "problem": json.dumps(block.get("problem", {}), sort_keys=True)})))
+    if not cells:
+        raise ValueError("study: the config names no cells (add [[compare]], [[sbc]] or [[defects]] blocks)")
+    return cells
+
+
+def _check_data(name, split) -> None:
+    """ValueError naming an unknown data set or a split it does not have (the loader's own
+    message); the data sets are small files, so loading one is the cheapest exact check."""
+
+    datasets.load(name, split, standardize=False)
+
+
+def cell_path(out_dir, cell: Cell) -> str:
+    return os.path.join(os.fspath(out_dir), "cells", f"{cell.kind}-{cell.key()}.json")
+
+
+def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
+    """Compute one cell (in a Dask worker) and write its result atomically. Returns it."""
+    import zoo  # noqa: F401  (float64 in a fresh worker)
+
+    p = cell.params
+    work = os.path.join(out_dir, "work")
+    t0 = time.perf_counter()
+    if cell.kind == "compare":
+        comp = compare(CompareConfig(model=p["model"], data=p["data"], split=p["split"], engines=tuple(p["engines"]),
+                                     params=json.loads(p["params"]), cache_dir=os.path.join(work, "references")))
+        result = {"results": json.loads(json.dumps(comp.results, default=_jsonable))}
+    elif cell.kind == "sbc":
+        summary = run_sbc(p["model"], p["engine"], settings=SBCSettings(
+            n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), out_dir=os.path.join(work, "sbc"))
+        result = {"summary": summary}
+    else:
+        settings = BatterySettings(n_datasets=p["datasets"], sbc_replicates=p["sbc_replicates"],
+                                   sbc_sims=p["sbc_sims"], reference_draws=p["reference_draws"],
+                                   problem=tuple(sorted(json.loads(p["problem"]).items())),
+                                   reference_samplers=tuple(p.get("reference_samplers", ())))
+        # the battery's data sets and SBC replicates fan out over the same cluster: this
+        # task secedes from its worker's thread pool while it waits for them
+        with _ClusterExecutor() as executor:
+            result = {"battery": run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
+                                             out_dir=os.path.join(work, "defects"), executor=executor)}
+    out = {"kind": cell.kind, "cell": p, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
+    write_json_atomic(out, cell_path(out_dir, cell))
+    return out
+
+
+class _ClusterExecutor:
+    """Inside a Dask task: an executor on the task's own cluster (``worker_client``);
+    outside one (a direct call of run_cell): None, i.e. run here."""
+
+    def __enter__(self):
+        try:
+            from distributed import get_worker, worker_client
+
+            get_worker()
+        except (ImportError, ValueError):
+            self._ctx = None
+            return None
+        self._ctx = worker_client()
+        return self._ctx.__enter__().get_executor()
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc) if self._ctx is not None else False
+
+
+def _jsonable(obj):
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+class _Progress:
+    """done/total with the elapsed time and an ETA from the mean time per finished cell."""
+
+    def __init__(self, total: int, done: int, stream=None, enabled: bool = True):
+        self.total, self.done, self.start_done = total, done, done
+        self.t0 = time.perf_counter()
+        self.stream, self.enabled = stream, enabled
+
+    def update(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.t0
+        ran = self.done - self.start_done
+        eta = elapsed / ran * (self.total - self.done) if ran else float("nan")
+        # sys.stderr looked up now, not at import, so a redirected stream is honoured
+        print(f"[{self.done}/{self.total}] {label} (elapsed {elapsed:.0f} s, ETA {eta:.0f} s)",
+              file=self.stream or sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# The cluster (shared with ``zoo reproduce --jobs N``: one way of running grids)
+# --------------------------------------------------------------------------------------
+_DRIVER_PID_ENV = "ZOO_DASK_DRIVER_PID"
+_JAX_CACHE_ENV = "ZOO_DASK_JAX_CACHE"
+
+
+def dask_setup(worker) -> None:
+    """Start-up of every worker of a LocalCluster of :func:`cluster_client` (its Dask
+    ``preload``): die with the driver, leave Ctrl-C to the driver, and share the driver's
+    JAX compilation cache when it has one."""
+    # Ctrl-C in a terminal reaches the whole process group; the driver stops the workers
+    # itself, and a KeyboardInterrupt inside a worker would only print one more traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(int(os.environ.get(_DRIVER_PID_ENV) or 0))
+    if os.environ.get(_JAX_CACHE_ENV):
+        zoo.enable_compilation_cache(os.environ[_JAX_CACHE_ENV])
+
+
+@contextlib.contextmanager
+def _quiet_distributed():
+    """Dask logs every worker it loses as a warning; while we stop them on purpose, that is
+    noise after the one line the user is owed."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _stop_now(cluster, client) -> None:
+    """Stop a LocalCluster's workers at once (the run is being abandoned): their cells in
+    flight are lost either way, and a graceful close waits for them (seconds to minutes)."""
+    with _quiet_distributed():
+        for nanny in list(cluster.workers.values()):
+            pid = getattr(getattr(nanny, "process", None), "pid", None)
+            if hasattr(nanny, "close_gracefully"):
+                nanny.close_gracefully()  # the nanny must not start a replacement
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+        with contextlib.suppress(Exception):
+            cluster.close(timeout=5)
+
+
+@contextlib.contextmanager
+def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None, client=None,
+                   jax_cache: str | None = None):
+    """A ``distributed.Client`` to run cells on, closed on leaving.
+
+    client: use this one (the caller owns it). scheduler: connect to an existing cluster.
+    Otherwise a LocalCluster of ``n_workers`` single-threaded worker processes (default:
+    the number of cores), each started by :func:`dask_setup`: the workers die with this
+    process (``kill -9`` and SIGTERM included), ignore Ctrl-C, and use the JAX compilation
+    cache ``jax_cache`` if given. An exception or Ctrl-C inside the block kills the
+    workers at once instead of waiting for their cells.
+    """
+    from distributed import Client, LocalCluster
+
+    if client is not None:
+        yield client
+        return
+    if scheduler is not None:
+        with Client(scheduler) as remote:
+            yield remote
+        return
+    env = {_DRIVER_PID_ENV: str(os.getpid())}
+    if jax_cache:
+        env[_JAX_CACHE_ENV] = os.fspath(jax_cache)
+    cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                           dashboard_address=None, preload=[__name__], env=env)
+    try:
+        local = Client(cluster)
+    except BaseException:
+        _stop_now(cluster, None)
+        raise
+    try:
+        yield local
+    except BaseException:
+        _stop_now(cluster, local)
+        raise
+    # all cells are in: a graceful close, whose only complaint is a worker slower than the
+    # nanny's 4 s to exit (it is then killed, losing nothing; seen under load)
+    with _quiet_distributed():
+        local.close()
+        cluster.close()
+
+
+def read_cell_file(path: str, check) -> dict | None:
+    """A finished cell's stored result, or None if there is none; a damaged file (invalid
+    JSON, or content that ``check`` rejects) is named in a warning and treated as missing,
+    so the cell is computed again and the file replaced."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as fh:
+            result = json.load(fh)
+        problem = check(result)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        problem = f"{type(err).__name__}: {err}"
+    if problem:
+        warnings.warn(f"damaged cell file {path} ({problem}); computing the cell again", stacklevel=3)
+        return None
+    return result
+
+
+#: the result each kind of study cell stores beside its description
+_PAYLOAD = {"compare": "results", "sbc": "summary", "defects": "battery"}
+
+
+def _study_cell_problem(cell: Cell):
+    def check(result) -> str | None:
+        if not isinstance(result, dict):
+            return f"a {type(result).__name__}, not a cell"
+        if result.get("key") != cell.key() or result.get("kind") != cell.kind:
+            return "not the cell of this key"
+        if _PAYLOAD[cell.kind] not in result:
+            return f"no {_PAYLOAD[cell.kind]!r}"
+        return None
+    return check
+
+
+def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int | None = None,
+              progress: bool = True, client=None, jax_cache: str | None = None) -> dict[str, Any]:
+    """Run every cell of ``config`` (a dict or a TOML path) not yet done, on Dask.
+
+    scheduler: address of an existing Dask scheduler ("tcp://host:8786"); None starts a
+    LocalCluster of ``n_workers`` single-threaded worker processes (default: the number of
+    cores; see :func:`cluster_client`). client: an existing ``distributed.Client`` (tests).
+    jax_cache: the JAX compilation cache folder the LocalCluster's workers share (None:
+    none). Writes ``OUT/report.md`` and returns {"cells": [...results], "ran": n,
+    "reused": n, "report": path}.
+    """
+    from distributed import as_completed
+
+    if not isinstance(config, dict):
+        config = load_config(config)
+    cells = expand(config)
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
+    write_json_atomic({"config": config, "cells": [c.params | {"kind": c.kind, "key": c.key()} for c in cells]},
+                      os.path.join(out_dir, "study.json"))
+    results: dict[int, dict] = {}
+    for i, cell in enumerate(cells):
+        found = read_cell_file(cell_path(out_dir, cell), _study_cell_problem(cell))
+        if found is not None:
+            results[i] = found
+    todo = [i for i in range(len(cells)) if i not in results]
+    bar = _Progress(len(cells), len(results), enabled=progress)
+    if todo:
+        with cluster_client(n_workers=n_workers, scheduler=scheduler, client=client, jax_cache=jax_cache) as c:
+            futures = {c.submit(run_cell, cells[i], out_dir, key=f"zoo-cell-{cells[i].key()}", pure=False,
+                                retries=2): i for i in todo}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                bar.update(cells[i].label())
+    ordered = [results[i] for i in range(len(cells))]
+    report = write_study_report(config, ordered, out_dir)
+    return {"cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo), "report": report}
+
+
+# --------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------
+def _fmt(v, spec=".4f") -> str:
+    return "-" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
+
+
+def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_dir: str) -> str:
+    """OUT/report.md: the compare cells as engine x data tables (pred_mae, verdicts), the
+    SBC cells as a table with their figures, the defect batteries as detection tables."""
+
+    lines = [f"# Study: {config.get('name', 'unnamed')}", "",
+             f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", ""]
+    compares = [c for c in cells if c["kind"] == "compare"]
+    if compares:
+        lines += ["## Comparisons", "", "pred_mae (mean absolute difference of predictive probabilities to the "
+                  "reference) and the verdict, per engine and data set / split:", "",
+                  "| model | data | split | reference | engine | pred_mae | verdict |", "|---|---|---|---|---|---|---|"]
+        for c in compares:
+            r = c["results"]
+            ref = r.get("reference") or {}
+            cert = "certified" if ref.get("certified") else "NOT certified"
+            sampler = ref.get("sampler_name") or "-"
+            for name, e in r["engines"].items():
+                v = (e.get("verdict") or {}).get("status", "-")
+                lines.append(f"| {r['model']} | {r['data']} | {r['split']} | {sampler} {cert} | "
+                             f"{name} | {_fmt(e.get('pred_mae'))} | {v} |")
+        lines.append("")
+    sbcs = [c for c in cells if c["kind"] == "sbc"]
+    if sbcs:
+        lines += ["## SBC", "", "| model | engine | replicate | verdict | fits ok / failed | figure |",
+                  "|---|---|---|---|---|---|"]
+        for c in sbcs:
+            s, p = c["summary"], c["cell"]
+            fig = plot_sbc(s, os.path.join(out_dir, "figures", f"sbc-{c['key']}.png"))
+            counts = s.get("counts", {})
+            # the reason begins with the status ("miscalibrated: w[1] ...") where it names one
+            said = s["reason"] if s["reason"].startswith(s["status"]) else f"{s['status']}: {s['reason']}"
+            lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {said} | "
+                         f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
+                         f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} |")
+        lines.append("")
+    batteries = [c for c in cells if c["kind"] == "defects"]
+    for c in batteries:
+        b = c["battery"]
+        lines += [f"## Planted defects: {b['model']} / {b['engine']}", "",
+                  f"{b['certified_datasets']} of {b['datasets']} data sets with a certified reference.", "",
+                  "| defect | verdict detections | SBC detections |", "|---|---|---|"]
+        by = {(r["detector"], r["defect"]): r for r in b["rows"]}
+        for name in dict.fromkeys(r["defect"] for r in b["rows"]):
+            cells_ = [f"{by[(d, name)]['detected']}/{by[(d, name)]['trials']}" if (d, name) in by else "-"
+                      for d in ("verdict", "sbc")]
+            lines.append(f"| {name} | {cells_[0]} | {cells_[1]} |")
+        lines.append("")
+    path = os.path.join(out_dir, "report.md")
+    atomic_write(path, lambda tmp: open(tmp, "w").write("\n".join(lines) + "\n"))
+    return path
+
+
+__all__ = ["Cell", "load_config", "expand", "run_cell", "run_study", "write_study_report", "cell_path",
+           "cluster_client", "die_with_parent", "read_cell_file"]

@@ -17,7 +17,7 @@ record's) on split 0, each bounded by ``--time-limit``, and records
 * the variant's VB (``vb``, ``vb-s-grid``, ``vb-rvm``) against a certified reference:
   median sd ratio, k-hat on the joint, pred_mae, the verdict; its test error always.
 
-Cases (the two of the README; their sizes bracket the Woodbury crossover):
+Cases (the two of docs/grid-rvm.md; their sizes bracket the Woodbury crossover):
 * ``digits``: the 8 x 8 digits, even vs odd, 500 training images, M = 64 < N;
 * ``esl``: the ESL mixture on the per-dimension RBF table, N = 200, M = 2 x 200 = 400 > N;
 * ``esl-noise2`` (not by default): the same with 2 noise inputs, M = 800.

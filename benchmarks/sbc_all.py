@@ -3,7 +3,7 @@
 Each (model, engine) runs ``--sims`` simulations on the model's SBC problem (its proper
 prior on 60 points x 6 RBF features); finished simulations are kept under ``--out`` so an
 interrupted run resumes. Writes ``benchmarks/results/sbc_all.json`` (every summary,
-without the raw ranks) and prints the README's table.
+without the raw ranks) and prints the table of docs/validation.md.
 
     python benchmarks/sbc_all.py                       # 100 simulations each
     python benchmarks/sbc_all.py --sims 30 --models pcvm
@@ -131,7 +131,7 @@ def _seed(row) -> int:
 
 
 def table(rows) -> str:
-    """The README's table: one row per (model, engine), the reason as SBC states it."""
+    """The table of docs/validation.md: one row per (model, engine), the reason as SBC states it."""
     out = ["| model | engine | seed | SBC | fits ok / failed | wall seconds |", "|---|---|---|---|---|---|"]
     for r in rows:
         c = r.get("counts", {})

@@ -62,7 +62,7 @@ NOT_COMPARABLE = {
 METHOD_LABEL = {"ggig": "GGIG", "lap": "LAP", "gj": "GJ", "stu": "STU", "svm": "SVM", "rvm": "RVM"}
 
 # Default sizes, chosen so each entry's default run takes minutes, not hours (the
-# measured times are in README.md). The paper's full grids are one option away.
+# measured times are in docs/reproductions.md). The paper's full grids are one option away.
 DEFAULT_WIDTH_GRID_T1 = (0.1, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 DEFAULT_WIDTH_GRID_T2 = (0.5, 1.0, 2.0, 5.0, 10.0)
 DEFAULT_GAMMA_GRID_T2 = (0.01, 0.1, 1.0, 10.0)

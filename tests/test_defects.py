@@ -81,7 +81,7 @@ def test_a_users_wrapper_is_a_defect():
 
 def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
     # 1 data set, 1 SBC replicate of 10 simulations: enough to exercise every path (the
-    # rates of the README come from benchmarks/defect_battery.py at 100 data sets; a second
+    # rates of docs/validation.md come from benchmarks/defect_battery.py at 100 data sets; a second
     # data set only repeated the first's path, for 50 s of the default tier)
     settings = D.BatterySettings(n_datasets=1, sbc_replicates=1, sbc_sims=10, reference_draws=500,
                                  problem=(("n", 30), ("n_basis", 3)))

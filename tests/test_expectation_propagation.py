@@ -430,7 +430,7 @@ def test_ep_without_step_control_stays_parallel_and_keeps_the_fixed_point(small_
     with handover 0, which forces ours to switch) and never halves its step, so every
     sweep is a full undamped Jacobi step. Where it converges it solves the same equations,
     so its answer is EP's (1e-5, the tolerance's scale) - why the defect battery should
-    not see it, and does not (README)."""
+    not see it, and does not (docs/validation.md, planted defects)."""
     Phi, y, _ = small_problem
     spec = PCVM(alpha=alpha)
     ref = ep.run(spec, Phi, y)

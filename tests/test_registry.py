@@ -1,10 +1,8 @@
-"""The house: one record per model, one contract per engine, imports that point one way.
+"""The house: one record per model, one contract per engine (the import structure is
+tests/test_layering.py's).
 
 * every engine of every registered model keeps its contract (``inference/contracts.py``),
   read from its signature; the checker itself is shown to catch bad signatures;
-* no module imports a layer above its own (models <- inference <- validation <- zoo; data
-  beside models, importing neither), read from the import statements of every module;
-  the checker is shown to catch a planted upward import;
 * a toy model defined here - a Gaussian-prior probit with one engine of its own - enters
   the zoo by one ``register`` call and runs through ``compare`` and the report end to end,
   and the command line then lists it;
@@ -12,7 +10,6 @@
 """
 from __future__ import annotations
 
-import ast
 import math
 import pathlib
 from dataclasses import dataclass, field, replace
@@ -108,97 +105,6 @@ def test_contract_checker_finds_each_kind_of_departure():
     assert contract_problems(good, "end_to_end")  # (spec, Phi, y): y is a third positional
     with pytest.raises(ValueError, match="kind"):
         contract_problems(good, "other")
-
-
-# --------------------------------------------------------------------------------------
-# 2. Imports point one way
-# --------------------------------------------------------------------------------------
-#: top-level folder -> the layers its modules may import. `zoo/` holds the package root
-#: (``zoo/__init__.py``: float64, host devices; importable from anywhere) and the top
-#: layer (command line, classifier).
-ALLOWED = {
-    "data": {"data"},
-    "models": {"models"},
-    "inference": {"models", "inference"},
-    "validation": {"data", "models", "inference", "validation"},
-    "zoo": {"data", "models", "inference", "validation", "zoo"},
-}
-_SUBPACKAGES = {"data", "models", "inference", "validation"}
-
-
-def _layer_of(module: str) -> str | None:
-    """'zoo.inference.em' -> 'inference'; 'zoo.cli' -> 'zoo'; 'zoo' -> None (the root,
-    allowed everywhere); a module outside the project -> None."""
-    parts = module.split(".")
-    if parts[0] != "zoo" or len(parts) == 1:
-        return None
-    return parts[1] if parts[1] in _SUBPACKAGES else "zoo"
-
-
-def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import in ``source``, a module of ``package``
-    (e.g. 'zoo.validation.records.protocol'), function-level imports included."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            out += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module
-            # `from . import x` / `from zoo import validation`: a name that is a module of
-            # the project counts as importing it; other names are attributes of `target`
-            out.append((node.lineno, target))
-            out += [(node.lineno, f"{target}.{alias.name}") for alias in node.names
-                    if _is_project_module(f"{target}.{alias.name}")]
-    return out
-
-
-def _is_project_module(module: str) -> bool:
-    """Whether 'zoo.a.b' is a module or package of this repository (zoo.models.x lives in
-    models/x.py, zoo.cli in zoo/cli.py)."""
-    parts = module.split(".")
-    if parts[0] != "zoo" or len(parts) == 1:
-        return False
-    base = REPO / parts[1] if parts[1] in _SUBPACKAGES else REPO / "zoo" / parts[1]
-    path = base.joinpath(*parts[2:])
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file() or path.is_dir()
-
-
-def upward_imports(folder: pathlib.Path, layer: str, package: str) -> list[str]:
-    """Every import in the .py files under ``folder`` (the layer ``layer``, imported as
-    ``package``) of a layer ``layer`` may not import."""
-    bad = []
-    for path in sorted(folder.rglob("*.py")):
-        rel = path.relative_to(folder).with_suffix("")
-        parts = [p for p in rel.parts if p != "__init__"]
-        module_package = ".".join([package, *parts[:-1]] if path.name != "__init__.py" else [package, *parts])
-        for line, target in _imported_modules(path.read_text(), module_package):
-            target_layer = _layer_of(target)
-            if target_layer is not None and target_layer not in ALLOWED[layer]:
-                bad.append(f"{path.relative_to(folder.parent)}:{line} imports {target} ({target_layer})")
-    return bad
-
-
-@pytest.mark.parametrize("layer", sorted(ALLOWED))
-def test_no_module_imports_a_layer_above_its_own(layer):
-    package = "zoo" if layer == "zoo" else f"zoo.{layer}"
-    assert upward_imports(REPO / layer, layer, package) == []
-
-
-def test_import_checker_catches_an_upward_import(tmp_path):
-    folder = tmp_path / "inference"
-    (folder / "sub").mkdir(parents=True)
-    (folder / "ok.py").write_text("from ..models.checks import check_design\nimport numpy\n")
-    (folder / "sub" / "deep.py").write_text("def f():\n    from ...validation import metrics\n")
-    (folder / "top.py").write_text("import zoo.cli\nfrom zoo import validation\n")
-    bad = upward_imports(folder, "inference", "zoo.inference")
-    assert any("deep.py:2 imports zoo.validation" in b for b in bad)
-    assert any("top.py:1 imports zoo.cli" in b for b in bad)
-    assert any("top.py:2 imports zoo.validation" in b for b in bad)
-    assert not any("ok.py" in b for b in bad)
 
 
 # --------------------------------------------------------------------------------------

@@ -304,7 +304,7 @@ CLEARLY_MISCALIBRATED = {("pcvm", "auto-laplace"), ("ggsm-probit", "mm-laplace")
 @pytest.mark.parametrize("model, engine", _every_engine_and_sampler())
 def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibrated(model, engine, tmp_path):
     # 100 simulations each (benchmarks/sbc_all.py tables the same runs). An engine may be
-    # miscalibrated - that is a finding, reported in the README - but it must get a verdict
+    # miscalibrated - that is a finding, reported in docs/validation.md - but it must get a verdict
     # or a stated reason. The reference samplers are our ground truth: they must pass. One
     # run calls a calibrated sampler miscalibrated at the stated 5% rate, and five samplers
     # at seed 0 would fail this test about one time in four (GGSM's NUTS and slice-Gibbs

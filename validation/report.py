@@ -455,7 +455,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
                   "Each engine against the reference, coordinate by coordinate: its mean and sd against the "
                   "reference's, in units of their Monte Carlo standard errors, with a Bonferroni threshold "
                   "over all tests, so that an exact engine is called different about 5% of the time "
-                  "whatever the dimension (validation/judge/verdict.py; the measured rates are tabled in the README). *Indistinguishable* means only that the "
+                  "whatever the dimension (validation/judge/verdict.py; the measured rates are tabled in docs/validation.md). *Indistinguishable* means only that the "
                   "reference could not see a difference; the detectable sizes say how large one it would see.",
                   "", "| engine | verdict | max abs z (threshold) | worst coordinates | detectable mean shift / sd change |",
                   "|---|---|---|---|---|"]

@@ -20,7 +20,7 @@ coordinates; fewer where a moment does not exist) the rule is Bonferroni's: the 
 so an exact engine is flagged with probability at most about alpha (5%) whatever d is and
 however the coordinates are correlated (the union bound needs no independence). The rate
 actually reached is measured by simulation in ``benchmarks/verdict_false_alarm.py`` and
-tabled in the README, because the t approximation is only approximate.
+tabled in docs/validation.md, because the t approximation is only approximate.
 
 Why the sd's error is relative and taken at the engine's sd: the reference's sd and its
 estimated error come from the same draws and move together (a low sample sd comes with a

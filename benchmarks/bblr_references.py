@@ -109,7 +109,7 @@ def run_cell(data: str, gamma: float, config: int, prior: str, time_limit: float
                 m = posterior_metrics(posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
                                       key=jax.random.PRNGKey(0))
                 row.update(sd_ratio_median=m["sd_ratio_median"], khat=m["khat"], pred_mae=m["pred_mae"],
-                           verdict=verdict(posterior, reference.posterior)["status"])
+                           verdict=verdict(posterior, reference.posterior).status)
         engines[name] = row
 
     # the modes, from the draws of the reference (or, with none certified, of the run

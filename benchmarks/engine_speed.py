@@ -38,14 +38,14 @@ def main(argv=None) -> int:
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
     engines = None if args.engines is None else tuple(args.engines.split(","))
     comp = compare(CompareConfig(model=args.model, data=args.data, engines=engines, params=params), progress=False)
-    engines = comp.results["config"]["engines"]
+    engines = comp.result.config["engines"]
     ref = comp.reference
     ref_warm = ref.posterior.info.seconds
     prepared = comp.prepared
     rows = {}
     for name in engines:
-        if comp.results["engines"][name].get("failure"):
-            rows[name] = {"failure": comp.results["engines"][name]["failure"]}
+        if comp.result.engines[name].failure:
+            rows[name] = {"failure": comp.result.engines[name].failure}
             continue
         fit = get_engine(args.model, name).fit()
         t0 = time.perf_counter()
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
             "reference_total_over_engine": ref.seconds / warm,
         }
     out = {
-        "case": {"model": args.model, "data": comp.results["data"], **prepared.hyper},
+        "case": {"model": args.model, "data": comp.result.data, **prepared.hyper},
         "reference": {
             "sampler": ref.sampler,
             "total_seconds": ref.seconds, "compile_seconds": ref.compile_seconds,

@@ -72,27 +72,27 @@ def run_cell(design: str, prior: str, q: float, cache_dir: str | None, time_limi
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # uncertified references are recorded, not warned about
         comp = compare(config)
-    res = comp.results
-    ref = res["reference"]
+    res = comp.result
+    ref = res.reference
     engines = {}
-    for name, row in res["engines"].items():
+    for name, row in res.engines.items():
         engines[name] = {
-            "failure": row.get("failure"),
-            "seconds": row.get("seconds"),
-            "speedup_vs_reference": row.get("speedup_vs_reference"),
-            "pred_mae": row.get("pred_mae") if ref["certified"] else None,
-            "sd_ratio_median": row.get("sd_ratio_median") if ref["certified"] else None,
-            "std_mean_err_median": row.get("std_mean_err_median") if ref["certified"] else None,
-            "n_basis": row.get("n_basis"),
+            "failure": row.failure,
+            "seconds": row.seconds,
+            "speedup_vs_reference": row.speedup_vs_reference,
+            "pred_mae": row.metrics["pred_mae"] if ref.certified else None,
+            "sd_ratio_median": row.metrics["sd_ratio_median"] if ref.certified else None,
+            "std_mean_err_median": row.metrics["std_mean_err_median"] if ref.certified else None,
+            "n_basis": row.n_basis,
         }
     return {
         "design": design, "prior": prior, "q": q, **PRIORS[prior],
-        "reference": {"sampler": ref["sampler_name"], "certified": ref["certified"],
-                      "rhat_max": ref["rhat_max"], "ess_bulk_min": ref["ess_bulk_min"],
-                      "ess_tail_min": ref["ess_tail_min"], "seconds": ref["seconds"],
-                      "warm_seconds": ref["warm_seconds"], "from_cache": ref["from_cache"]},
-        "tried": [tried_record(t) for t in res["references_tried"]],
-        "moments": res["moments"],
+        "reference": {"sampler": ref.sampler_name, "certified": ref.certified,
+                      "rhat_max": ref.rhat_max, "ess_bulk_min": ref.ess_bulk_min,
+                      "ess_tail_min": ref.ess_tail_min, "seconds": ref.seconds,
+                      "warm_seconds": ref.warm_seconds, "from_cache": ref.from_cache},
+        "tried": [tried_record(t.to_json()) for t in res.references_tried],
+        "moments": res.moments,
         "engines": engines,
         "wall_seconds": time.perf_counter() - t0,
         "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),

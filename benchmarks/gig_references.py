@@ -60,20 +60,20 @@ def run_cell(k: float, cache_dir: str | None, time_limit: float | None) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # uncertified references are recorded, not warned about
-        res = compare(config).results
-    ref = res["reference"]
-    vb = res["engines"]["vb"]
-    certified = bool(ref["certified"])
+        res = compare(config).result
+    ref = res.reference
+    vb = res.engines["vb"].metrics
+    certified = bool(ref.certified)
     return {
         "k": k, "theta": k,
-        "reference": {"sampler": ref["sampler_name"], "certified": certified, "rhat_max": ref["rhat_max"],
-                      "ess_bulk_min": ref["ess_bulk_min"], "seconds": ref["seconds"]},
-        "tried": [tried_record(t) for t in res["references_tried"]],
-        "moments": res["moments"],
+        "reference": {"sampler": ref.sampler_name, "certified": certified, "rhat_max": ref.rhat_max,
+                      "ess_bulk_min": ref.ess_bulk_min, "seconds": ref.seconds},
+        "tried": [tried_record(t.to_json()) for t in res.references_tried],
+        "moments": res.moments,
         "vb": {
             "test_error": vb["test_error"],
-            "reference_test_error": res["reference_test_error"],
-            "seconds": vb["seconds"],
+            "reference_test_error": res.reference_test_error,
+            "seconds": res.engines["vb"].seconds,
             # measured against the reference only where it is certified
             "pred_mae": vb["pred_mae"] if certified else None,
             "khat": vb["khat"] if certified else None,

@@ -103,7 +103,7 @@ def run_cell(case: str, prior: str, variant: str, time_limit: float | None) -> d
                                   key=jax.random.PRNGKey(0), moments=moments)
             v = verdict(posterior, reference.posterior, moments=moments)
         vb.update(sd_ratio_median=m["sd_ratio_median"], khat=m["khat"], pred_mae=m["pred_mae"],
-                  reference_test_error=test_error(reference.posterior), verdict=v["status"],
+                  reference_test_error=test_error(reference.posterior), verdict=v.status,
                   null_reasons=m.get("null_reasons", {}))
     return {
         "case": case, "data": data, "params": params, "prior": prior, "variant": variant,

@@ -24,7 +24,7 @@ def run(tmp_path_factory):
 
 def test_bblr2_on_pima_with_its_four_engines(run):
     comp, _, _ = run
-    res = comp.results
+    res = comp.result.to_json()
     y = comp.prepared.y_train
     assert res["data"] == "pima" and res["hyper"]["b"] == 0.5 and res["reference"]["certified"]
     assert res["hyper"]["a"] == pytest.approx(np.mean(y) / 2)  # a = N+ / 2N

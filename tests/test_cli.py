@@ -6,6 +6,7 @@ is written to the output folder).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -14,6 +15,7 @@ import pytest
 import zoo
 from zoo import data as datasets
 from zoo.cli import main
+from zoo.validation.runs.results import ComparisonResult, EngineRow, ReferenceSummary
 
 
 def run_cli(argv, capsys):
@@ -175,23 +177,36 @@ def test_compare_without_a_reference_writes_the_report_and_warns(capsys, tmp_pat
         out_dir / "report.md").read_text()
 
 
+def _summary_result(engines: dict, reference: ReferenceSummary, *, model="ggsm-probit", data="heart",
+                    n_train=170, hyper=None) -> ComparisonResult:
+    """A small ComparisonResult for the printed summary: only what it shows is filled in."""
+    return ComparisonResult(model=model, data=data, split=0, n_train=n_train, n_test=0, hyper=hyper or {},
+                            selection={}, moments=None, spec={}, reference=reference, references_tried=(reference,),
+                            variant_references={}, reference_test_error=0.1, engines=engines, config={})
+
+
+def _row(name, *, failure=None, **metrics) -> EngineRow:
+    values = {k: metrics.get(k) for k in ("pred_mae", "std_mean_err_median", "sd_ratio_median", "khat", "test_error")}
+    return EngineRow(name=name, metrics=values, kind="point", description="", other_model=None, n_basis=None,
+                     seconds=None if failure else 0.01, compile_seconds=None, converged=failure is None,
+                     reason=failure or "", n_iter=None, objective="",
+                     speedup_vs_reference=None if failure else 100.0, failure=failure, pruned_vs_reference=None)
+
+
 def test_summary_table_shows_a_failed_ggsm_engine_as_failed_not_as_numbers():
     """A failed engine row (compare.failed_row) is printed as its reason; the other rows
     keep their numbers, and the engine column is wide enough for 'mm-laplace'."""
     from zoo.cli import summary_table
 
-    ok = {"pred_mae": 0.01, "std_mean_err_median": 0.2, "sd_ratio_median": None, "khat": None,
-          "test_error": 0.1, "seconds": 0.01, "speedup_vs_reference": 100.0, "other_model": None, "failure": None}
-    failed = {**{k: None for k in ok}, "failure": "ApproximationFailed: Hessian not positive definite"}
-    res = {"model": "ggsm-probit", "data": "heart", "split": 0, "n_train": 170, "hyper": {"q": 1.0, "n_basis": 14},
-           "reference": {"certified": True, "failures": [], "rhat_max": 1.0, "ess_bulk_min": 500.0,
-                         "ess_tail_min": 500.0, "divergences": 0, "seconds": 1.0},
-           "reference_test_error": 0.1, "engines": {"mm": ok, "mm-laplace": failed}}
+    ok = _row("mm", pred_mae=0.01, std_mean_err_median=0.2, test_error=0.1)
+    failed = _row("mm-laplace", failure="ApproximationFailed: Hessian not positive definite")
+    reference = ReferenceSummary("nuts", True, rhat_max=1.0, ess_bulk_min=500.0, ess_tail_min=500.0, divergences=0,
+                                 seconds=1.0)
+    res = _summary_result({"mm": ok, "mm-laplace": failed}, reference, hyper={"q": 1.0, "n_basis": 14})
     lines = summary_table(res).splitlines()
     row = next(ln for ln in lines if ln.startswith("mm-laplace "))
     assert row.split() == ["mm-laplace", "failed:", "ApproximationFailed:", "Hessian", "not", "positive", "definite"]
     assert next(ln for ln in lines if ln.startswith("mm ")).split()[1] == "0.01000"
-
 
 
 def test_summary_says_from_cache_and_survives_null_diagnostics():
@@ -199,13 +214,14 @@ def test_summary_says_from_cache_and_survives_null_diagnostics():
     null (R-hat of a single chain) is printed as n/a, not a crash after the sampling."""
     from zoo.cli import summary_table
 
-    res = {"model": "pcvm", "data": "ripley", "split": 0, "n_train": 250, "hyper": {"n_basis": 9},
-           "reference": {"certified": True, "failures": [], "rhat_max": 1.001, "ess_bulk_min": 900.0,
-                         "ess_tail_min": 800.0, "divergences": 0, "seconds": 12.0, "from_cache": True},
-           "reference_test_error": 0.09, "engines": {}}
+    reference = ReferenceSummary("nuts", True, rhat_max=1.001, ess_bulk_min=900.0, ess_tail_min=800.0,
+                                 divergences=0, seconds=12.0, from_cache=True)
+    res = _summary_result({}, reference, model="pcvm", data="ripley", n_train=250, hyper={"n_basis": 9})
     line = next(ln for ln in summary_table(res).splitlines() if ln.startswith("reference (nuts)"))
     assert "12.0 s (from cache)" in line
-    res["reference"].update(from_cache=False, certified=False, failures=["R-hat needs 2 chains"], rhat_max=None)
+    reference = dataclasses.replace(reference, from_cache=False, certified=False, failures=("R-hat needs 2 chains",),
+                                    rhat_max=None)
+    res = dataclasses.replace(res, reference=reference, references_tried=(reference,))
     line = next(ln for ln in summary_table(res).splitlines() if ln.startswith("reference (nuts)"))
     assert "R-hat max n/a" in line and "from cache" not in line
 

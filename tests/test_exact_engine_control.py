@@ -46,13 +46,13 @@ def _pair(frozen, config, seed, cache_dir=None):
 def test_a_second_certified_nuts_run_is_indistinguishable_from_the_first(frozen, fast_nuts, nuts_cache_dir):
     engine, reference = _pair(frozen, fast_nuts, fast_nuts.seed, cache_dir=nuts_cache_dir)
     v = verdict(engine, reference)
-    assert v["status"] == "indistinguishable", v["reason"]
+    assert v.status == "indistinguishable", v.reason
     # it judged something: every coordinate's mean and sd, at a precision that would see a
     # quarter-sd shift (2 x 1000 draws of ESS >= 400 a coordinate)
-    assert v["n_tests"] == 2 * engine.dim and v["detectable_mean_shift"] < 0.5
+    assert v.n_tests == 2 * engine.dim and v.detectable_mean_shift < 0.5
     joint = joint_verdict(engine, reference)
-    assert joint["status"] == "indistinguishable", joint["reason"]
-    assert joint["n_tests"] == 2 * engine.dim
+    assert joint.status == "indistinguishable", joint.reason
+    assert joint.n_tests == 2 * engine.dim
 
     # the same exact draws with their correlations rotated (every coordinate's mean and sd
     # kept): the marginal verdict cannot tell, the joint verdict must, and it names the
@@ -60,10 +60,10 @@ def test_a_second_certified_nuts_run_is_indistinguishable_from_the_first(frozen,
     rotated = transform_posterior(engine, correlations="rotated")
     np.testing.assert_allclose(rotated.mean_flat(), engine.mean_flat(), atol=1e-12)
     np.testing.assert_allclose(rotated.sd_flat(), engine.sd_flat(), rtol=1e-12)
-    assert verdict(rotated, reference)["status"] == "indistinguishable"
+    assert verdict(rotated, reference).status == "indistinguishable"
     caught = joint_verdict(rotated, reference)
-    assert caught["status"] == "differs", caught["reason"]
-    assert caught["reason"].startswith("differs jointly: along ") and caught["direction"]["loadings"]
+    assert caught.status == "differs", caught.reason
+    assert caught.reason.startswith("differs jointly: along ") and caught.direction["loadings"]
 
 
 @pytest.mark.slow
@@ -76,8 +76,8 @@ def test_the_false_alarm_rate_on_real_data_over_independent_pairs(frozen, fast_n
     flagged = joint_flagged = 0
     for k in range(n_pairs):
         engine, reference = _pair(frozen, fast_nuts, 100 + 2 * k)
-        flagged += verdict(engine, reference)["status"] == "differs"
-        joint_flagged += joint_verdict(engine, reference)["status"] == "differs"
+        flagged += verdict(engine, reference).status == "differs"
+        joint_flagged += joint_verdict(engine, reference).status == "differs"
     bound = int(binom.isf(0.005, n_pairs, FALSE_ALARM))  # 4: P(X > 4) < 0.005 at the nominal rate
     print(f"exact engines flagged: marginal {flagged} of {n_pairs}, joint {joint_flagged} of {n_pairs}")
     assert flagged <= bound, f"{flagged} of {n_pairs} exact engines flagged (nominal {FALSE_ALARM:.0%})"

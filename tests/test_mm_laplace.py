@@ -208,7 +208,7 @@ def comparison(compare_cache):
 
 
 def test_compare_gives_a_row_per_engine_with_pruned_weights_beside_the_reference(comparison, tmp_path):
-    res = comparison.results
+    res = comparison.result.to_json()
     assert list(res["engines"]) == ["mm", "mm-laplace"]
     mm_row, lap_row = res["engines"]["mm"], res["engines"]["mm-laplace"]
     assert mm_row["failure"] is None and lap_row["failure"] is None
@@ -240,17 +240,20 @@ def test_a_failed_engine_is_a_row_with_its_reason_and_the_others_stay(comparison
 
     monkeypatch.setattr(mm_laplace, "fit", refuse)  # the registry resolves mm_laplace.fit at call time
     comp = _compare(compare_cache)
-    assert comp.results["reference"]["from_cache"]
-    rows = comp.results["engines"]
+    assert comp.result.reference.from_cache
+    rows = comp.result.engines
     assert list(rows) == ["mm", "mm-laplace"] and "mm-laplace" not in comp.posteriors
     failed = rows["mm-laplace"]
-    assert failed["failure"].startswith("ApproximationFailed: ") and "forced by the test" in failed["failure"]
-    assert failed["pred_mae"] is None and failed["n_basis"] is None and failed["converged"] is False
-    assert all("engine failed" in v for v in failed["null_reasons"].values())
+    assert failed.failure.startswith("ApproximationFailed: ") and "forced by the test" in failed.failure
+    assert failed.metrics["pred_mae"] is None and failed.n_basis is None and failed.converged is False
+    assert failed.verdict is None and failed.joint_verdict is None
+    assert all("engine failed" in v for v in failed.metrics["null_reasons"].values())
     # the other engine's row is the same as in the run without the failure
-    for key in ("pred_mae", "std_mean_err_median", "test_error", "n_basis", "pruned_vs_reference"):
-        assert rows["mm"][key] == comparison.results["engines"]["mm"][key], key
-    text = summary_table(comp.results)
+    for key in ("pred_mae", "std_mean_err_median", "test_error"):
+        assert rows["mm"].metrics[key] == comparison.result.engines["mm"].metrics[key], key
+    assert rows["mm"].n_basis == comparison.result.engines["mm"].n_basis
+    assert rows["mm"].pruned_vs_reference == comparison.result.engines["mm"].pruned_vs_reference
+    text = summary_table(comp.result)
     line = next(ln for ln in text.splitlines() if ln.startswith("mm-laplace"))
     assert "failed: ApproximationFailed" in line and not any(ch.isdigit() for ch in line.split("failed:")[0])
     files = write_report(comp, str(tmp_path / "report"))  # figures skip the failed engine
@@ -267,6 +270,5 @@ def test_pruned_table_is_cut_after_its_first_rows(comparison):
     lines = _pruned_table("mm", rows)
     assert sum(ln.startswith("| w[") for ln in lines) == PRUNED_ROWS_SHOWN
     assert "... and 5 more" in lines[-1]
-    res = dict(comparison.results)
-    md = render_markdown(res, {"forest": "f.png", "weights": "w.png", "probabilities": "p.png"}, ".")
+    md = render_markdown(comparison.result, {"forest": "f.png", "weights": "w.png", "probabilities": "p.png"}, ".")
     assert md.count("### Weights") == 2

@@ -3,9 +3,10 @@ tests/test_layering.py's).
 
 * every engine of every registered model keeps its contract (``inference/contracts.py``),
   read from its signature; the checker itself is shown to catch bad signatures;
-* a toy model defined here - a Gaussian-prior probit with one engine of its own - enters
-  the zoo by one ``register`` call and runs through ``compare`` and the report end to end,
-  and the command line then lists it;
+* a toy model defined here - a Gaussian-prior probit with one engine of its own and a
+  classifier hyper-parameter (its prior precision ``alpha``) declared only in its record -
+  enters the zoo by one ``register`` call and runs through ``compare`` and the report end to
+  end, through the scikit-learn classifier and through SBC, and the command line then lists it;
 * a record that contradicts itself is refused when it is made.
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ from zoo.inference.posterior import FitInfo, GaussianPosterior
 from zoo.models.base import Site
 from zoo.models.basis import LinearBasis, WithBias
 from zoo.validation.records import registry
-from zoo.validation.records.model_record import ModelRecord
+from zoo.validation.judge.defects import Defect, posterior_defect
+from zoo.validation.records.model_record import ClassifierParam, ModelRecord, positive_number
 from zoo.validation.records.protocol import Prepared
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -163,6 +165,21 @@ def toy_laplace(spec, Phi, y, *, config=None):
     return GaussianPosterior(spec, spec.sites(Phi.shape[1]), np.asarray(w), chol, info)
 
 
+def toy_laplace_end_to_end(Phi_all, y, *, seed=0, config=None, spec=None):
+    """The toy selects nothing: the Laplace fit of the spec given (default alpha 1), every column kept."""
+    spec = GaussianProbit() if spec is None else spec
+    return EndToEndFit(toy_laplace(spec, Phi_all, y, config=config), spec, np.arange(np.shape(Phi_all)[1]))
+
+
+def toy_design(X, y01, engine, options):
+    """The toy's classifier: linear with a bias column, at the prior precision ``alpha``
+    the classifier was given (None: 1)."""
+    if options["basis"] != "linear":
+        raise ValueError(f"toy-probit takes basis 'linear', not {options['basis']!r}")
+    alpha = 1.0 if options["alpha"] is None else options["alpha"]
+    return WithBias(LinearBasis.fit(X)), {"spec": GaussianProbit(alpha=alpha)}
+
+
 def toy_prepare(split, params, *, progress=None):
     basis = WithBias(LinearBasis.fit(split.X_train))
     spec = GaussianProbit(alpha=float(params.get("alpha", 1.0)))
@@ -175,8 +192,12 @@ TOY = ModelRecord(
     name="toy-probit", title="toy probit", summary="Gaussian-prior probit (a test's toy)",
     spec_class=GaussianProbit, prepare=toy_prepare, params=("alpha",), selection="alpha as given",
     default_data="ripley",
-    engines=(EngineEntry("laplace", "gaussian", "Newton mode and Hessian of the toy's log joint", toy_laplace),),
+    engines=(EngineEntry("laplace", "gaussian", "Newton mode and Hessian of the toy's log joint", toy_laplace,
+                         toy_laplace_end_to_end),),
     default_engines=("laplace",),
+    classifier=toy_design,
+    classifier_params=(ClassifierParam("alpha", "the toy's prior precision (None: 1)", positive_number),),
+    sbc_spec=lambda: (GaussianProbit(alpha=2.0), {}),
 )
 
 
@@ -196,7 +217,7 @@ def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_n
     from zoo.validation.runs.compare import CompareConfig, compare
 
     comp = compare(CompareConfig(model="toy-probit", reference=fast_nuts, cache_dir=str(nuts_cache_dir)))
-    res = comp.results
+    res = comp.result.to_json()
     assert res["model"] == "toy-probit" and res["data"] == "ripley"
     assert res["reference"]["certified"], res["reference"]["failures"]
     row = res["engines"]["laplace"]
@@ -211,6 +232,7 @@ def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_n
     files = write_report(comp, str(tmp_path / "report"))
     text = pathlib.Path(files["report"]).read_text()
     assert text.startswith("# TOY-PROBIT on `ripley`") and "| laplace | gaussian | 3 |" in text
+    assert "Reference: **nuts** (NUTS on the NumPyro model)" in text  # the sampler's own description
 
     # the command line reads the same registry: the toy is listed and its defaults shown
     parser = build_parser()
@@ -227,10 +249,16 @@ def test_unknown_names_are_answered_with_the_registered_ones(toy_registered):
     with pytest.raises(ValueError) as err:
         CompareConfig(model="no-such-model")
     assert all(name in str(err.value) for name in registry.model_names())
-    # every built-in model has a classifier design; the toy's record has none
-    with pytest.raises(ValueError, match="toy-probit.*has no classifier; available: pcvm, ggsm-probit, gig-logistic"):
-        SparseBayesClassifier(model="toy-probit", engine="laplace").fit(np.eye(4)[:, :2], [0, 1, 0, 1])
-    assert classifier_models() == ("pcvm", "ggsm-probit", "gig-logistic", "grid-rvm", "bblr")
+    # the classifier's models are the records with a design, in registry order; a record
+    # without one (the toy's, bare) is refused with the list
+    with_design = tuple(n for n in registry.model_names() if registry.get_model(n).classifier is not None)
+    assert classifier_models() == with_design and with_design[-1] == "toy-probit"
+    bare = registry.register(replace(TOY, name="toy-bare", classifier=None, classifier_params=()))
+    try:
+        with pytest.raises(ValueError, match=f"toy-bare.*has no classifier; available: {', '.join(with_design)}$"):
+            SparseBayesClassifier(model="toy-bare", engine="laplace").fit(np.eye(4)[:, :2], [0, 1, 0, 1])
+    finally:
+        registry.unregister(bare.name)
     with pytest.raises(ValueError, match="has no engine 'nope'; available: em, laplace, ep, auto-laplace"):
         registry.get_engine("pcvm", "nope")
 
@@ -246,6 +274,61 @@ def test_a_record_that_contradicts_itself_is_refused():
         registry.register(replace(registry.get_model("pcvm"), summary="another"))
     with pytest.raises(ValueError, match=r"unknown toy probit parameter\(s\) \['beta'\]; use alpha"):
         TOY.check_params({"beta": 1.0})
+    with pytest.raises(ValueError, match=r"defect 'wide' names engines \['ep'\] not among its engines \['laplace'\]"):
+        replace(TOY, defects=(Defect("wide", "cov x 3", posterior_defect(cov_factor=3.0), engines=("ep",)),))
+    with pytest.raises(ValueError, match="classifier parameters .* without a classifier design"):
+        replace(TOY, classifier=None)
+    with pytest.raises(ValueError, match="must be distinct public names, none of model, engine, width"):
+        replace(TOY, classifier_params=(ClassifierParam("width", "again"),))
+    with pytest.raises(ValueError, match="defect names already taken: 'cov x 2' \\(a generic defect\\)"):
+        registry.register(replace(TOY, defects=(Defect("cov x 2", "again", posterior_defect(cov_factor=2.0)),)))
+
+
+def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registered, tmp_path):
+    """``alpha`` is declared only in the toy's record, yet it is a scikit-learn parameter of
+    the classifier (get_params, set_params, clone), reaches the fit, is checked in one line
+    and refused for other models; the toy's engine and its own defect run through SBC."""
+    from sklearn.base import clone
+
+    from zoo.classifier import SparseBayesClassifier
+    from zoo.validation.runs import defects as D
+    from zoo.validation.runs.sbc import CALIBRATED, MISCALIBRATED, TOO_FEW, SBCSettings, run_sbc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, "yes", "no")
+    clf = SparseBayesClassifier(model="toy-probit", engine="laplace", basis="linear")
+    assert clf.get_params()["alpha"] is None and "alpha" not in repr(clf)
+    assert clf.set_params(alpha=4.0) is clf and clone(clf).get_params() == clf.get_params()
+    clf.fit(X, y)
+    assert clf.spec_.alpha == 4.0 and list(clf.classes_) == ["no", "yes"]
+    proba = clf.predict_proba(X)
+    assert proba.shape == (60, 2) and np.allclose(proba.sum(1), 1.0)
+    assert np.mean(clf.predict(X) != y) < 0.3
+    # the precision reaches the fit: a weaker prior leaves the weights larger
+    weak = clone(clf).set_params(alpha=0.01).fit(X, y)
+    assert np.linalg.norm(weak.posterior_.mean_flat()) > np.linalg.norm(clf.posterior_.mean_flat())
+    with pytest.raises(ValueError, match=r"^alpha must be a positive number or None, got -1.0$"):
+        clone(clf).set_params(alpha=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match=r"^alpha does not apply to pcvm \(it takes none\)$"):
+        SparseBayesClassifier(model="pcvm", alpha=1.0).fit(X, y)
+
+    # SBC from the record's sbc_spec (alpha = 2), the toy's engine as registered
+    summary = run_sbc("toy-probit", "laplace", settings=SBCSettings(n_sims=10, n_draws=9), out_dir=tmp_path / "sbc")
+    assert summary["status"] in (CALIBRATED, MISCALIBRATED, TOO_FEW), summary
+    # a generic defect applies to the toy's engine, no model's own defect does
+    assert D.get_defect("cov x 2").applies_to("toy-probit", "laplace")
+    assert not D.get_defect("truncation ignored").applies_to("toy-probit", "laplace")
+
+
+def test_every_model_defect_lives_in_its_record():
+    """The defect table is the generic defects and the records' own, each bound to its model."""
+    from zoo.validation.runs import defects as D
+
+    own = {d.name: (name, d.engines) for name in registry.model_names() for d in registry.get_model(name).defects}
+    assert {n: (d.model, d.engines) for n, d in D.all_defects().items() if d.model is not None} == own
+    assert own["truncation ignored"] == ("pcvm", ("ep",))
+    assert not D.get_defect("truncation ignored").applies_to("gig-logistic", "ep")
 
 
 def test_the_end_to_end_fit_type_lives_with_the_contracts():

@@ -60,12 +60,12 @@ def test_the_verdict_names_the_worst_coordinate_and_the_detectable_size():
     shifted = mean.copy()
     shifted[1] += 0.5 * sd[1]
     v = V.verdict(GaussianPosterior(None, sites, shifted, np.diag(sd), INFO), ref)
-    assert v["status"] == V.DIFFERS and v["worst"][0]["coordinate"] == "w[1]"
-    assert v["worst"][0]["test"] == "mean" and v["worst"][0]["difference"] == pytest.approx(0.5, abs=0.1)
+    assert v.status == V.DIFFERS and v.worst[0]["coordinate"] == "w[1]"
+    assert v.worst[0]["test"] == "mean" and v.worst[0]["difference"] == pytest.approx(0.5, abs=0.1)
     exact = V.verdict(GaussianPosterior(None, sites, mean, np.diag(sd), INFO), ref)
-    assert exact["status"] == V.INDISTINGUISHABLE and exact["n_tests"] == 6
-    assert 0 < exact["detectable_mean_shift"] < 0.5 and 0 < exact["detectable_sd_change"] < 0.5
-    assert "indistinguishable from the reference at this precision" in exact["reason"]
+    assert exact.status == V.INDISTINGUISHABLE and exact.n_tests == 6
+    assert 0 < exact.detectable_mean_shift < 0.5 and 0 < exact.detectable_sd_change < 0.5
+    assert "indistinguishable from the reference at this precision" in exact.reason
 
 
 def test_where_the_verdict_declines():
@@ -73,13 +73,13 @@ def test_where_the_verdict_declines():
     sites = (Site("w", (2,)),)
     ref = DrawsPosterior(None, sites, {"w": V.ar1_reference_draws(rng, np.zeros(2), np.ones(2))}, INFO)
     point = V.verdict(PointPosterior(spec=None, sites=sites, value=np.zeros(2), info=INFO), ref)
-    assert point["status"] == V.NOT_APPLICABLE and "point estimate" in point["reason"]
+    assert point.status == V.NOT_APPLICABLE and "point estimate" in point.reason
     gauss = GaussianPosterior(None, sites, np.zeros(2), np.eye(2), INFO)
     no_mean = V.verdict(gauss, ref, moments={"mean_exists": False, "sd_exists": False})
-    assert no_mean["status"] == V.NOT_APPLICABLE
+    assert no_mean.status == V.NOT_APPLICABLE
     means_only = V.verdict(gauss, ref, moments={"mean_exists": True, "sd_exists": False})
-    assert means_only["n_tests"] == 2 and means_only["detectable_sd_change"] is None
-    assert "only means were compared" in means_only["reason"]
+    assert means_only.n_tests == 2 and means_only.detectable_sd_change is None
+    assert "only means were compared" in means_only.reason
 
 
 def test_an_engine_given_as_draws_adds_its_own_monte_carlo_error():
@@ -93,7 +93,7 @@ def test_an_engine_given_as_draws_adds_its_own_monte_carlo_error():
     # sqrt(2) in expectation (two equal errors instead of one); each batch-means error
     # has 19 degrees of freedom (about 16% relative noise), so with this seed the ratio
     # lies well above 1.1 - and exactly 1 would mean the engine's own error was dropped
-    assert v_draws["detectable_mean_shift"] > 1.1 * v_exact["detectable_mean_shift"]
+    assert v_draws.detectable_mean_shift > 1.1 * v_exact.detectable_mean_shift
 
 
 @pytest.mark.parametrize("as_draws", [False, True])
@@ -114,16 +114,16 @@ def test_a_weight_pruned_to_a_point_differs_for_certain_and_the_reference_is_not
     else:
         engine = GaussianPosterior(None, sites, pruned_mean, np.diag(pruned_sd), INFO)
     v = V.verdict(engine, ref)
-    assert v["status"] == V.DIFFERS and v["point_mass"] == ["w[1]"]
-    assert "sd is exactly 0 at 1 coordinate (w[1]" in v["reason"] and "Monte Carlo" not in v["reason"]
-    assert v["n_tests"] == 5 and all(w["test"] != "sd" or w["coordinate"] != "w[1]" for w in v["worst"])
-    assert np.isfinite(v["statistic"])
+    assert v.status == V.DIFFERS and v.point_mass == ("w[1]",)
+    assert "sd is exactly 0 at 1 coordinate (w[1]" in v.reason and "Monte Carlo" not in v.reason
+    assert v.n_tests == 5 and all(w["test"] != "sd" or w["coordinate"] != "w[1]" for w in v.worst)
+    assert np.isfinite(v.statistic)
     # an engine without point masses has none, and a reference without error still declines
     exact_engine = GaussianPosterior(None, sites, mean, np.diag(sd), INFO)
-    assert V.verdict(exact_engine, ref)["point_mass"] == []
+    assert V.verdict(exact_engine, ref).point_mass == ()
     flat = DrawsPosterior(None, sites, {"w": np.ones((4, 100, 3))}, INFO)
     declined = V.verdict(exact_engine, flat)
-    assert declined["status"] == V.NOT_APPLICABLE and "of the reference" in declined["reason"]
+    assert declined.status == V.NOT_APPLICABLE and "of the reference" in declined.reason
 
 
 # --------------------------------------------------------------------------------------
@@ -184,18 +184,18 @@ def test_the_joint_verdict_names_the_direction_of_a_two_coordinate_defect():
     mean, sd = rng.normal(size=6), np.exp(rng.normal(0.0, 0.5, 6))
     ref = _correlated_reference(rng, corr, sites, mean, sd)
     v = V.joint_verdict(GaussianPosterior(None, sites, mean, np.diag(sd), INFO), ref)
-    assert v["status"] == V.DIFFERS and v["direction"]["test"] == "sd"
-    top2 = sorted(v["direction"]["loadings"].items(), key=lambda kv: -abs(kv[1]))[:2]
+    assert v.status == V.DIFFERS and v.direction["test"] == "sd"
+    top2 = sorted(v.direction["loadings"].items(), key=lambda kv: -abs(kv[1]))[:2]
     assert {name for name, _ in top2} == {"w[2]", "w[3]"}
     assert top2[0][1] * top2[1][1] < 0 and abs(abs(top2[0][1]) - math.sqrt(0.5)) < 0.05
     # the sd ratio's Monte Carlo error is ~3% here (ESS ~220 in a half): 2.24 within 10%
-    assert v["direction"]["sd_ratio"] == pytest.approx(math.sqrt(5.0), rel=0.1)
-    assert "differs jointly: along" in v["reason"] and "w[2]" in v["reason"] and "w[3]" in v["reason"]
-    assert "the engine's sd is x2." in v["reason"]
+    assert v.direction["sd_ratio"] == pytest.approx(math.sqrt(5.0), rel=0.1)
+    assert "differs jointly: along" in v.reason and "w[2]" in v.reason and "w[3]" in v.reason
+    assert "the engine's sd is x2." in v.reason
     exact = V.joint_verdict(GaussianPosterior(None, sites, mean, sd[:, None] * np.linalg.cholesky(corr), INFO), ref)
-    assert exact["status"] == V.INDISTINGUISHABLE and exact["n_tests"] == 12 and exact["directions"] == 6
-    assert "jointly indistinguishable" in exact["reason"]
-    assert set(exact) >= set(V.verdict(GaussianPosterior(None, sites, mean, np.diag(sd), INFO), ref))
+    assert exact.status == V.INDISTINGUISHABLE and exact.n_tests == 12 and exact.directions == 6
+    assert "jointly indistinguishable" in exact.reason
+    assert set(exact.to_json()) >= set(V.verdict(GaussianPosterior(None, sites, mean, np.diag(sd), INFO), ref).to_json())
 
 
 @pytest.mark.parametrize("how", ["dropped", "rotated"])
@@ -214,9 +214,9 @@ def test_the_planted_correlation_defects_keep_every_marginal_and_are_caught(how,
     broken = transform_posterior(intact, correlations=how)
     np.testing.assert_allclose(broken.mean_flat(), intact.mean_flat(), rtol=0, atol=1e-12)
     np.testing.assert_allclose(broken.sd_flat(), intact.sd_flat(), rtol=1e-12)
-    assert V.joint_verdict(intact, ref)["status"] == V.INDISTINGUISHABLE
-    assert V.joint_verdict(broken, ref)["status"] == V.DIFFERS
-    assert V.verdict(broken, ref)["status"] == V.INDISTINGUISHABLE
+    assert V.joint_verdict(intact, ref).status == V.INDISTINGUISHABLE
+    assert V.joint_verdict(broken, ref).status == V.DIFFERS
+    assert V.verdict(broken, ref).status == V.INDISTINGUISHABLE
 
 
 def test_where_the_joint_verdict_declines():
@@ -226,29 +226,29 @@ def test_where_the_joint_verdict_declines():
     ref = DrawsPosterior(None, sites, {"w": V.ar1_reference_draws(rng, mean, sd)}, INFO)
     gauss = GaussianPosterior(None, sites, mean, np.diag(sd), INFO)
     point = V.joint_verdict(PointPosterior(spec=None, sites=sites, value=mean, info=INFO), ref)
-    assert point["status"] == V.NOT_APPLICABLE and "point estimate" in point["reason"]
+    assert point.status == V.NOT_APPLICABLE and "point estimate" in point.reason
     for moments, says in [({"mean_exists": True, "sd_exists": False}, "sd does not exist"),
                           ({"mean_exists": False, "sd_exists": False}, "mean does not exist")]:
         v = V.joint_verdict(gauss, ref, moments=moments)
-        assert v["status"] == V.NOT_APPLICABLE and says in v["reason"] and v["direction"] is None
+        assert v.status == V.NOT_APPLICABLE and says in v.reason and v.direction is None
     pruned = np.diag(sd)
     pruned[1, 1] = 0.0
     v = V.joint_verdict(GaussianPosterior(None, sites, mean, pruned, INFO), ref)
-    assert v["status"] == V.NOT_APPLICABLE and "w[1] (pruned to a point)" in v["reason"]
+    assert v.status == V.NOT_APPLICABLE and "w[1] (pruned to a point)" in v.reason
     draws = V.ar1_reference_draws(rng, mean, sd)
     draws[..., 1] = 0.0
     v = V.joint_verdict(DrawsPosterior(None, sites, {"w": draws}, INFO), ref)
-    assert v["status"] == V.NOT_APPLICABLE and "w[1] (pruned to a point)" in v["reason"]
+    assert v.status == V.NOT_APPLICABLE and "w[1] (pruned to a point)" in v.reason
     collinear = np.diag(sd)
     collinear[2] = [0.3, 0.0, 0.0]  # w[2] a multiple of w[0]: singular, though no sd is 0
     v = V.joint_verdict(GaussianPosterior(None, sites, mean, collinear, INFO), ref)
-    assert v["status"] == V.NOT_APPLICABLE and "singular" in v["reason"]
+    assert v.status == V.NOT_APPLICABLE and "singular" in v.reason
     short = DrawsPosterior(None, sites, {"w": V.ar1_reference_draws(rng, mean, sd, draws=30)}, INFO)
     v = V.joint_verdict(gauss, short)
-    assert v["status"] == V.NOT_APPLICABLE and "half chain" in v["reason"]
+    assert v.status == V.NOT_APPLICABLE and "half chain" in v.reason
     flat = DrawsPosterior(None, sites, {"w": np.ones((4, 100, 3))}, INFO)
     v = V.joint_verdict(gauss, flat)
-    assert v["status"] == V.NOT_APPLICABLE and "of the reference" in v["reason"]
+    assert v.status == V.NOT_APPLICABLE and "of the reference" in v.reason
 
 
 def test_with_one_coordinate_the_joint_verdict_is_the_marginal_one():
@@ -258,6 +258,6 @@ def test_with_one_coordinate_the_joint_verdict_is_the_marginal_one():
     for engine_sd in (2.0, 1.0):
         engine = GaussianPosterior(None, sites, np.ones(1), np.full((1, 1), engine_sd), INFO)
         joint, marginal = V.joint_verdict(engine, ref), V.verdict(engine, ref)
-        assert joint["status"] == marginal["status"] and joint["statistic"] == marginal["statistic"]
-        assert joint["direction"]["text"] == "b" and joint["direction"]["loadings"] == {"b": 1.0}
-    assert joint["status"] == V.DIFFERS and joint["direction"]["sd_ratio"] == pytest.approx(0.5, rel=0.1)
+        assert joint.status == marginal.status and joint.statistic == marginal.statistic
+        assert joint.direction["text"] == "b" and joint.direction["loadings"] == {"b": 1.0}
+    assert joint.status == V.DIFFERS and joint.direction["sd_ratio"] == pytest.approx(0.5, rel=0.1)

@@ -24,7 +24,9 @@ from .base import arviz_adapter
 from .base.atomic import save_figure, write_json_atomic, write_text_atomic
 from .judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
 from .records.registry import get_model, model_names
-from .runs.compare import Comparison, reference_ran_out_of_time
+from .references import get_sampler
+from .runs.compare import Comparison
+from .runs.results import ComparisonResult
 
 ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
@@ -45,11 +47,10 @@ def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
     }
 
 
-def _joint_verdict_lines(res) -> list[str]:
+def _joint_verdict_lines(res: ComparisonResult) -> list[str]:
     """The verdicts on the joint posterior, with the direction in which each engine is off."""
-    rows = [(name, r["joint_verdict"]) for name, r in res["engines"].items() if r.get("joint_verdict")]
-    rows += [(f"{name} vs the {k[3:]} variant", sub["joint_verdict"]) for name, r in res["engines"].items()
-             for k, sub in r.items() if k.startswith("vs_") and isinstance(sub, dict) and sub.get("joint_verdict")]
+    rows = [(name if variant is None else f"{name} vs the {variant} variant", joint)
+            for name, variant, _, joint in res.verdicts if joint is not None]
     if not rows:
         return []
     lines = ["", "## Joint verdicts", "",
@@ -61,11 +62,10 @@ def _joint_verdict_lines(res) -> list[str]:
              "", "| engine | joint verdict | max abs z (threshold) | direction most off (reference-sd units) |",
              "|---|---|---|---|"]
     for name, v in rows:
-        status = v["status"] if v["status"] != "differs" else "**differs**"
-        stat = (f"{v['statistic']:.2f} ({v['threshold']:.2f}, {v['n_tests']} tests)"
-                if v.get("statistic") is not None else v["reason"])
-        d = v.get("direction")
-        if d and v["status"] != "not applicable":
+        status = "**differs**" if v.differs else v.status
+        stat = (f"{v.statistic:.2f} ({v.threshold:.2f}, {v.n_tests} tests)" if v.statistic is not None else v.reason)
+        d = v.direction
+        if d and v.applicable:
             size = (f"sd x{d['sd_ratio']:.2f}" if d["test"] == "sd" else f"mean {d['mean_shift']:+.2f} sd")
             where = f"{d['text']}: {size} (z = {d['z']:+.1f})"
         else:
@@ -84,7 +84,7 @@ def file_stem(name: str) -> str:
 def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     """Write every artefact of a comparison under ``out_dir``; return name -> path."""
     os.makedirs(out_dir, exist_ok=True)
-    res = comp.results
+    res = comp.result
     files: dict[str, str] = {}
     forest_note = None
     const = _constant_data(comp)
@@ -131,14 +131,14 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
             files["boundary"] = os.path.join(out_dir, "decision_boundary.png")
             _plot_boundary(comp, files["boundary"])
     captions = {}
-    model_figures = getattr(get_model(res["model"]), "figures", None) if res.get("model") in model_names() else None
+    model_figures = getattr(get_model(res.model), "figures", None) if res.model in model_names() else None
     if model_figures is not None:
         for name, (path, caption) in model_figures(comp, out_dir).items():
             files[f"figure_{name}"] = path
             captions[f"figure_{name}"] = caption
 
     files["results"] = os.path.join(out_dir, "results.json")
-    write_json_atomic(res, files["results"])
+    write_json_atomic(res.to_json(), files["results"])
     files["report"] = os.path.join(out_dir, "report.md")
     write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions,
                                                        forest_note if comp.reference is not None else None))
@@ -154,7 +154,7 @@ def _plot_probabilities(comp: Comparison, path: str) -> None:
         p = comp.posteriors[name].predict_proba(comp.prepared.Phi_test)
         ax.scatter(p_ref, p - p_ref, s=4, alpha=0.5, color=_color(name))
         ax.axhline(0, color="k", lw=0.8)
-        mae = comp.results["engines"][name]["pred_mae"]
+        mae = comp.result.engines[name].metrics["pred_mae"]
         ax.set_title(f"{name}: mean |p - p_ref| = {mae:.4f}")
         ax.set_xlabel(f"p(y=1|x), reference ({comp.reference.sampler})")
         ax.set_ylabel("engine minus reference")
@@ -167,20 +167,20 @@ def _plot_weight_metrics(comp: Comparison, path: str) -> None:
     x = np.arange(len(names))
     fig = Figure(figsize=(max(6, 0.35 * len(names) + 2), 7))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
-    for name, row in comp.results["engines"].items():
-        if row.get("failure"):  # a failed engine has no numbers to plot
+    for name, row in comp.result.engines.items():
+        if row.failure:  # a failed engine has no numbers to plot
             continue
-        if row.get("std_mean_err") is not None:  # null where the posterior has no mean/sd
-            ax1.plot(x, row["std_mean_err"], "o", ms=4, label=name, color=_color(name))
-        if row.get("sd_ratio") is not None:
-            ax2.plot(x, row["sd_ratio"], "o", ms=4, label=name, color=_color(name))
+        if row.metrics["std_mean_err"] is not None:  # null where the posterior has no mean/sd
+            ax1.plot(x, row.metrics["std_mean_err"], "o", ms=4, label=name, color=_color(name))
+        if row.metrics["sd_ratio"] is not None:
+            ax2.plot(x, row.metrics["sd_ratio"], "o", ms=4, label=name, color=_color(name))
     ax1.axhline(THRESHOLDS["std_mean_err_ok"], color="0.5", ls=":", lw=1)
     ax1.set_ylabel("|m - m_ref| / sd_ref")
     ax1.set_yscale("symlog", linthresh=0.05)
     if ax1.get_legend_handles_labels()[0]:
         ax1.legend()
     else:
-        ax1.text(0.5, 0.5, "no moment metrics: " + ((comp.results.get("moments") or {}).get("reason") or "none"),
+        ax1.text(0.5, 0.5, "no moment metrics: " + ((comp.result.moments or {}).get("reason") or "none"),
                  transform=ax1.transAxes, ha="center", va="center", fontsize=7, wrap=True)
     ax2.axhline(1.0, color="k", lw=0.8)
     ax2.axhspan(*THRESHOLDS["sd_ratio_band"], color="0.9", zorder=0)
@@ -271,23 +271,22 @@ def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-SAMPLER_TEXT = {
-    "nuts": "NUTS on the NumPyro model",
-    "slice-gibbs": "slice-within-Gibbs with a scale move (validation/references/ggsm_gibbs.py; same posterior, "
-                   "checked against the model's log density, quadrature and NUTS in the test suite)",
-    "pg-gibbs": "Polya-Gamma Gibbs on the model's marginal form (validation/references/gig_gibbs.py; same posterior, "
-                "checked against the model's log density and NUTS in the test suite)",
-}
+def _sampler_text(name: str) -> str:
+    """The sampler's own description (its ReferenceSampler's), or its name."""
+    try:
+        return get_sampler(name).description or name
+    except ValueError:  # a results file of a sampler not registered in this session
+        return name
 
 
-def _no_reference_lines(res: dict[str, Any]) -> list[str]:
+def _no_reference_lines(res: ComparisonResult) -> list[str]:
     """The head of a report without a reference: which samplers ran out of time, and what
     the engines' rows can still say."""
     return [
         "**No reference: not certified - every reference sampler ran out of time.**",
         "",
-        *[f"- {t['sampler_name']}: stopped at its time limit of {t['time_limit']:g} s, no draws"
-          for t in res["references_tried"]],
+        *[f"- {t.sampler_name}: stopped at its time limit of {t.time_limit:g} s, no draws"
+          for t in res.references_tried],
         "",
         "The engines' rows below carry only timing and test-set figures (test error, test "
         "log-likelihood, AUC): there is no posterior to measure their accuracy against.",
@@ -295,51 +294,51 @@ def _no_reference_lines(res: dict[str, Any]) -> list[str]:
     ]
 
 
-def _reference_lines(res: dict[str, Any]) -> list[str]:
+def _reference_lines(res: ComparisonResult) -> list[str]:
     """Which sampler is the reference, whether it is certified, what else was tried, and
     which posterior moments exist."""
-    ref = res["reference"]
-    if reference_ran_out_of_time(ref):
+    ref = res.reference
+    if ref.ran_out_of_time:
         return ["None: every sampler ran out of time (see the top of this report)."] + _variant_reference_lines(res)
-    name = ref.get("sampler_name", "nuts")
+    name = ref.sampler_name
     lines = []
-    for tried in res.get("references_tried", []):
-        if tried.get("sampler_name") == name:
+    for tried in res.references_tried:
+        if tried.sampler_name == name:
             continue
-        if tried.get("time_limit") is not None:
-            lines.append(f"Tried first: **{tried['sampler_name']}** - ran out of time (stopped at its limit of "
-                         f"{tried['time_limit']:g} s, no draws; not certified).")
+        if tried.time_limit is not None:
+            lines.append(f"Tried first: **{tried.sampler_name}** - ran out of time (stopped at its limit of "
+                         f"{tried.time_limit:g} s, no draws; not certified).")
             continue
         lines.append(
-            f"Tried first: **{tried['sampler_name']}** - not certified ({_cell('; '.join(tried['failures'][:4]))}"
-            + ("; ..." if len(tried["failures"]) > 4 else "")
-            + f"; {_fmt(tried['seconds'], 1)} s)."
+            f"Tried first: **{tried.sampler_name}** - not certified ({_cell('; '.join(tried.failures[:4]))}"
+            + ("; ..." if len(tried.failures) > 4 else "")
+            + f"; {_fmt(tried.seconds, 1)} s)."
         )
     if lines:
         lines.append("")
-    if ref["certified"]:
+    if ref.certified:
         lines.append(
-            f"Reference: **{name}** ({SAMPLER_TEXT.get(name, name)}), **certified**: R-hat max "
-            f"{_fmt(ref['rhat_max'])} (<= 1.01), bulk ESS min {_fmt(ref['ess_bulk_min'], 1)}, tail ESS min "
-            f"{_fmt(ref['ess_tail_min'], 1)} (>= 400), {ref['divergences']} divergences"
-            + (f", E-BFMI min {_fmt(ref['ebfmi_min'])} (>= 0.3), "
-               f"{_fmt(100 * ref['treedepth_fraction'], 1)}% of transitions at the maximum tree depth (<= 1%)"
-               if ref.get("ebfmi_min") is not None else "")
-            + f"; {_fmt(ref['seconds'], 1)} s" + (" (from cache)" if ref["from_cache"] else "") + "."
-            + (f" Diagnosed sites: {', '.join(ref['diagnosed_sites'])} (every site the sampler moves)."
-               if ref.get("diagnosed_sites") else "")
+            f"Reference: **{name}** ({_sampler_text(name)}), **certified**: R-hat max "
+            f"{_fmt(ref.rhat_max)} (<= 1.01), bulk ESS min {_fmt(ref.ess_bulk_min, 1)}, tail ESS min "
+            f"{_fmt(ref.ess_tail_min, 1)} (>= 400), {ref.divergences} divergences"
+            + (f", E-BFMI min {_fmt(ref.ebfmi_min)} (>= 0.3), "
+               f"{_fmt(100 * ref.treedepth_fraction, 1)}% of transitions at the maximum tree depth (<= 1%)"
+               if ref.ebfmi_min is not None else "")
+            + f"; {_fmt(ref.seconds, 1)} s" + (" (from cache)" if ref.from_cache else "") + "."
+            + (f" Diagnosed sites: {', '.join(ref.diagnosed_sites)} (every site the sampler moves)."
+               if ref.diagnosed_sites else "")
         )
     else:
-        several = len(res.get("references_tried", [])) > 1
+        several = len(res.references_tried) > 1
         lines.append(
             ("**No reference sampler certified.** Shown: " if several else "**Reference NOT certified.** ")
-            + f"**{name}** ({SAMPLER_TEXT.get(name, name)})"
+            + f"**{name}** ({_sampler_text(name)})"
             + (", the closest to certification" if several else "")
             + ". The numbers below compare against an uncertified posterior and must not be read "
-            "as accuracy. Failed checks: " + "; ".join(ref["failures"])
+            "as accuracy. Failed checks: " + "; ".join(ref.failures)
         )
     lines += _variant_reference_lines(res)
-    moments = res.get("moments")
+    moments = res.moments
     if moments:
         lines.append("\nPosterior moments: " + moments["reason"] + ". "
                      + ("" if moments.get("sd_exists") is True else
@@ -349,34 +348,34 @@ def _reference_lines(res: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _variant_reference_lines(res: dict[str, Any]) -> list[str]:
+def _variant_reference_lines(res: ComparisonResult) -> list[str]:
     lines = []
-    for vname, vref in res.get("variant_references", {}).items():
-        if reference_ran_out_of_time(vref):
-            lines.append(f"\nNo reference for the `{vname}` variant of the model: " + "; ".join(vref["failures"]) + ".")
+    for vname, vref in res.variant_references.items():
+        if vref.ran_out_of_time:
+            lines.append(f"\nNo reference for the `{vname}` variant of the model: " + "; ".join(vref.failures) + ".")
             continue
-        status = "certified" if vref["certified"] else "NOT certified (" + "; ".join(vref["failures"]) + ")"
+        status = "certified" if vref.certified else "NOT certified (" + "; ".join(vref.failures) + ")"
         lines.append(
-            f"\n{vref.get('sampler_name', 'nuts')} on the `{vname}` variant of the model: {status}; R-hat max "
-            f"{_fmt(vref['rhat_max'])}, ESS bulk/tail min {_fmt(vref['ess_bulk_min'], 1)}/"
-            f"{_fmt(vref['ess_tail_min'], 1)}, {vref['divergences']} divergences."
+            f"\n{vref.sampler_name} on the `{vname}` variant of the model: {status}; R-hat max "
+            f"{_fmt(vref.rhat_max)}, ESS bulk/tail min {_fmt(vref.ess_bulk_min, 1)}/"
+            f"{_fmt(vref.ess_tail_min, 1)}, {vref.divergences} divergences."
         )
     return lines
 
 
-def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
+def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
                     captions: dict[str, str] | None = None, forest_note: str | None = None) -> str:
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
-    no_reference = reference_ran_out_of_time(res["reference"])
+    no_reference = res.reference.ran_out_of_time
     lines = [
-        f"# {res['model'].upper()} on `{res['data']}` (split {res['split']}): "
+        f"# {res.model.upper()} on `{res.data}` (split {res.split}): "
         + ("engines, no reference" if no_reference else "engines against the reference"),
         "",
         *(_no_reference_lines(res) if no_reference else []),
-        f"Training points: {res['n_train']}; test points: {res['n_test']}. "
-        f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res["hyper"].items()) + ".",
+        f"Training points: {res.n_train}; test points: {res.n_test}. "
+        f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res.hyper.items()) + ".",
         "",
-        "How they were chosen: " + "; ".join(f"{k}: {v}" for k, v in res["selection"].items() if k != "cv_scores") + ".",
+        "How they were chosen: " + "; ".join(f"{k}: {v}" for k, v in res.selection.items() if k != "cv_scores") + ".",
         "Every engine below approximates the same posterior, that of the model at these frozen values.",
         "",
         "## Reference",
@@ -384,7 +383,7 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
     ]
     lines += _reference_lines(res)
     if not no_reference:
-        lines.append(f"\nReference test error: {_fmt(res['reference_test_error'])}.")
+        lines.append(f"\nReference test error: {_fmt(res.reference_test_error)}.")
     lines += [
         "",
         "## Engines",
@@ -392,64 +391,66 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
         "| engine | kind | weights kept | pred_mae | std mean err (median / max) | sd ratio (median) | KL(q, ref Gauss) | k-hat | outside support | test error | AUC | seconds (warm) | compile s | speed-up vs reference |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in res["engines"].items():
-        if r.get("failure"):
+    for name, r in res.engines.items():
+        m = r.metrics
+        if r.failure:
             # no numbers at all: a reason in place of the first metric, the rest blank
-            lines.append(f"| {name} | {r['kind']} | - | failed: {_cell(r['failure'])} |" + " |" * 10)
+            lines.append(f"| {name} | {r.kind} | - | failed: {_cell(r.failure)} |" + " |" * 10)
             continue
         if no_reference:
             # the columns measured against the reference are empty, not null: nothing was measured
             lines.append(
-                f"| {name} | {r['kind']} | {r['n_basis']} |" + " - |" * 6 + f" {_fmt(r['test_error'])} | "
-                f"{_fmt(r['auc'])} | {_fmt(r['seconds'], 3)} | {_fmt(r['compile_seconds'], 2)} | - |"
+                f"| {name} | {r.kind} | {r.n_basis} |" + " - |" * 6 + f" {_fmt(m['test_error'])} | "
+                f"{_fmt(m['auc'])} | {_fmt(r.seconds, 3)} | {_fmt(r.compile_seconds, 2)} | - |"
             )
             continue
         lines.append(
-            f"| {name} | {r['kind']} | {r['n_basis']} | {_fmt(r['pred_mae'])} | {_fmt(r['std_mean_err_median'], 3)} / "
-            f"{_fmt(r['std_mean_err_max'], 3)} | {_fmt(r['sd_ratio_median'], 3)} | {_fmt(r['kl_gauss'], 3)} | "
-            f"{_fmt(r['khat'], 3)} | {_fmt(r['outside_support_fraction'], 3)} | {_fmt(r['test_error'])} | "
-            f"{_fmt(r['auc'])} | {_fmt(r['seconds'], 3)} | {_fmt(r['compile_seconds'], 2)} | "
-            f"{_fmt(r['speedup_vs_reference'], 1)} |"
+            f"| {name} | {r.kind} | {r.n_basis} | {_fmt(m['pred_mae'])} | {_fmt(m['std_mean_err_median'], 3)} / "
+            f"{_fmt(m['std_mean_err_max'], 3)} | {_fmt(m['sd_ratio_median'], 3)} | {_fmt(m['kl_gauss'], 3)} | "
+            f"{_fmt(m['khat'], 3)} | {_fmt(m['outside_support_fraction'], 3)} | {_fmt(m['test_error'])} | "
+            f"{_fmt(m['auc'])} | {_fmt(r.seconds, 3)} | {_fmt(r.compile_seconds, 2)} | "
+            f"{_fmt(r.speedup_vs_reference, 1)} |"
         )
-    others = {name: r["other_model"] for name, r in res["engines"].items() if r.get("other_model")}
+    others = {name: r.other_model for name, r in res.engines.items() if r.other_model}
     if others:
         lines += ["", "Engines that fit **another model** than the reference's (their rows measure how far "
                   "that model's answer lies from this posterior, not an approximation error): "
                   + "; ".join(f"`{n}`: {m}" for n, m in others.items()) + "."]
-    failed = {name: r["failure"] for name, r in res["engines"].items() if r.get("failure")}
+    failed = {name: r.failure for name, r in res.engines.items() if r.failure}
     if failed:
         lines += [""] + [f"**{name} failed** (no metrics): {reason}" for name, reason in failed.items()]
     nulls = {
-        (name, k): v for name, r in res["engines"].items() if not r.get("failure")
-        for k, v in (r.get("null_reasons") or {}).items()
+        (name, k): v for name, r in res.engines.items() if not r.failure
+        for k, v in (r.metrics.get("null_reasons") or {}).items()
         # without a reference, the reason of every other empty column heads the report
         if not no_reference or k in HELD_OUT_KEYS
     }
     if nulls:
         lines += ["", "Null entries: " + "; ".join(f"{n}.{k}: {v}" for (n, k), v in nulls.items()) + "."]
-    for name, r in res["engines"].items():
-        for key, sub in r.items():
-            if not (key.startswith("vs_") and isinstance(sub, dict)):
-                continue
-            if reference_ran_out_of_time(res.get("variant_references", {}).get(key[3:], {})):
+    for name, r in res.engines.items():
+        sub = r.against_variant
+        if sub is not None:
+            vref = res.variant_references.get(sub.variant)
+            if vref is not None and vref.ran_out_of_time:
                 lines += ["", f"`{name}` could not be measured against the reference of the model it actually "
-                          f"approximates ({key[3:]}): every sampler of that reference ran out of time."]
-                continue
-            lines += [
-                "",
-                f"`{name}` measured against the reference of the model it actually approximates "
-                f"({key[3:]}; reference {'certified' if sub['reference_certified'] else 'NOT certified'}): "
-                f"pred_mae {_fmt(sub['pred_mae'])}, std mean err median {_fmt(sub['std_mean_err_median'], 3)}, "
-                f"sd ratio median {_fmt(sub['sd_ratio_median'], 3)}, k-hat {_fmt(sub['khat'], 3)}. "
-                "The gap between this line and the table row is the error of changing the model; "
-                "this line alone is the error of the Gaussian approximation.",
-            ]
-        if not r["converged"] and not r.get("failure"):
-            lines += ["", f"**{name} did not converge**: {r['reason']}"]
-    for name, r in res["engines"].items():
-        if r.get("pruned_vs_reference"):
-            lines += _pruned_table(name, r["pruned_vs_reference"])
-    verdicts = [(name, r["verdict"]) for name, r in res["engines"].items() if r.get("verdict")]
+                          f"approximates ({sub.variant}): every sampler of that reference ran out of time."]
+            else:
+                m = sub.metrics
+                lines += [
+                    "",
+                    f"`{name}` measured against the reference of the model it actually approximates "
+                    f"({sub.variant}; reference {'certified' if sub.reference_certified else 'NOT certified'}): "
+                    f"pred_mae {_fmt(m['pred_mae'])}, std mean err median {_fmt(m['std_mean_err_median'], 3)}, "
+                    f"sd ratio median {_fmt(m['sd_ratio_median'], 3)}, k-hat {_fmt(m['khat'], 3)}. "
+                    "The gap between this line and the table row is the error of changing the model; "
+                    "this line alone is the error of the Gaussian approximation.",
+                ]
+        if not r.converged and not r.failure:
+            lines += ["", f"**{name} did not converge**: {r.reason}"]
+    for name, r in res.engines.items():
+        if r.pruned_vs_reference:
+            lines += _pruned_table(name, r.pruned_vs_reference)
+    verdicts = [(name, r) for name, r in res.engines.items() if r.verdict is not None]
     if verdicts:
         lines += ["", "## Verdicts", "",
                   "Each engine against the reference, coordinate by coordinate: its mean and sd against the "
@@ -459,26 +460,26 @@ def render_markdown(res: dict[str, Any], files: dict[str, str], out_dir: str,
                   "reference could not see a difference; the detectable sizes say how large one it would see.",
                   "", "| engine | verdict | max abs z (threshold) | worst coordinates | detectable mean shift / sd change |",
                   "|---|---|---|---|---|"]
-        for name, v in verdicts:
+        for name, r in verdicts:
+            v = r.verdict
             worst = "; ".join(f"{w['coordinate']} {w['test']} z={w['z']:+.1f} ({w['difference']:+.2f})"
-                              for w in v["worst"]) or "-"
-            if v.get("point_mass"):  # sd exactly 0 there: differs for certain, outside the z's
-                worst = (f"sd = 0 (pruned) at {len(v['point_mass'])}: " + ", ".join(v["point_mass"][:3])
-                         + (", ..." if len(v["point_mass"]) > 3 else "") + "; " + worst)
-            status = v["status"] if v["status"] != "differs" else "**differs**"
-            detect = (f"{_fmt(v['detectable_mean_shift'], 3)} sd / "
-                      + (f"{100 * v['detectable_sd_change']:.1f}%" if v.get("detectable_sd_change") else "-")
-                      if v["status"] != "not applicable" else "-")
-            stat = (f"{v['statistic']:.2f} ({v['threshold']:.2f}, {v['n_tests']} tests)"
-                    if v["statistic"] is not None else v["reason"])
+                              for w in v.worst) or "-"
+            if v.point_mass:  # sd exactly 0 there: differs for certain, outside the z's
+                worst = (f"sd = 0 (pruned) at {len(v.point_mass)}: " + ", ".join(v.point_mass[:3])
+                         + (", ..." if len(v.point_mass) > 3 else "") + "; " + worst)
+            status = "**differs**" if v.differs else v.status
+            detect = (f"{_fmt(v.detectable_mean_shift, 3)} sd / "
+                      + (f"{100 * v.detectable_sd_change:.1f}%" if v.detectable_sd_change else "-")
+                      if v.applicable else "-")
+            stat = f"{v.statistic:.2f} ({v.threshold:.2f}, {v.n_tests} tests)" if v.statistic is not None else v.reason
             lines.append(f"| {name} | {status} | {_cell(stat)} | {_cell(worst)} | {detect} |")
-            variant_v = [(k, sub["verdict"]) for k, sub in res["engines"][name].items()
-                         if k.startswith("vs_") and isinstance(sub, dict) and sub.get("verdict")]
-            for k, sv in variant_v:
-                sv_stat = (f"{sv['statistic']:.2f} ({sv['threshold']:.2f}, {sv['n_tests']} tests)"
-                           if sv["statistic"] is not None else sv["reason"])
-                sv_worst = "; ".join(f"{w['coordinate']} {w['test']} z={w['z']:+.1f}" for w in sv["worst"]) or "-"
-                lines.append(f"| {name} vs the {k[3:]} variant | {sv['status']} | {_cell(sv_stat)} | "
+            sub = r.against_variant
+            if sub is not None and sub.verdict is not None:
+                sv = sub.verdict
+                sv_stat = (f"{sv.statistic:.2f} ({sv.threshold:.2f}, {sv.n_tests} tests)"
+                           if sv.statistic is not None else sv.reason)
+                sv_worst = "; ".join(f"{w['coordinate']} {w['test']} z={w['z']:+.1f}" for w in sv.worst) or "-"
+                lines.append(f"| {name} vs the {sub.variant} variant | {sv.status} | {_cell(sv_stat)} | "
                              f"{_cell(sv_worst)} | - |")
     lines += _joint_verdict_lines(res)
     lines += ["", "## Figures", ""]

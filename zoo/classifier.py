@@ -36,6 +36,7 @@ continuous, multiclass, missing or mixed labels are refused), and keeps
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 import warnings
 
@@ -100,22 +101,14 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       "linear" (a one-column table);
                                       bblr: "linear" with a bias column, or "rbf" with
                                       engine "sla-sparse" (sparse kernel BBLR)
-    q : float or None                 ggsm-probit's prior shape, in (0, 2] (None: 1.0)
-    gamma : float or None             ggsm-probit's lap engine: its Laplace rate (None: 1.0);
-                                      bblr: the sigmoid's sharpness (None: 4)
-    table_shape : (int, int) or None  grid-rvm with basis="table": rows and columns of X's
-                                      features (row-major; rows x columns = X's width)
-    delta : float or None             grid-rvm with basis="per-dimension-rbf" (None: the
-                                      paper's 5.55)
-    k, theta : float or None          gig-logistic: shape and rate of the Gamma hyper-prior
-                                      on each a_i (None: 1, the default proper hyper-prior;
-                                      Horii's experiments use 1e-6, nearly improper)
-    rho : float or None               gig-logistic: the GIG index, > 0 with its gamma
-                                      mixing (None: 1)
-
-    gig-logistic runs with gamma mixing; q, gamma, table_shape and delta do not apply to
-    it, and k, theta, rho only to it. A parameter that does not apply to the chosen model
-    is refused at ``fit``.
+    **hyper-parameters                each model's own, declared in its registry record
+                                      (``ModelRecord.classifier_params``; listed below for
+                                      the models registered when this module was imported),
+                                      each None by default (the model's own default). Every
+                                      registered model's are keyword arguments and
+                                      scikit-learn parameters (get_params / set_params); one
+                                      that does not apply to the chosen model is refused at
+                                      ``fit``, and so is a bad value, in one line naming it.
 
     Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
     ``active_`` (indices of the design columns kept: training points for a kernel basis;
@@ -127,21 +120,35 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
-                 basis: str = "rbf", q: float | None = None, gamma: float | None = None,
-                 table_shape: tuple[int, int] | None = None, delta: float | None = None,
-                 k: float | None = None, theta: float | None = None, rho: float | None = None):
+                 basis: str = "rbf", **hyper):
         self.model = model
         self.engine = engine
         self.width = width
         self.seed = seed
         self.basis = basis
-        self.q = q
-        self.gamma = gamma
-        self.table_shape = table_shape
-        self.delta = delta
-        self.k = k
-        self.theta = theta
-        self.rho = rho
+        known = hyper_param_names()
+        for name, value in hyper.items():
+            if name not in known:  # what Python says of a keyword the signature lacks
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {name!r}")
+            setattr(self, name, value)
+
+    # ----------------------------------------------------------------------------------
+    # the models' hyper-parameters as scikit-learn parameters
+    # ----------------------------------------------------------------------------------
+    # The hyper-parameters are the registered records' (``classifier_params``), so the
+    # constructor takes them as keywords and its signature - which scikit-learn reads for
+    # the parameter names (get_params, clone, repr, its estimator checks) - is rebuilt from
+    # the registry whenever the names are read: a model registered later brings its own.
+    @classmethod
+    def _get_param_names(cls):
+        _refresh_signature(cls)
+        return sorted((*super()._get_param_names(), *hyper_param_names()))
+
+    def __getattr__(self, name: str):
+        # a registered hyper-parameter not given to the constructor is None (its default)
+        if not name.startswith("_") and name in hyper_param_names():
+            return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ----------------------------------------------------------------------------------
     # scikit-learn tags
@@ -208,16 +215,16 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         if not (isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
                 and 0 <= seed < SEED_LIMIT):
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-        options = {"width": width, "basis": self.basis, "table_shape": self.table_shape}
-        for name, positive in (("q", False), ("gamma", True), ("delta", True), ("k", True), ("theta", True),
-                               ("rho", False)):
+        own = {p.name: p for p in record.classifier_params}
+        extra = [name for name in hyper_param_names() if name not in own and getattr(self, name) is not None]
+        if extra:
+            takes = f"it takes {', '.join(own)}" if own else "it takes none"
+            raise ValueError(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {self.model} "
+                             f"({takes})")
+        options = {"width": width, "basis": self.basis}
+        for name, param in own.items():
             value = getattr(self, name)
-            if value is not None:
-                if not (_is_real(value) and np.isfinite(value) and (value > 0 or not positive)):
-                    raise ValueError(f"{name} must be {'a positive' if positive else 'a finite'} number or None, "
-                                     f"got {value!r}")
-                value = float(value)
-            options[name] = value
+            options[name] = value if value is None or param.check is None else param.check(name, value)
         return record, entry, options, int(seed)
 
     def predict_proba(self, X):
@@ -312,6 +319,31 @@ def _checked_design(basis, X: np.ndarray, step: str) -> np.ndarray:
     return Phi
 
 
+def hyper_param_names() -> tuple[str, ...]:
+    """Every registered model's classifier hyper-parameters (``ModelRecord.classifier_params``),
+    each name once, in registry order."""
+    return tuple(dict.fromkeys(p.name for name in registry.model_names()
+                               for p in registry.get_model(name).classifier_params))
+
+
+def _refresh_signature(cls) -> None:
+    """``cls.__init__``'s signature: its own parameters, then every registered model's
+    hyper-parameters as keywords defaulting to None (what scikit-learn introspects)."""
+    own = [p for p in inspect.signature(cls.__init__, follow_wrapped=False).parameters.values()
+           if p.kind is not p.VAR_KEYWORD and p.kind is not p.KEYWORD_ONLY]
+    hyper = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in hyper_param_names()]
+    cls.__init__.__signature__ = inspect.Signature(own + hyper)
+
+
+def _hyper_param_doc() -> str:
+    lines = []
+    for name in registry.model_names():
+        for p in registry.get_model(name).classifier_params:
+            lines.append(f"    {p.name} ({name}): {p.doc}")
+    return ("\n\n    Hyper-parameters of the models registered at import (``ModelRecord.classifier_params``):\n\n"
+            + "\n".join(lines) + "\n    ")
+
+
 def classifier_models() -> tuple[str, ...]:
     """The registered models the classifier can fit (those whose record has a design)."""
     return tuple(name for name in registry.model_names() if registry.get_model(name).classifier is not None)
@@ -320,3 +352,8 @@ def classifier_models() -> tuple[str, ...]:
 def classifier_engines(model: str) -> tuple[str, ...]:
     """The engines of ``model`` the classifier can run: those with an end-to-end mode."""
     return tuple(e.name for e in registry.get_model(model).engines if e.end_to_end is not None)
+
+
+_refresh_signature(SparseBayesClassifier)
+if SparseBayesClassifier.__doc__:  # None under python -OO
+    SparseBayesClassifier.__doc__ = SparseBayesClassifier.__doc__.rstrip() + _hyper_param_doc()

@@ -36,9 +36,9 @@ from zoo.validation.runs.compare import (
     CompareConfig,
     compare,
     default_references,
-    reference_ran_out_of_time,
 )
 from zoo.validation.runs.engines import resolve_entry
+from zoo.validation.runs.results import ComparisonResult
 from zoo.validation.runs.sbc import (
     TOO_FEW,
     USELESS,
@@ -165,24 +165,24 @@ def _cmd_compare(args) -> int:
         print(f"zoo compare: error: {err}", file=sys.stderr)
         return 2
     files = write_report(comp, args.out)
-    print(summary_table(comp.results))
+    print(summary_table(comp.result))
     print(f"\nreport: {files['report']}")
     if comp.reference is None:
         # not an error: the report holds the engines' timings and test-set figures and says
         # why it holds nothing else
-        print("zoo compare: warning: no reference: " + "; ".join(comp.results["reference"]["failures"]),
+        print("zoo compare: warning: no reference: " + "; ".join(comp.result.reference.failures),
               file=sys.stderr)
     return 0
 
 
-def summary_table(res) -> str:
-
+def summary_table(res: ComparisonResult) -> str:
+    """The comparison in a few lines for the terminal: reference, one row per engine, verdicts."""
     # engine names such as mm-laplace are longer than the 8 characters the column had
-    name_width = max([9] + [len(name) + 2 for name in res["engines"]])
+    name_width = max([9] + [len(name) + 2 for name in res.engines])
     lines = [
-        f"{res['model']} on {res['data']} (split {res['split']}), n_train={res['n_train']}, "
-        f"n_basis={res['hyper'].get('n_basis')}, "
-        + ", ".join(f"{k}={v:g}" for k, v in res["hyper"].items() if k != "n_basis" and isinstance(v, (int, float))),
+        f"{res.model} on {res.data} (split {res.split}), n_train={res.n_train}, "
+        f"n_basis={res.hyper.get('n_basis')}, "
+        + ", ".join(f"{k}={v:g}" for k, v in res.hyper.items() if k != "n_basis" and isinstance(v, (int, float))),
         *_reference_summary_lines(res),
         "",
         f"{'engine':<{name_width}}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'x ref':>9}",
@@ -192,68 +192,62 @@ def summary_table(res) -> str:
         width = int(spec.split(".")[0])
         return format(v, spec) if v is not None else format("null", f">{width}")
 
-    variant_rows = []
-    for name, r in res["engines"].items():
-        label = name + ("*" if r.get("other_model") else "")
-        if r.get("failure"):
-            lines.append(f"{label:<{name_width}}failed: {r['failure']}")
+    for name, r in res.engines.items():
+        label = name + ("*" if r.other_model else "")
+        if r.failure:
+            lines.append(f"{label:<{name_width}}failed: {r.failure}")
             continue
+        m = r.metrics
         lines.append(
-            f"{label:<{name_width}}{f(r['pred_mae'], '10.5f')}{f(r['std_mean_err_median'], '11.3f')}"
-            f"{f(r['sd_ratio_median'], '10.3f')}{f(r['khat'], '8.2f')}{f(r['test_error'], '10.4f')}"
-            f"{f(r['seconds'], '10.4f')}{f(r['speedup_vs_reference'], '9.0f')}"
+            f"{label:<{name_width}}{f(m['pred_mae'], '10.5f')}{f(m['std_mean_err_median'], '11.3f')}"
+            f"{f(m['sd_ratio_median'], '10.3f')}{f(m['khat'], '8.2f')}{f(m['test_error'], '10.4f')}"
+            f"{f(r.seconds, '10.4f')}{f(r.speedup_vs_reference, '9.0f')}"
         )
-        for key, v in r.items():
-            if key.startswith("vs_") and isinstance(v, dict):
-                variant = key[3:]
-                variant_rows.append((f"{name} vs {variant}", v))
-                # the engine against the reference of the model it fits: its approximation error
-                vs_label = f"  vs {variant}"
-                lines.append(f"{vs_label:<{name_width}}{f(v.get('pred_mae'), '10.5f')}"
-                             f"{f(v.get('std_mean_err_median'), '11.3f')}{f(v.get('sd_ratio_median'), '10.3f')}"
-                             f"{f(v.get('khat'), '8.2f')}{f(v.get('test_error'), '10.4f')}")
-    if any(r.get("other_model") for r in res["engines"].values()):
+        if r.against_variant is not None:
+            # the engine against the reference of the model it fits: its approximation error
+            v = r.against_variant.metrics
+            vs_label = f"  vs {r.against_variant.variant}"
+            lines.append(f"{vs_label:<{name_width}}{f(v.get('pred_mae'), '10.5f')}"
+                         f"{f(v.get('std_mean_err_median'), '11.3f')}{f(v.get('sd_ratio_median'), '10.3f')}"
+                         f"{f(v.get('khat'), '8.2f')}{f(v.get('test_error'), '10.4f')}")
+    if any(r.other_model for r in res.engines.values()):
         lines.append("* fits another model (prior) than the reference's: its row is a distance, not an approximation error")
-    if variant_rows:
+    if any(r.against_variant is not None for r in res.engines.values()):
         lines.append("  vs X: the same engine against the reference of the model variant X it fits")
-    verdicts = [(name, r["verdict"]) for name, r in res["engines"].items() if r.get("verdict")]
-    verdicts += [(label, v["verdict"]) for label, v in variant_rows if v.get("verdict")]
-    if verdicts:
+    rows = [(name if variant is None else f"{name} vs {variant}", v, j) for name, variant, v, j in res.verdicts]
+    if rows:
         lines += ["", "verdicts (an exact engine is called different about 5% of the time, in any dimension):"]
-        lines += ["  " + verdict.summary_line(name, v) for name, v in verdicts]
-    joint = [(name, r["joint_verdict"]) for name, r in res["engines"].items() if r.get("joint_verdict")]
-    joint += [(label, v["joint_verdict"]) for label, v in variant_rows if v.get("joint_verdict")]
+        lines += ["  " + verdict.summary_line(name, v) for name, v, _ in rows]
+    joint = [(name, j) for name, _, j in rows if j is not None]
     if joint:
         lines += ["", "joint verdicts (the joint posterior, correlations included; also about 5% each):"]
-        lines += ["  " + verdict.summary_line(name, v) for name, v in joint]
+        lines += ["  " + verdict.summary_line(name, j) for name, j in joint]
     return "\n".join(lines)
 
 
-def _reference_summary_lines(res) -> list[str]:
+def _reference_summary_lines(res: ComparisonResult) -> list[str]:
     """Which sampler is the reference and whether it is certified (or that there is none)."""
-
-    ref = res["reference"]
-    if reference_ran_out_of_time(ref):
-        return ["reference: none, NOT CERTIFIED: " + "; ".join(ref["failures"]),
+    ref = res.reference
+    if ref.ran_out_of_time:
+        return ["reference: none, NOT CERTIFIED: " + "; ".join(ref.failures),
                 "  (the rows below hold only test-set figures and timings: nothing to measure them against)"]
-    status = "certified" if ref["certified"] else "NOT CERTIFIED: " + "; ".join(ref["failures"])
-    sampler = ref.get("sampler_name", "nuts")
-    others = [t for t in res.get("references_tried", []) if t.get("sampler_name") != sampler]
+    status = "certified" if ref.certified else "NOT CERTIFIED: " + "; ".join(ref.failures)
+    others = [t for t in res.references_tried if t.sampler_name != ref.sampler_name]
 
     def num(v, spec):
         # a diagnostic can be null (R-hat of a single chain): say so instead of crashing
         return "n/a" if v is None else format(v, spec)
 
     return [
-        f"reference ({sampler}): {status} (R-hat max {num(ref['rhat_max'], '.4f')}, ESS bulk/tail min "
-        f"{num(ref['ess_bulk_min'], '.0f')}/{num(ref['ess_tail_min'], '.0f')}, divergences {ref['divergences']}, "
-        f"{num(ref['seconds'], '.1f')} s{' (from cache)' if ref.get('from_cache') else ''}); "
-        f"reference test error {num(res['reference_test_error'], '.4f')}",
-        *[f"  tried first: {t['sampler_name']}, ran out of time (limit {t['time_limit']:g} s, no draws)"
-          if t.get("time_limit") is not None else
-          f"  tried first: {t['sampler_name']}, not certified (R-hat max {num(t['rhat_max'], '.3f')}, "
-          f"ESS bulk min {num(t['ess_bulk_min'], '.0f')}, divergences {t['divergences']}, "
-          f"{num(t['seconds'], '.0f')} s{' (from cache)' if t.get('from_cache') else ''})"
+        f"reference ({ref.sampler_name}): {status} (R-hat max {num(ref.rhat_max, '.4f')}, ESS bulk/tail min "
+        f"{num(ref.ess_bulk_min, '.0f')}/{num(ref.ess_tail_min, '.0f')}, divergences {ref.divergences}, "
+        f"{num(ref.seconds, '.1f')} s{' (from cache)' if ref.from_cache else ''}); "
+        f"reference test error {num(res.reference_test_error, '.4f')}",
+        *[f"  tried first: {t.sampler_name}, ran out of time (limit {t.time_limit:g} s, no draws)"
+          if t.time_limit is not None else
+          f"  tried first: {t.sampler_name}, not certified (R-hat max {num(t.rhat_max, '.3f')}, "
+          f"ESS bulk min {num(t.ess_bulk_min, '.0f')}, divergences {t.divergences}, "
+          f"{num(t.seconds, '.0f')} s{' (from cache)' if t.from_cache else ''})"
           for t in others],
     ]
 

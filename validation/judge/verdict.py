@@ -47,7 +47,8 @@ chain, the tests from the second halves; measured in
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
 
 import numpy as np
 from scipy.linalg import eigh
@@ -65,6 +66,73 @@ N_WORST = 3
 INDISTINGUISHABLE = "indistinguishable"
 DIFFERS = "differs"
 NOT_APPLICABLE = "not applicable"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one engine against one reference, marginal or joint.
+
+    status: :data:`INDISTINGUISHABLE`, :data:`DIFFERS` or :data:`NOT_APPLICABLE`; reason: one
+    sentence saying why (for "not applicable", why there is no verdict). statistic: max |z|
+    over the tests; threshold: c_K; n_tests: K. worst: up to :data:`N_WORST` tests, worst
+    first, each {"coordinate", "test", "z", "difference"} (the joint verdict names its
+    directions in "coordinate"). point_mass: coordinates where the engine's sd is exactly 0
+    (a certain difference, outside the z tests). detectable_mean_shift (in reference sds)
+    and detectable_sd_change (relative): what the reference could detect with probability
+    1/2. The joint verdict also has direction (the worst test's direction: text, loadings,
+    share, test, z, sd_ratio, mean_shift), directions (d) and draws_per_half.
+    """
+
+    status: str
+    reason: str
+    false_alarm: float = FALSE_ALARM
+    n_tests: int = 0
+    statistic: float | None = None
+    threshold: float | None = None
+    worst: tuple[Mapping[str, Any], ...] = ()
+    point_mass: tuple[str, ...] = ()
+    detectable_mean_shift: float | None = None
+    detectable_sd_change: float | None = None
+    joint: bool = False
+    direction: Mapping[str, Any] | None = None
+    directions: int | None = None
+    draws_per_half: int | None = None
+
+    def __post_init__(self):
+        if self.status not in (INDISTINGUISHABLE, DIFFERS, NOT_APPLICABLE):
+            raise ValueError(f"unknown verdict status {self.status!r}")
+        object.__setattr__(self, "worst", tuple(self.worst))
+        object.__setattr__(self, "point_mass", tuple(self.point_mass))
+
+    @property
+    def differs(self) -> bool:
+        return self.status == DIFFERS
+
+    @property
+    def applicable(self) -> bool:
+        return self.status != NOT_APPLICABLE
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as results.json stores it (the joint keys only for a joint verdict)."""
+        out = {"status": self.status, "reason": self.reason, "false_alarm": self.false_alarm,
+               "n_tests": self.n_tests, "statistic": self.statistic, "threshold": self.threshold,
+               "worst": [dict(w) for w in self.worst], "point_mass": list(self.point_mass),
+               "detectable_mean_shift": self.detectable_mean_shift,
+               "detectable_sd_change": self.detectable_sd_change}
+        if self.joint:
+            out.update(direction=None if self.direction is None else dict(self.direction),
+                       directions=self.directions, draws_per_half=self.draws_per_half)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Verdict":
+        """The inverse of :meth:`to_json` (a stored results.json read back)."""
+        joint = "direction" in d
+        return cls(**{k: d[k] for k in ("status", "reason", "false_alarm", "n_tests", "statistic", "threshold",
+                                        "detectable_mean_shift", "detectable_sd_change")},
+                   worst=tuple(d.get("worst") or ()), point_mass=tuple(d.get("point_mass") or ()), joint=joint,
+                   direction=d.get("direction"), directions=d.get("directions"),
+                   draws_per_half=d.get("draws_per_half"))
 
 
 def threshold(n_tests: int, false_alarm: float = FALSE_ALARM, df: float | None = None) -> float:
@@ -139,10 +207,9 @@ def moments_and_mcse(draws: np.ndarray) -> dict[str, Any]:
             "df": b - chains}
 
 
-def not_applicable(reason: str) -> dict[str, Any]:
-    return {"status": NOT_APPLICABLE, "reason": reason, "false_alarm": FALSE_ALARM, "n_tests": 0,
-            "statistic": None, "threshold": None, "worst": [], "detectable_mean_shift": None,
-            "detectable_sd_change": None}
+def not_applicable(reason: str, *, joint: bool = False) -> Verdict:
+    """No verdict, and why (a point estimate, a reference that is not certified, ...)."""
+    return Verdict(NOT_APPLICABLE, reason, joint=joint)
 
 
 def reference_errors_usable(ref: dict[str, Any], sd_exists: bool = True) -> bool:
@@ -194,18 +261,17 @@ def compare_moments(m_e: np.ndarray, s_e: np.ndarray, ref: dict[str, Any], *, ow
 
 
 def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
-            false_alarm: float = FALSE_ALARM, reference_moments: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+            false_alarm: float = FALSE_ALARM, reference_moments: dict[str, np.ndarray] | None = None) -> Verdict:
     """The verdict on ``approx`` (any Posterior) against the reference draws ``ref_post``
     (a DrawsPosterior over the same sites). ``moments``: which posterior moments exist
     (None: all). ``reference_moments``: :func:`moments_and_mcse` of the reference, if
     already computed (it is the same for every engine of a comparison).
 
-    Returns a JSON-able dict: status ("indistinguishable", "differs", "not applicable"),
-    reason (a sentence), statistic (max |z|), threshold (c_K), n_tests, worst (up to three
-    coordinates, each with its test, z and the difference in reference sds),
-    detectable_mean_shift and detectable_sd_change (what the reference could detect),
-    false_alarm, point_mass (the coordinates where the engine's sd is exactly 0: "differs"
-    for certain, outside the z tests).
+    Returns a :class:`Verdict`: status, reason, statistic (max |z|), threshold (c_K),
+    n_tests, worst (up to three coordinates, each with its test, z and the difference in
+    reference sds), detectable_mean_shift and detectable_sd_change (what the reference
+    could detect), false_alarm, point_mass (the coordinates where the engine's sd is
+    exactly 0: "differs" for certain, outside the z tests).
     """
     if approx.kind == "point":
         return not_applicable("a point estimate has no distribution to compare (its distance to the "
@@ -250,9 +316,9 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
                   + " (with probability 1/2)")
     if not sd_exists:
         reason += "; the posterior sd does not exist on these data, so only means were compared"
-    return {"status": status, "reason": reason, "false_alarm": false_alarm, "n_tests": len(tests),
-            "statistic": statistic, "threshold": c, "worst": worst, "point_mass": collapsed,
-            "detectable_mean_shift": detect_mean, "detectable_sd_change": detect_sd}
+    return Verdict(status, reason, false_alarm=false_alarm, n_tests=len(tests), statistic=statistic, threshold=c,
+                   worst=tuple(worst), point_mass=tuple(collapsed), detectable_mean_shift=detect_mean,
+                   detectable_sd_change=detect_sd)
 
 
 # --------------------------------------------------------------------------------------
@@ -327,7 +393,7 @@ def _engine_covariance_problem(cov: np.ndarray, names: list[str]) -> str | None:
 
 
 def joint_verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
-                  false_alarm: float = FALSE_ALARM) -> dict[str, Any]:
+                  false_alarm: float = FALSE_ALARM) -> Verdict:
     """The verdict on the joint posterior: the marginal verdict's tests, on the means and
     sds of d linear functions v_j' theta instead of the d coordinates, with the same
     false-alarm rate (DERIVATIONS.md §7). The v_j are the generalized eigenvectors of the
@@ -338,8 +404,8 @@ def joint_verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     draws they are tested on are biased towards the reference's own noise, and an exact
     engine would be flagged nearly always.
 
-    Returns the keys of :func:`verdict` (worst: up to three directions, each named in
-    "coordinate" by its text) and ``direction``: the worst test's direction in the
+    Returns a joint :class:`Verdict` (worst: up to three directions, each named in
+    "coordinate" by its text) with ``direction``: the worst test's direction in the
     reference's standardized coordinates (text, loadings, share of its squared length
     they hold), its test, z, and the engine's sd ratio and mean shift (in reference sds)
     along it. Also ``directions`` (d) and ``draws_per_half`` (the reference's, per chain).
@@ -358,23 +424,23 @@ def joint_verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     return _joint_tests(approx, chains_draws_flat(ref_post), names, false_alarm, split=True)
 
 
-def _joint_not_applicable(reason: str) -> dict[str, Any]:
-    return {**not_applicable(reason), "direction": None, "point_mass": []}
+def _joint_not_applicable(reason: str) -> Verdict:
+    return not_applicable(reason, joint=True)
 
 
-def _one_coordinate(approx, ref_post, name: str, false_alarm: float) -> dict[str, Any]:
+def _one_coordinate(approx, ref_post, name: str, false_alarm: float) -> Verdict:
     """d = 1: the only direction is the coordinate, and the joint verdict the marginal one."""
     v = verdict(approx, ref_post, false_alarm=false_alarm)
-    if v["status"] == NOT_APPLICABLE:
-        return {**v, "direction": None, "point_mass": []}
-    top = v["worst"][0]
+    if not v.applicable:
+        return replace(v, joint=True, point_mass=())
+    top = v.worst[0]
     ref_sd = float(np.asarray(ref_post.sd_flat())[0])
     engine_sd = float(np.asarray(approx.sd_flat())[0])
     shift = float((np.asarray(approx.mean_flat())[0] - np.asarray(ref_post.mean_flat())[0]) / ref_sd)
     direction = {"text": name, "loadings": {name: 1.0}, "share": 1.0, "test": top["test"], "z": top["z"],
                  "sd_ratio": engine_sd / ref_sd, "mean_shift": shift}
-    return {**v, "direction": direction, "directions": 1,
-            "reason": v["reason"] + " (one coordinate: the joint verdict is the marginal one)"}
+    return replace(v, joint=True, direction=direction, directions=1,
+                   reason=v.reason + " (one coordinate: the joint verdict is the marginal one)")
 
 
 def _engine_sources(approx, split: bool):
@@ -390,7 +456,7 @@ def _engine_sources(approx, split: bool):
 
 
 def _joint_tests(approx, ref_draws: np.ndarray, names: list[str], false_alarm: float, *,
-                 split: bool) -> dict[str, Any]:
+                 split: bool) -> Verdict:
     """The joint verdict on (chains, draws, d) reference draws. ``split`` False takes the
     directions and the tests from the same (whole) draws - wrong, kept only to measure the
     bias the split removes (benchmarks/joint_verdict_false_alarm.py)."""
@@ -425,7 +491,7 @@ def _joint_tests(approx, ref_draws: np.ndarray, names: list[str], false_alarm: f
     return _joint_result(cmp, V, ref, m_e, s_e, ref_sd, names, false_alarm, half)
 
 
-def _joint_result(cmp, V, ref, m_e, s_e, ref_sd, names, false_alarm, half) -> dict[str, Any]:
+def _joint_result(cmp, V, ref, m_e, s_e, ref_sd, names, false_alarm, half) -> Verdict:
     tests, c, statistic = cmp["tests"], cmp["threshold"], cmp["statistic"]
     worst = []
     for k in cmp["order"]:
@@ -449,10 +515,9 @@ def _joint_result(cmp, V, ref, m_e, s_e, ref_sd, names, false_alarm, half) -> di
                   f"{c:.2f} (means and sds along {len(names)} directions, {100 * false_alarm:g}% false-alarm "
                   f"rate); along any of them the reference would detect a mean shift of {detect_mean:.3f} sd or "
                   f"an sd off by {100 * detect_sd:.1f}% (with probability 1/2)")
-    return {"status": status, "reason": reason, "false_alarm": false_alarm, "n_tests": len(tests),
-            "statistic": statistic, "threshold": c, "worst": worst, "point_mass": [],
-            "detectable_mean_shift": detect_mean, "detectable_sd_change": detect_sd, "direction": direction,
-            "directions": len(names), "draws_per_half": int(half)}
+    return Verdict(status, reason, false_alarm=false_alarm, n_tests=len(tests), statistic=statistic, threshold=c,
+                   worst=tuple(worst), detectable_mean_shift=detect_mean, detectable_sd_change=detect_sd, joint=True,
+                   direction=direction, directions=len(names), draws_per_half=int(half))
 
 
 def ar1_reference_draws(rng: np.random.Generator, mean: np.ndarray, sd: np.ndarray, *, chains: int = 4,
@@ -495,7 +560,7 @@ def simulate_verdicts(d: int, n_replicates: int, *, seed: int = 0, phi: float = 
         m_e[0] += mean_shift * sd[0]
         s_e[0] *= sd_factor
         engine = GaussianPosterior(None, sites, m_e, np.diag(s_e), info)
-        flagged[r] = verdict(engine, ref)["status"] == DIFFERS
+        flagged[r] = verdict(engine, ref).differs
     return flagged
 
 
@@ -543,20 +608,20 @@ def simulate_joint_verdicts(d: int, n_replicates: int, *, seed: int = 0, phi: fl
                 rng, m_e, s_e, chains=chains, draws=draws, phi=phi, corr=c_e)}, info)
         else:
             engine = GaussianPosterior(None, sites, m_e, s_e[:, None] * np.linalg.cholesky(c_e), info)
-        joint[r] = _joint_tests(engine, ref_draws, names, FALSE_ALARM, split=split)["status"] == DIFFERS
+        joint[r] = _joint_tests(engine, ref_draws, names, FALSE_ALARM, split=split).differs
         if with_marginal:
-            marginal[r] = verdict(engine, ref)["status"] == DIFFERS
+            marginal[r] = verdict(engine, ref).differs
     return (joint, marginal) if with_marginal else joint
 
 
-def summary_line(name: str, v: dict[str, Any]) -> str:
+def summary_line(name: str, v: Verdict) -> str:
     """One line for the command line: engine, status and the reason."""
-    if v["status"] == NOT_APPLICABLE:
-        return f"{name:<10} no verdict: {v['reason']}"
-    return f"{name:<10} {v['reason']}"
+    if not v.applicable:
+        return f"{name:<10} no verdict: {v.reason}"
+    return f"{name:<10} {v.reason}"
 
 
-__all__ = ["FALSE_ALARM", "threshold", "verdict", "joint_verdict", "compare_moments", "moments_and_mcse",
+__all__ = ["Verdict", "FALSE_ALARM", "threshold", "verdict", "joint_verdict", "compare_moments", "moments_and_mcse",
            "not_applicable", "summary_line", "ar1_reference_draws", "simulate_verdicts", "simulate_joint_verdicts",
            "random_correlation", "joint_directions", "describe_direction", "JOINT_DEFECTS",
            "INDISTINGUISHABLE", "DIFFERS", "NOT_APPLICABLE"]

@@ -24,9 +24,10 @@ from ...inference import sparse_kbblr
 from ...inference.contracts import EngineEntry
 from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.bblr import BBLR, DEFAULT_GAMMA
+from ..judge.defects import Defect, config_defect
 from ..references.parallel_tempering import PARALLEL_TEMPERING
 from .bblr_figures import comparison_figures
-from .model_record import ModelRecord
+from .model_record import ClassifierParam, ModelRecord, positive_number
 from .protocol import Prepared, auto_laplace_engine, reject_options
 
 #: the compare default's prior precision (DERIVATIONS.md §6.2: only gamma^2 / lam matters
@@ -199,6 +200,16 @@ RECORD = ModelRecord(
     references=({"sampler": "nuts"}, {"sampler": "parallel-tempering"}),
     samplers=(PARALLEL_TEMPERING,),
     classifier=classifier_design,
+    classifier_params=(
+        ClassifierParam("gamma", "the sigmoid's sharpness (None: 4)", positive_number),
+    ),
+    defects=(
+        # reusing LR's Laplace for the bounded likelihood: the Hessian with a = 0, b = 1 at
+        # BBLR's mode, steeper than the model's own wherever a > 0 or a + b < 1
+        Defect("logistic curvature", "BBLR's Laplace with L2 logistic regression's Hessian (a = 0, b = 1) at its "
+               "mode", config_defect("zoo.inference.sla:SLAConfig", laplace_hessian="logistic"),
+               engines=("laplace",)),
+    ),
     sbc_spec=sbc_spec,
     figures=comparison_figures,
 )

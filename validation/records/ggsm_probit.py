@@ -17,7 +17,7 @@ from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.ggsm_probit import GGSMProbit
 from ..judge.moment_existence import likelihood_flat_direction, scale_moments
 from ..references.ggsm_gibbs import SLICE_GIBBS
-from .model_record import ModelRecord
+from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
 from .protocol import Prepared, auto_laplace_engine, reject_options
 
 
@@ -170,5 +170,9 @@ RECORD = ModelRecord(
     samplers=(SLICE_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    classifier_params=(
+        ClassifierParam("q", "the prior shape, in (0, 2] (None: 1.0)", finite_number),
+        ClassifierParam("gamma", "the lap engine's Laplace rate (None: 1.0)", positive_number),
+    ),
     sbc_spec=sbc_spec,
 )

@@ -15,13 +15,14 @@ import numpy as np
 from ...inference.contracts import EngineEntry
 from ...models.basis import LinearBasis, WithBias
 from ...models.gig_logistic import GIGLogistic
+from ..judge.defects import Defect, config_defect
 from ..judge.moment_existence import (
     likelihood_flat_direction,
     separating_support_bounds,
     tail_index,
 )
 from ..references.gig_gibbs import PG_GIBBS
-from .model_record import ModelRecord
+from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
 from .protocol import Prepared, auto_laplace_engine, reject_options
 
 #: the form of the GIG-hierarchical model NUTS samples (and the generic Laplace
@@ -174,5 +175,15 @@ RECORD = ModelRecord(
     samplers=(PG_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    classifier_params=(
+        ClassifierParam("k", "shape of the Gamma hyper-prior on each a_i (None: 1, the default proper "
+                             "hyper-prior; Horii's experiments use 1e-6, nearly improper)", positive_number),
+        ClassifierParam("theta", "rate of the Gamma hyper-prior on each a_i (None: 1)", positive_number),
+        ClassifierParam("rho", "the GIG index, > 0 with its gamma mixing (None: 1)", finite_number),
+    ),
+    defects=(
+        Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
+               config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"), engines=("vb",)),
+    ),
     sbc_spec=sbc_spec,
 )

@@ -24,10 +24,11 @@ from ...data import noise_features
 from ...inference.contracts import EngineEntry
 from ...models.basis import LinearBasis, PerDimensionRBFBasis, RBFBasis
 from ...models.grid_rvm import GridRVM, check_table_shape
+from ..judge.defects import Defect, config_defect
 from ..judge.moment_existence import flat_support
 from ..references.grid_gibbs import GRID_GIBBS
 from .grid_relevance import comparison_figures
-from .model_record import ModelRecord
+from .model_record import ClassifierParam, ModelRecord, positive_number
 from .protocol import Prepared, auto_laplace_engine, reject_options
 
 #: data sets whose inputs are already a table: name -> (rows, columns)
@@ -245,6 +246,19 @@ RECORD = ModelRecord(
     samplers=(GRID_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    classifier_params=(
+        ClassifierParam("table_shape", "with basis='table': rows and columns of X's features (row-major; "
+                                       "rows x columns = X's width)"),
+        ClassifierParam("delta", "with basis='per-dimension-rbf': the RBF's rate (None: the paper's 5.55)",
+                        positive_number),
+    ),
+    defects=(
+        # the classic slip of a hand-derived VB: E[w_ij^2] taken as mu_ij^2 in the precision
+        # updates (eq. 6 forgotten), which shrinks the precisions' rates and over-prunes
+        Defect("variance forgotten", "gridRVM's VB with E[w^2] = mu^2 in the q(alpha), q(beta) updates",
+               config_defect("zoo.inference.grid_vb:VBConfig", second_moment="mean-only"),
+               engines=("vb", "vb-s-grid", "vb-rvm")),
+    ),
     sbc_spec=sbc_spec,
     figures=comparison_figures,
 )

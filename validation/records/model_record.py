@@ -10,11 +10,54 @@ registers the record (CONTRIBUTING.md lists them).
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from ...inference.contracts import EngineEntry
+from ..judge.defects import Defect
 from ..references import ReferenceSampler
+
+#: the classifier's own parameters, which no model may declare again
+CLASSIFIER_BASE_PARAMS = ("model", "engine", "width", "seed", "basis")
+
+
+def _is_real(value) -> bool:
+    """A real number that is not a boolean (True is an int to Python, not a rate)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def finite_number(name: str, value) -> float:
+    """A classifier hyper-parameter check: a finite real number (as a float)."""
+    if not (_is_real(value) and np.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number or None, got {value!r}")
+    return float(value)
+
+
+def positive_number(name: str, value) -> float:
+    """A classifier hyper-parameter check: a finite real number > 0 (as a float)."""
+    if not (_is_real(value) and np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number or None, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class ClassifierParam:
+    """A hyper-parameter the model's scikit-learn classifier takes (``SparseBayesClassifier``'s
+    keyword of that name; None, its default, leaves the model's own default).
+
+    name: the keyword. doc: what it is, in one line (the classifier's docstring shows it).
+    check: ``check(name, value) -> value`` for a value that is not None: the value the
+      design receives, or ValueError in one line naming the parameter
+      (:func:`finite_number`, :func:`positive_number`); None: passed as given (the design
+      checks it).
+    """
+
+    name: str
+    doc: str
+    check: Callable[[str, Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,8 +85,15 @@ class ModelRecord:
       these data (None: all of them, nothing to doubt). Metrics built on a moment that
       does not exist are reported as null with its reason.
     classifier: ``design(X, y01, engine, options) -> (basis, fit_kwargs)`` for the
-      scikit-learn classifier (``options``: its width, basis, q, gamma), or None when the
-      model has no classifier.
+      scikit-learn classifier (``options``: its width and basis, and each of
+      ``classifier_params`` checked, None where not given), or None when the model has no
+      classifier.
+    classifier_params: the classifier's hyper-parameters of this model
+      (:class:`ClassifierParam`: q, gamma, ...); ``SparseBayesClassifier`` takes, checks
+      and hands them to ``classifier``, and refuses them for any other model.
+    defects: planted defects of this model's own engines (``validation/judge/defects.py``
+      :class:`Defect`, ``engines`` naming this record's engines), run by the defect battery
+      beside the generic ones (``validation/runs/defects.py``).
     sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
       the variants engines approximate (``validation/runs/sbc.py``); None: the model has no
@@ -69,6 +119,8 @@ class ModelRecord:
     cv_fits: int = 0
     moments: Callable[..., dict[str, Any] | None] | None = None
     classifier: Callable[..., tuple[Any, dict[str, Any]]] | None = None
+    classifier_params: tuple[ClassifierParam, ...] = ()
+    defects: tuple[Defect, ...] = ()
     sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
     figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
     # engine name -> entry, filled in __post_init__ (not part of equality)
@@ -87,6 +139,25 @@ class ModelRecord:
         if not chain or any(s not in known for s in chain) or len(set(chain)) != len(chain):
             raise ValueError(f"model {self.name!r}: reference chain {chain} must name each of {sorted(known)} "
                              "at most once, and at least one")
+        hyper = [p.name for p in self.classifier_params]
+        if hyper and self.classifier is None:
+            raise ValueError(f"model {self.name!r}: classifier parameters {hyper} without a classifier design")
+        bad = [n for n in hyper if not n.isidentifier() or n.startswith("_") or n in CLASSIFIER_BASE_PARAMS]
+        if bad or len(set(hyper)) != len(hyper):
+            raise ValueError(f"model {self.name!r}: classifier parameters {hyper} must be distinct public names, "
+                             f"none of {', '.join(CLASSIFIER_BASE_PARAMS)}")
+        for d in self.defects:
+            if not isinstance(d, Defect):
+                raise ValueError(f"model {self.name!r}: defects must be Defects "
+                                 f"(zoo.validation.judge.defects), got {d!r}")
+            if d.model not in (None, self.name):
+                raise ValueError(f"model {self.name!r}: defect {d.name!r} is another model's ({d.model!r})")
+            unknown = [e for e in d.engines if not isinstance(e, str) or e not in self._by_name]
+            if unknown:
+                raise ValueError(f"model {self.name!r}: defect {d.name!r} names engines {unknown} not among its "
+                                 f"engines {names}")
+        if len({d.name for d in self.defects}) != len(self.defects):
+            raise ValueError(f"model {self.name!r}: defect names repeat: {[d.name for d in self.defects]}")
 
     def engine(self, name: str) -> EngineEntry:
         """The engine called ``name``; ValueError listing the model's engines otherwise."""

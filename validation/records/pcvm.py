@@ -14,6 +14,7 @@ import numpy as np
 from ...inference.contracts import EngineEntry
 from ...models.basis import pcvm_basis
 from ...models.pcvm import PCVM
+from ..judge.defects import Defect, config_defect
 from .model_record import ModelRecord
 from .protocol import (
     Prepared,
@@ -134,5 +135,17 @@ RECORD = ModelRecord(
     # chains are (cap 4 x 4000, as before)
     references=({"sampler": "nuts", "num_samples": 500, "max_doublings": 3},),
     classifier=classifier_design,
+    defects=(
+        Defect("truncation ignored", "PCVM's EP without its truncation sites: the untruncated Gaussian prior",
+               config_defect("zoo.inference.expectation_propagation:EPConfig", truncation_sites=False),
+               engines=("ep",)),
+        # EP's answer is its fixed point, which damping does not move; only convergence can
+        # suffer. Detectors should therefore flag it at their false-alarm rate (a control of
+        # specificity) unless the naive iteration fails to converge.
+        Defect("EP without damping", "PCVM's EP as naive parallel EP: full steps, no halving, no hand-over",
+               config_defect("zoo.inference.expectation_propagation:EPConfig", schedule="parallel",
+                             step_control=False),
+               engines=("ep",)),
+    ),
     sbc_spec=sbc_spec,
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..judge.defects import GENERIC
 from ..references import register_sampler
 from . import bblr, ggsm_probit, gig_logistic, grid_rvm, pcvm
 from .model_record import ModelRecord
@@ -33,6 +34,13 @@ def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRec
         raise TypeError(f"register takes a ModelRecord, got {type(record).__name__}")
     if record.name in _MODELS and not replace_existing and _MODELS[record.name] is not record:
         raise ValueError(f"a model named {record.name!r} is already registered")
+    # the defect battery knows defects by name: one name, one defect
+    taken = {d.name: "a generic defect" for d in GENERIC}
+    taken |= {d.name: f"a defect of model {r.name!r}" for r in _MODELS.values() if r.name != record.name
+              for d in r.defects}
+    clash = [f"{d.name!r} ({taken[d.name]})" for d in record.defects if d.name in taken]
+    if clash:
+        raise ValueError(f"model {record.name!r}: defect names already taken: {', '.join(clash)}")
     for sampler in record.samplers:
         register_sampler(sampler)
     _MODELS[record.name] = record

@@ -295,4 +295,7 @@ class SliceGibbsRun(GibbsRun):
 
 #: the reference-sampler entry GGSM probit's registry record brings; version 2: the scale
 #: move never steps to an overflowing w
-SLICE_GIBBS = ReferenceSampler("slice-gibbs", SliceGibbsRun, code_modules=(__name__,))
+SLICE_GIBBS = ReferenceSampler(
+    "slice-gibbs", SliceGibbsRun, code_modules=(__name__,),
+    description="slice-within-Gibbs with a scale move (validation/references/ggsm_gibbs.py; same posterior, "
+                "checked against the model's log density, quadrature and NUTS in the test suite)")

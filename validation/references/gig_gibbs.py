@@ -289,4 +289,7 @@ class PGGibbsRun(GibbsRun):
 
 #: the reference-sampler entry GIG logistic's registry record brings (with the scale move
 #: of step 4; the code digest in the cache key tells the versions apart)
-PG_GIBBS = ReferenceSampler("pg-gibbs", PGGibbsRun, code_modules=(__name__,))
+PG_GIBBS = ReferenceSampler(
+    "pg-gibbs", PGGibbsRun, code_modules=(__name__,),
+    description="Polya-Gamma Gibbs on the model's marginal form (validation/references/gig_gibbs.py; same "
+                "posterior, checked against the model's log density and NUTS in the test suite)")

@@ -340,4 +340,7 @@ class GridGibbsRun(GibbsRun):
 
 
 #: the reference-sampler entry gridRVM's registry record brings
-GRID_GIBBS = ReferenceSampler("grid-gibbs", GridGibbsRun, code_modules=(__name__,))
+GRID_GIBBS = ReferenceSampler(
+    "grid-gibbs", GridGibbsRun, code_modules=(__name__,),
+    description="Polya-Gamma Gibbs with a move along the p-grid's scale ridge (validation/references/grid_gibbs.py; "
+                "same posterior, checked against the model's log density and NUTS in the test suite)")

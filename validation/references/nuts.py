@@ -123,7 +123,8 @@ def sampled_site_names(spec, Phi, y) -> list[str]:
 
 
 #: NUTS on the model itself: the reference sampler of every model
-NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, clear_compiled_after_run=True)
+NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, clear_compiled_after_run=True,
+                                description="NUTS on the NumPyro model")
 
 
 register_sampler(NUTS_SAMPLER)

@@ -425,4 +425,8 @@ class TemperingRun(GibbsRun):
 
 
 #: the entry a model's record brings to use this sampler (BBLR's does)
-PARALLEL_TEMPERING = ReferenceSampler("parallel-tempering", TemperingRun, code_modules=(__name__,))
+PARALLEL_TEMPERING = ReferenceSampler(
+    "parallel-tempering", TemperingRun, code_modules=(__name__,),
+    description="parallel tempering with HMC moves on the NumPyro model (validation/references/parallel_tempering.py; "
+                "the cold copy's draws are an ordinary Markov chain on the posterior; its tempered target checked "
+                "against the model's log density in the test suite)")

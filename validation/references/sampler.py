@@ -96,6 +96,9 @@ class ReferenceSampler:
     #: True where they cannot be reused by the next data set (NUTS: NumPyro re-jits its
     #: loop on every run), False where they take the data as arguments (the Gibbs sweeps)
     clear_compiled_after_run: bool = False
+    #: what the sampler is, in a few words, for the report ("Reference: **name** (description)");
+    #: not part of the code digest or the sampler settings: it changes no draw
+    description: str = ""
 
     def __post_init__(self):
         if not (isinstance(self.runner, type) and issubclass(self.runner, ReferenceRunner)):

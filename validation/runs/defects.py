@@ -14,29 +14,36 @@ both detectors over simulated data sets and reports how often each detector fire
 
 The generic defects act on the returned posterior and so apply to any engine with a
 distribution (Gaussian or draws): the covariance scaled by 0.5 or 2, the mean moved by 0.5
-posterior sd in one coordinate or in all. Engine-specific ones switch on a documented
-defect of the engine itself: PCVM's EP with the truncation sites off (the untruncated
-prior), GIG's VB with Horii's printed a-update, and gridRVM's VB with the variance left out of
-E[w^2], and BBLR's Laplace with plain logistic regression's curvature. A user's own defect is any function
+posterior sd in one coordinate or in all (the type and these: ``validation/judge/defects.py``).
+Engine-specific ones switch on a documented defect of the engine itself and live in the
+model's registry record (``ModelRecord.defects``): PCVM's EP with the truncation sites off
+(the untruncated prior), GIG's VB with Horii's printed a-update, and gridRVM's VB with the variance left out of
+E[w^2], and BBLR's Laplace with plain logistic regression's curvature; :func:`all_defects` gathers
+the generic ones and every registered record's. A user's own defect is any function
 ``defect(fit) -> fit``, or a :class:`Defect` built from one.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
-import numpy as np
-
-from ...inference.posterior import DrawsPosterior, GaussianPosterior
-from ...models.base import unflatten
 from ..base.atomic import write_json_atomic
 from ..base.code_digest import code_digest
-from ..judge.correlations import dropped_correlation, rotated_correlation, unit_diagonal
+from ..judge.defects import (  # noqa: F401  (re-exported: the battery's public names)
+    CORRELATIONS,
+    GENERIC,
+    Defect,
+    config_defect,
+    posterior_defect,
+    replace_correlations,
+    transform_posterior,
+)
 from ..judge.verdict import chains_draws_flat, joint_verdict, moments_and_mcse, verdict
 from ..records import registry
 from ..references import run_reference
@@ -53,169 +60,21 @@ from .sbc import (
 )
 
 
-@dataclass(frozen=True)
-class Defect:
-    """A named way of breaking a fit: ``wrap(fit) -> fit``. ``engines``: the (model,
-    engine) pairs it applies to (empty: any engine with a distribution)."""
-
-    name: str
-    description: str
-    wrap: Callable[[Callable], Callable]
-    engines: tuple[tuple[str, str], ...] = ()
-
-    def applies_to(self, model: str, engine: str) -> bool:
-        return not self.engines or (model, engine) in self.engines
-
-    def __call__(self, fit: Callable) -> Callable:
-        broken = self.wrap(fit)
-        functools.update_wrapper(broken, fit, assigned=("__doc__",), updated=())
-        broken.__name__ = f"{getattr(fit, '__name__', 'fit')}+{self.name}"
-        return broken
+def specific_defects() -> tuple[Defect, ...]:
+    """Every registered model's own defects (its record's ``defects``), each bound to its
+    model, in the registry's order."""
+    return tuple(d if d.model is not None else replace(d, model=name)
+                 for name in registry.model_names() for d in registry.get_model(name).defects)
 
 
-#: the correlation replacements ``transform_posterior`` knows by name
-CORRELATIONS = {"dropped": dropped_correlation, "rotated": rotated_correlation}
-
-
-def _lower_factor(sd: np.ndarray, corr: np.ndarray) -> np.ndarray:
-    """Lower-triangular L with L L' = diag(sd) corr diag(sd), rows and columns of zero
-    sd left zero (a weight pruned to a point stays at its point)."""
-    live = np.flatnonzero(sd > 0)
-    L = np.zeros((len(sd), len(sd)))
-    sub = sd[live, None] * corr[np.ix_(live, live)] * sd[None, live]
-    L[np.ix_(live, live)] = np.linalg.cholesky(sub)  # live is sorted: L stays lower triangular
-    return L
-
-
-def replace_correlations(posterior, correlation: Callable[[np.ndarray], np.ndarray] | np.ndarray):
-    """The posterior with its correlation matrix R replaced by ``correlation(R)`` (or by a
-    given matrix) and every marginal mean and sd kept exactly. Gaussian: a new Cholesky
-    factor. Draws: whitened by their own sample covariance and re-coloured with the new
-    one, so the draws' own means and sds (ddof 1) are unchanged to rounding; their
-    chains' autocorrelation goes with them. Coordinates of zero sd stay constant."""
-    if isinstance(posterior, GaussianPosterior):
-        sd = posterior.sd_flat()
-        live = sd > 0
-        corr = np.eye(len(sd))
-        corr[np.ix_(live, live)] = unit_diagonal(posterior.cov[np.ix_(live, live)])
-        new = correlation(corr) if callable(correlation) else np.asarray(correlation, dtype=float)
-        return replace(posterior, chol=_lower_factor(sd, new))
-    if isinstance(posterior, DrawsPosterior):
-        flat = posterior.flat_draws()
-        mean, sd = flat.mean(0), flat.std(0, ddof=1)
-        live = np.flatnonzero(sd > 0)
-        centred = flat[:, live] - mean[live]
-        cov = np.atleast_2d(np.cov(centred, rowvar=False))
-        try:
-            own = np.linalg.cholesky(cov)
-        except np.linalg.LinAlgError as err:
-            raise ValueError(f"the draws' covariance is singular ({flat.shape[0]} draws of {len(live)} varying "
-                             "coordinates): their correlations cannot be replaced") from err
-        corr = np.eye(len(sd))
-        corr[np.ix_(live, live)] = unit_diagonal(cov)
-        new = correlation(corr) if callable(correlation) else np.asarray(correlation, dtype=float)
-        white = np.linalg.solve(own, centred.T)  # sample covariance exactly I
-        moved = flat.copy()
-        moved[:, live] = mean[live] + (_lower_factor(sd[live], new[np.ix_(live, live)]) @ white).T
-        return _with_flat_draws(posterior, moved)
-    raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
-
-
-def _with_flat_draws(posterior, flat: np.ndarray):
-    chains, draws = posterior.n_chains, posterior.n_draws
-    per_site = unflatten(flat, posterior.sites)
-    return replace(posterior, draws={k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:])
-                                     for k, v in per_site.items()})
-
-
-def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float = 0.0, coordinate: int | None = None,
-                        correlations: str | None = None):
-    """The posterior with its covariance scaled by ``cov_factor`` (sds by its square root)
-    and its mean moved by ``shift_sd`` of its own sds, in one ``coordinate`` or in all
-    (None). Gaussian: exactly; draws: each draw moved and spread about the draws' mean.
-    ``correlations``: "dropped" (mean field) or "rotated" (:func:`rotated_correlation`)
-    replaces the correlation matrix first, keeping every marginal
-    (:func:`replace_correlations`)."""
-    if correlations is not None:
-        if correlations not in CORRELATIONS:
-            raise ValueError(f"unknown correlations {correlations!r}; known: {', '.join(CORRELATIONS)}")
-        posterior = replace_correlations(posterior, CORRELATIONS[correlations])
-    sd = np.asarray(posterior.sd_flat(), dtype=float)
-    shift = shift_sd * sd
-    if coordinate is not None:
-        mask = np.zeros_like(sd)
-        mask[coordinate] = 1.0
-        shift = shift * mask
-    if isinstance(posterior, GaussianPosterior):
-        return replace(posterior, mean_vec=np.asarray(posterior.mean_vec) + shift,
-                       chol=np.asarray(posterior.chol) * np.sqrt(cov_factor))
-    if isinstance(posterior, DrawsPosterior):
-        flat = posterior.flat_draws()
-        mean = flat.mean(0)
-        return _with_flat_draws(posterior, mean + np.sqrt(cov_factor) * (flat - mean) + shift)
-    raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
-
-
-def _posterior_defect(**how) -> Callable[[Callable], Callable]:
-    def wrap(fit):
-        def broken(spec, Phi, y, *, config=None):
-            return transform_posterior(fit(spec, Phi, y, config=config), **how)
-        return broken
-    return wrap
-
-
-def _config_defect(config_class_path: str, **fields) -> Callable[[Callable], Callable]:
-    """Call the engine with a config whose ``fields`` switch on its documented defect."""
-    def wrap(fit):
-        def broken(spec, Phi, y, *, config=None):
-            import importlib
-
-            module, _, name = config_class_path.partition(":")
-            cls = getattr(importlib.import_module(module), name)
-            return fit(spec, Phi, y, config=replace(config if config is not None else cls(), **fields))
-        return broken
-    return wrap
-
-
-#: the generic defects: any engine with a distribution
-GENERIC = (
-    Defect("cov x 0.5", "covariance scaled by 0.5 (every sd x 0.71)", _posterior_defect(cov_factor=0.5)),
-    Defect("cov x 2", "covariance scaled by 2 (every sd x 1.41)", _posterior_defect(cov_factor=2.0)),
-    Defect("mean + 0.5 sd (one)", "the first coordinate's mean moved by 0.5 of its sd",
-           _posterior_defect(shift_sd=0.5, coordinate=0)),
-    Defect("mean + 0.5 sd (all)", "every coordinate's mean moved by 0.5 of its sd", _posterior_defect(shift_sd=0.5)),
-    # the next two keep every marginal mean and sd: only a joint verdict can see them
-    Defect("correlations dropped", "mean field: the correlations set to 0, every marginal kept",
-           _posterior_defect(correlations="dropped")),
-    Defect("rotated", "the correlation matrix turned by a fixed random rotation and renormalized, every marginal "
-           "kept", _posterior_defect(correlations="rotated")),
-)
-#: defects of one engine, switched on in its own code
-SPECIFIC = (
-    Defect("truncation ignored", "PCVM's EP without its truncation sites: the untruncated Gaussian prior",
-           _config_defect("zoo.inference.expectation_propagation:EPConfig", truncation_sites=False),
-           engines=(("pcvm", "ep"),)),
-    Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
-           _config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"),
-           engines=(("gig-logistic", "vb"),)),
-    # the classic slip of a hand-derived VB: E[w_ij^2] taken as mu_ij^2 in the precision
-    # updates (eq. 6 forgotten), which shrinks the precisions' rates and over-prunes
-    Defect("variance forgotten", "gridRVM's VB with E[w^2] = mu^2 in the q(alpha), q(beta) updates",
-           _config_defect("zoo.inference.grid_vb:VBConfig", second_moment="mean-only"),
-           engines=(("grid-rvm", "vb"), ("grid-rvm", "vb-s-grid"), ("grid-rvm", "vb-rvm"))),
-    # reusing LR's Laplace for the bounded likelihood: the Hessian with a = 0, b = 1 at
-    # BBLR's mode, steeper than the model's own wherever a > 0 or a + b < 1
-    Defect("logistic curvature", "BBLR's Laplace with L2 logistic regression's Hessian (a = 0, b = 1) at its mode",
-           _config_defect("zoo.inference.sla:SLAConfig", laplace_hessian="logistic"),
-           engines=(("bblr", "laplace"),)),
-    # EP's answer is its fixed point, which damping does not move; only convergence can
-    # suffer. Detectors should therefore flag it at their false-alarm rate (a control of
-    # specificity) unless the naive iteration fails to converge.
-    Defect("EP without damping", "PCVM's EP as naive parallel EP: full steps, no halving, no hand-over",
-           _config_defect("zoo.inference.expectation_propagation:EPConfig", schedule="parallel", step_control=False),
-           engines=(("pcvm", "ep"),)),
-)
-DEFECTS = {d.name: d for d in GENERIC + SPECIFIC}
+def all_defects() -> dict[str, Defect]:
+    """name -> defect: the generic ones, then every registered model's own."""
+    table: dict[str, Defect] = {}
+    for d in GENERIC + specific_defects():
+        if d.name in table:
+            raise ValueError(f"two defects are named {d.name!r} (models {table[d.name].model} and {d.model})")
+        table[d.name] = d
+    return table
 
 
 def get_defect(name_or_path: str | Defect | Callable) -> Defect:
@@ -225,18 +84,17 @@ def get_defect(name_or_path: str | Defect | Callable) -> Defect:
         return name_or_path
     if callable(name_or_path):
         return Defect(getattr(name_or_path, "__name__", "user defect"), "a user's defect", name_or_path)
-    if name_or_path in DEFECTS:
-        return DEFECTS[name_or_path]
+    table = all_defects()
+    if name_or_path in table:
+        return table[name_or_path]
     if ":" in name_or_path:
-        import importlib
-
         module, _, attr = name_or_path.partition(":")
         try:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"cannot load defect {name_or_path!r}: {err}") from err
         return obj if isinstance(obj, Defect) else Defect(name_or_path, "a user's defect", obj)
-    raise ValueError(f"unknown defect {name_or_path!r}; known: {', '.join(DEFECTS)}; or give 'module:function'")
+    raise ValueError(f"unknown defect {name_or_path!r}; known: {', '.join(table)}; or give 'module:function'")
 
 
 # --------------------------------------------------------------------------------------
@@ -311,16 +169,16 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
     if ref.certified:
         ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
         twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
-        cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments)["status"]
-        cell["joint_statuses"][EXACT] = joint_verdict(twin.posterior, ref.posterior)["status"]
+        cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments).status
+        cell["joint_statuses"][EXACT] = joint_verdict(twin.posterior, ref.posterior).status
         fit = entry.fit()
         for defect in (None, *defects):
             name = INTACT if defect is None else defect.name
             try:
                 f = fit if defect is None else defect(fit)
                 posterior = f(spec, problem.Phi, y)
-                cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments)["status"]
-                cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior)["status"]
+                cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments).status
+                cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior).status
             except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
                 cell["statuses"][name] = cell["joint_statuses"][name] = f"failed: {type(err).__name__}: {err}"[:300]
     write_json_atomic(cell, path)
@@ -357,7 +215,7 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     entry = resolve_entry(record, engine)  # a user's module:function is imported and checked here
     if entry.kind == "point":
         raise ValueError(f"{model} {engine} is a point estimate: neither detector applies to it")
-    chosen = [get_defect(d) for d in (defects if defects is not None else DEFECTS.values())]
+    chosen = [get_defect(d) for d in (defects if defects is not None else all_defects().values())]
     chosen = [d for d in chosen if d.applies_to(model, engine)]
     names = tuple(d.name for d in chosen)
     battery_references(model, settings, 0)  # an unknown reference sampler fails here, before any work
@@ -446,6 +304,6 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     return (INTACT if defect is None else defect.name), summary["status"]
 
 
-__all__ = ["Defect", "GENERIC", "SPECIFIC", "DEFECTS", "get_defect", "transform_posterior", "replace_correlations",
+__all__ = ["Defect", "GENERIC", "specific_defects", "all_defects", "get_defect", "transform_posterior", "replace_correlations",
            "BatterySettings",
            "run_battery", "battery_references", "EXACT", "INTACT"]

@@ -18,7 +18,7 @@ A name is a model engine's name, or ``"package.module:function"`` (imported as
 callable. Example, an engine of your own beside EP::
     from zoo.validation.runs.compare import CompareConfig, compare
     comparison = compare(CompareConfig(model="pcvm", engines=("ep", my_fit)))
-    comparison.results["engines"]["my_fit"]["verdict"]["reason"]
+    comparison.result.engines["my_fit"].verdict.reason
 """
 from __future__ import annotations
 

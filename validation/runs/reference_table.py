@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Callable
 
 from ..base.atomic import write_json_atomic
 from ..references import ReferenceTimeout, run_reference
-from .compare import default_references, reference_summary, timed_out_summary
+from .compare import default_references
+from .results import ReferenceSummary
 
 
 def tried_record(summary: dict[str, Any]) -> dict[str, Any]:
@@ -77,9 +79,6 @@ def run_every_sampler(model: str, spec, Phi, y, time_limit: float | None) -> tup
     """Every sampler of ``model``'s reference chain on (spec, Phi, y), not only the first
     that certifies, each without a cache (the seconds are what a user without one waits)
     and bounded by ``time_limit``. Returns (tried records, {sampler: Reference})."""
-    import warnings
-
-
     tried, runs = [], {}
     for config in default_references(model, time_limit=time_limit):
         with warnings.catch_warnings():
@@ -87,10 +86,10 @@ def run_every_sampler(model: str, spec, Phi, y, time_limit: float | None) -> tup
             try:
                 ref = run_reference(spec, Phi, y, config=config, cache_dir=None)
             except ReferenceTimeout as err:
-                tried.append(tried_record(timed_out_summary(err)))
+                tried.append(tried_record(ReferenceSummary.timed_out(err).to_json()))
                 continue
         runs[config.sampler] = ref
-        tried.append(tried_record(reference_summary(ref)))
+        tried.append(tried_record(ReferenceSummary.of(ref).to_json()))
     return tried, runs
 
 

@@ -69,6 +69,7 @@ from ..records import registry
 from .compare import CompareConfig, compare, default_references
 from .defects import BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
+from .results import ComparisonResult
 from .sbc import SBCSettings, plot_sbc, run_sbc
 
 try:  # Python 3.11+
@@ -210,7 +211,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     if cell.kind == "compare":
         comp = compare(CompareConfig(model=p["model"], data=p["data"], split=p["split"], engines=tuple(p["engines"]),
                                      params=json.loads(p["params"]), cache_dir=os.path.join(work, "references")))
-        result = {"results": json.loads(json.dumps(comp.results, default=_jsonable))}
+        result = {"results": json.loads(json.dumps(comp.result.to_json(), default=_jsonable))}
     elif cell.kind == "sbc":
         summary = run_sbc(p["model"], p["engine"], settings=SBCSettings(
             n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), out_dir=os.path.join(work, "sbc"))
@@ -464,14 +465,13 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
                   "reference) and the verdict, per engine and data set / split:", "",
                   "| model | data | split | reference | engine | pred_mae | verdict |", "|---|---|---|---|---|---|---|"]
         for c in compares:
-            r = c["results"]
-            ref = r.get("reference") or {}
-            cert = "certified" if ref.get("certified") else "NOT certified"
-            sampler = ref.get("sampler_name") or "-"
-            for name, e in r["engines"].items():
-                v = (e.get("verdict") or {}).get("status", "-")
-                lines.append(f"| {r['model']} | {r['data']} | {r['split']} | {sampler} {cert} | "
-                             f"{name} | {_fmt(e.get('pred_mae'))} | {v} |")
+            r = ComparisonResult.from_json(c["results"])  # a stored cell, read back as the type compare returns
+            cert = "certified" if r.reference.certified else "NOT certified"
+            sampler = r.reference.sampler_name or "-"
+            for name, e in r.engines.items():
+                v = e.verdict.status if e.verdict is not None else "-"
+                lines.append(f"| {r.model} | {r.data} | {r.split} | {sampler} {cert} | "
+                             f"{name} | {_fmt(e.metrics.get('pred_mae'))} | {v} |")
         lines.append("")
     sbcs = [c for c in cells if c["kind"] == "sbc"]
     if sbcs:

@@ -1,0 +1,261 @@
+"""What a comparison returns: frozen dataclasses, turned into JSON only at the edge.
+
+:func:`~zoo.validation.runs.compare.compare` builds a :class:`ComparisonResult`: the frozen
+problem (model, data, hyper-parameters), the reference's :class:`ReferenceSummary` (and every
+sampler tried, and the variants' references), and one :class:`EngineRow` per engine with its
+metrics, its :class:`~zoo.validation.judge.verdict.Verdict` s and, for an engine that fits a
+variant of the model, an :class:`AgainstVariant` row. The report, the command line, the study
+and the benchmarks read these attributes; ``to_json()`` gives the ``results.json`` layout (one
+flat dict per engine row, the variant's numbers under ``"vs_<variant>"``), and ``from_json``
+reads a stored one back, so a study's stored cells are read as the same types.
+
+The metrics of a row stay a mapping ``name -> value`` (the keys of
+:data:`~zoo.validation.judge.metrics.METRIC_KEYS`, with ``null_reasons`` saying why a value
+is None): they are a table the report lays out by name, not fields a reader picks one by one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..judge.metrics import METRIC_KEYS
+from ..judge.verdict import Verdict
+from ..references import Reference, ReferenceTimeout
+
+
+# --------------------------------------------------------------------------------------
+# The reference
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReferenceSummary:
+    """One reference run as a comparison records it: certificate, diagnostics, timings.
+
+    ``sampler_name`` is None when there is no reference at all (every sampler of the chain
+    ran out of time); a single sampler that ran out of time (an entry of
+    ``references_tried``) keeps its name and has ``time_limit``. The diagnostics are None
+    where a sampler has none (no draws; ebfmi_min and treedepth_fraction are NUTS's only).
+    """
+
+    sampler_name: str | None
+    certified: bool
+    failures: tuple[str, ...] = ()
+    rhat_max: float | None = None
+    ess_bulk_min: float | None = None
+    ess_tail_min: float | None = None
+    divergences: int | None = None
+    ebfmi_min: float | None = None
+    treedepth_fraction: float | None = None
+    # every sampled site the certificate covers, latent ones included
+    diagnosed_sites: tuple[str, ...] = ()
+    seconds: float | None = None
+    # sampling alone: JAX's tracing/compilation time taken out (as for the engines)
+    warm_seconds: float | None = None
+    compile_seconds: float | None = None
+    from_cache: bool = False
+    # the sampler's settings as its provenance records them
+    sampler: Mapping[str, Any] = field(default_factory=dict)
+    time_limit: float | None = None
+
+    @property
+    def ran_out_of_time(self) -> bool:
+        """Whether this stands for no reference at all: every sampler ran out of time."""
+        return self.sampler_name is None
+
+    @classmethod
+    def of(cls, ref: Reference) -> "ReferenceSummary":
+        d = ref.diagnostics
+        return cls(
+            sampler_name=ref.sampler, certified=bool(ref.certified), failures=tuple(ref.failures),
+            rhat_max=d["rhat_max"], ess_bulk_min=d["ess_bulk_min"], ess_tail_min=d["ess_tail_min"],
+            divergences=int(d["divergences"]), ebfmi_min=d.get("ebfmi_min"),
+            treedepth_fraction=d.get("treedepth_fraction"), diagnosed_sites=tuple(d.get("diagnosed_sites", ())),
+            seconds=float(ref.seconds), warm_seconds=float(ref.posterior.info.seconds),
+            compile_seconds=float(ref.compile_seconds), from_cache=bool(getattr(ref, "from_cache", False)),
+            sampler=dict(ref.provenance.get("sampler", {})))
+
+    @classmethod
+    def timed_out(cls, err: ReferenceTimeout) -> "ReferenceSummary":
+        """One sampler that ran out of time: no draws, so no diagnostics and no timings."""
+        return cls(sampler_name=err.sampler, certified=False, failures=(str(err),), time_limit=err.time_limit)
+
+    @classmethod
+    def none(cls, timed_out: list[tuple[str, float]]) -> "ReferenceSummary":
+        """No reference: every sampler ran out of time; one failure per sampler, in the words
+        of the warning the user saw when it was stopped."""
+        return cls(sampler_name=None, certified=False,
+                   failures=tuple(str(ReferenceTimeout(s, limit)) for s, limit in timed_out))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"certified": self.certified, "failures": list(self.failures), "rhat_max": self.rhat_max,
+               "ess_bulk_min": self.ess_bulk_min, "ess_tail_min": self.ess_tail_min,
+               "divergences": self.divergences, "ebfmi_min": self.ebfmi_min,
+               "treedepth_fraction": self.treedepth_fraction, "diagnosed_sites": list(self.diagnosed_sites),
+               "seconds": self.seconds, "warm_seconds": self.warm_seconds, "compile_seconds": self.compile_seconds,
+               "from_cache": self.from_cache, "sampler_name": self.sampler_name, "sampler": dict(self.sampler)}
+        if self.time_limit is not None:
+            out["time_limit"] = self.time_limit
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ReferenceSummary":
+        return cls(**{**d, "failures": tuple(d.get("failures", ())),
+                      "diagnosed_sites": tuple(d.get("diagnosed_sites", ()))})
+
+
+# --------------------------------------------------------------------------------------
+# The engines
+# --------------------------------------------------------------------------------------
+def _verdict_json(v: Verdict | None) -> dict[str, Any]:
+    return {} if v is None else v.to_json()
+
+
+@dataclass(frozen=True)
+class AgainstVariant:
+    """An engine that fits a variant of the model (PCVM's Laplace its surrogate, gridRVM's
+    s-grid engines the s-grid prior), measured against that variant's own reference: its
+    distance there is its approximation error. No verdicts when the variant has no
+    reference."""
+
+    variant: str
+    metrics: Mapping[str, Any]
+    reference_certified: bool
+    verdict: Verdict | None = None
+    joint_verdict: Verdict | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.metrics, "reference_certified": self.reference_certified}
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
+        if self.joint_verdict is not None:
+            out["joint_verdict"] = self.joint_verdict.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, variant: str, d: Mapping[str, Any]) -> "AgainstVariant":
+        return cls(variant=variant, metrics={k: d[k] for k in METRIC_KEYS if k in d},
+                   reference_certified=bool(d["reference_certified"]),
+                   verdict=Verdict.from_json(d["verdict"]) if d.get("verdict") else None,
+                   joint_verdict=Verdict.from_json(d["joint_verdict"]) if d.get("joint_verdict") else None)
+
+
+#: the fields of an engine row besides its metrics, verdicts and variant, in results.json's order
+_ROW_FIELDS = ("kind", "description", "other_model", "n_basis", "seconds", "compile_seconds", "converged", "reason",
+               "n_iter", "objective", "speedup_vs_reference", "failure", "pruned_vs_reference")
+
+
+@dataclass(frozen=True)
+class EngineRow:
+    """One engine of a comparison: its metrics against the reference, its fit, its verdicts.
+
+    failure: None, or why the engine has no posterior here (one line; every metric is then
+    None with that reason, and there are no verdicts). seconds / compile_seconds: the warm
+    fit and the compilation of the first one. speedup_vs_reference: the reference's warm
+    sampling time over the engine's warm fit. pruned_vs_reference: the weights the engine
+    set to exactly 0, each beside the reference's marginal.
+    """
+
+    name: str
+    metrics: Mapping[str, Any]
+    kind: str
+    description: str
+    other_model: str | None
+    n_basis: int | None
+    seconds: float | None
+    compile_seconds: float | None
+    converged: bool
+    reason: str
+    n_iter: int | None
+    objective: str
+    speedup_vs_reference: float | None
+    failure: str | None
+    pruned_vs_reference: tuple[Mapping[str, Any], ...] | None
+    verdict: Verdict | None = None
+    joint_verdict: Verdict | None = None
+    against_variant: AgainstVariant | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.metrics, **{k: getattr(self, k) for k in _ROW_FIELDS}}
+        if self.pruned_vs_reference is not None:
+            out["pruned_vs_reference"] = [dict(r) for r in self.pruned_vs_reference]
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
+        if self.joint_verdict is not None:
+            out["joint_verdict"] = self.joint_verdict.to_json()
+        if self.against_variant is not None:
+            out[f"vs_{self.against_variant.variant}"] = self.against_variant.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, name: str, d: Mapping[str, Any]) -> "EngineRow":
+        variants = [k for k in d if k.startswith("vs_")]
+        pruned = d.get("pruned_vs_reference")
+        return cls(name=name, metrics={k: d[k] for k in METRIC_KEYS if k in d},
+                   **{k: d.get(k) for k in _ROW_FIELDS if k != "pruned_vs_reference"},
+                   pruned_vs_reference=None if pruned is None else tuple(pruned),
+                   verdict=Verdict.from_json(d["verdict"]) if d.get("verdict") else None,
+                   joint_verdict=Verdict.from_json(d["joint_verdict"]) if d.get("joint_verdict") else None,
+                   against_variant=AgainstVariant.from_json(variants[0][3:], d[variants[0]]) if variants else None)
+
+
+# --------------------------------------------------------------------------------------
+# The comparison
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ComparisonResult:
+    """Everything a comparison measured. ``reference`` stands for no reference when every
+    sampler ran out of time (``reference.ran_out_of_time``); ``references_tried`` lists every
+    sampler run in order; ``variant_references`` the reference of each model variant an
+    engine fits. ``config`` records what was asked for (engines, params, reference settings,
+    seed, metric draws)."""
+
+    model: str
+    data: str
+    split: int
+    n_train: int
+    n_test: int
+    hyper: Mapping[str, Any]
+    selection: Mapping[str, Any]
+    moments: Mapping[str, Any] | None
+    spec: Mapping[str, Any]
+    reference: ReferenceSummary
+    references_tried: tuple[ReferenceSummary, ...]
+    variant_references: Mapping[str, ReferenceSummary]
+    reference_test_error: float | None
+    engines: Mapping[str, EngineRow]
+    config: Mapping[str, Any]
+
+    @property
+    def verdicts(self) -> list[tuple[str, str | None, Verdict, Verdict | None]]:
+        """(engine, variant, marginal verdict, joint verdict) of every engine that has them
+        (variant None), then of every engine against the reference of the variant it fits."""
+        rows = [(name, None, r.verdict, r.joint_verdict) for name, r in self.engines.items() if r.verdict is not None]
+        rows += [(name, r.against_variant.variant, r.against_variant.verdict, r.against_variant.joint_verdict)
+                 for name, r in self.engines.items()
+                 if r.against_variant is not None and r.against_variant.verdict is not None]
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "data": self.data, "split": self.split, "n_train": self.n_train,
+            "n_test": self.n_test, "hyper": dict(self.hyper), "selection": dict(self.selection),
+            "moments": None if self.moments is None else dict(self.moments), "spec": dict(self.spec),
+            "reference": self.reference.to_json(),
+            "references_tried": [r.to_json() for r in self.references_tried],
+            "variant_references": {k: v.to_json() for k, v in self.variant_references.items()},
+            "reference_test_error": self.reference_test_error,
+            "engines": {k: r.to_json() for k, r in self.engines.items()},
+            "config": dict(self.config),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ComparisonResult":
+        return cls(
+            **{k: d[k] for k in ("model", "data", "split", "n_train", "n_test", "hyper", "selection", "moments",
+                                 "spec", "reference_test_error", "config")},
+            reference=ReferenceSummary.from_json(d["reference"]),
+            references_tried=tuple(ReferenceSummary.from_json(r) for r in d["references_tried"]),
+            variant_references={k: ReferenceSummary.from_json(v) for k, v in d["variant_references"].items()},
+            engines={k: EngineRow.from_json(k, r) for k, r in d["engines"].items()})
+
+
+__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult"]

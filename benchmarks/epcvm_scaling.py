@@ -187,7 +187,7 @@ def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False,
     import zoo  # noqa: F401
     from zoo.inference import basis_selection as bs
     from zoo.inference import expectation_propagation as ep
-    from zoo.inference import laplace
+    from zoo.inference import pcvm_laplace
     from zoo.models.basis import pcvm_basis
 
     X_pool, y_pool, X_test, y_test = load_data()
@@ -196,7 +196,7 @@ def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False,
     cands = bs.KernelCandidates.from_basis(basis, X, block_size=BLOCK_SIZE)
     config = bs.SelectionConfig(scan=scan, audit=audit, max_iter=MAX_ITER, reestimate=reestimate,
                                 **(WORKING_SET if scan == "working-set" else {}))
-    _log_progress(laplace if engine == "laplace" else ep, f"{engine} {scan} {reestimate} N={N}")
+    _log_progress(pcvm_laplace if engine == "laplace" else ep, f"{engine} {scan} {reestimate} N={N}")
     compile_cpu = _count_compile_cpu()
     rate_before = dgemm_rate()
     compile_cpu_before = compile_cpu["cpu"]
@@ -204,7 +204,7 @@ def fit_cell(engine: str, scan: str, N: int, width: float, audit: bool = False,
     load_start = os.getloadavg()
     c0, t0 = time.process_time(), time.perf_counter()
     if engine == "laplace":
-        posterior, selection = laplace.fit_with_selection(cands, y, config=config)
+        posterior, selection = pcvm_laplace.fit_with_selection(cands, y, config=config)
     else:
         posterior, selection = ep.fit_with_selection(cands, y, config=config)
     wall = time.perf_counter() - t0
@@ -289,7 +289,7 @@ def hyper_cell() -> dict:
     from sklearn.svm import SVC
 
     import zoo  # noqa: F401
-    from zoo.inference import laplace
+    from zoo.inference import pcvm_laplace
     from zoo.models.basis import median_heuristic_width, pcvm_basis
 
     X_pool, y_pool, _, _ = load_data()
@@ -301,7 +301,7 @@ def hyper_cell() -> dict:
         wrong = 0
         for train, val in folds:
             basis = pcvm_basis(X[train], y[train], width)
-            post, sel = laplace.fit_with_selection(basis.transform(X[train]), y[train])
+            post, sel = pcvm_laplace.fit_with_selection(basis.transform(X[train]), y[train])
             p = np.asarray(post.predict_proba(basis.subset(sel.active).transform(X[val])))
             wrong += int(np.sum((p > 0.5) != (y[val] == 1)))
         cv[str(width)] = wrong / len(y)

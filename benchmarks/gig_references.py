@@ -6,7 +6,7 @@ each k (theta = k) this script runs the `zoo compare` protocol for gig-logistic 
 0 of Horii's synthetic design (100 x 100, separable) with the engine ``vb`` and the
 model's reference samplers with their record's settings, tried in the order NUTS (on the
 marginal form at target acceptance 0.95), then the Polya-Gamma Gibbs sampler of
-validation/references/gig_gibbs.py - the order that tells where NUTS is trustworthy (the record's own
+validation/references/pg_gibbs.py - the order that tells where NUTS is trustworthy (the record's own
 chain puts PG-Gibbs first) - and records per k:
 * each sampler tried: certified or not, worst R-hat, smallest bulk ESS, divergences,
   seconds (``--time-limit`` bounds each; a sampler that runs out is recorded so);

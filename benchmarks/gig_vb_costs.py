@@ -54,12 +54,12 @@ SWEEPS = 20
 P_GRID = (50, 100, 200, 400, 800, 1600)
 DENSITIES = (0.01, 0.03, 0.1, 0.15, 0.2, 0.3)
 VARIANTS = {
-    "default": gig_vb.VBConfig(),
-    "dense design": gig_vb.VBConfig(design="dense"),
-    "plain, earlier rule": gig_vb.VBConfig(accelerate="none", tol=1e-9, beta_tol=1e-9),
-    "converged": gig_vb.VBConfig(tol=None),
+    "default": gig_vb.GIGVBConfig(),
+    "dense design": gig_vb.GIGVBConfig(design="dense"),
+    "plain, earlier rule": gig_vb.GIGVBConfig(accelerate="none", tol=1e-9, beta_tol=1e-9),
+    "converged": gig_vb.GIGVBConfig(tol=None),
 }
-EARLIER = gig_vb.VBConfig(accelerate="none", tol=1e-9, beta_tol=1e-9, design="dense")
+EARLIER = gig_vb.GIGVBConfig(accelerate="none", tol=1e-9, beta_tol=1e-9, design="dense")
 
 
 def _best_of(repeats: int, fn):
@@ -131,7 +131,7 @@ def design_case(density: float, n: int = 2000, p: int = 200, seed: int = 0) -> d
     out = {"n": n, "p": p, "density": density, "pairs": gig_vb.count_pairs(X), "n_p2": n * p * p,
            "auto_uses_pairs": gig_vb.uses_pairs(X, False)}
     for design in ("dense", "sparse"):
-        cfg = gig_vb.VBConfig(max_iter=SWEEPS, tol=None, accelerate="none", design=design)
+        cfg = gig_vb.GIGVBConfig(max_iter=SWEEPS, tol=None, accelerate="none", design=design)
         gig_vb.run(GIGLogistic(), X, y, config=cfg)  # compiles
         res = gig_vb.run(GIGLogistic(), X, y, config=cfg)
         out[f"{design}_seconds_per_sweep"] = res.seconds / res.n_iter
@@ -147,7 +147,7 @@ def branch_case(p: int, n: int = 100, seed: int = 0) -> dict:
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ beta))).astype(float)
     out = {"n": n, "p": p}
     for branch in ("primal", "woodbury"):
-        cfg = gig_vb.VBConfig(max_iter=SWEEPS, tol=None, accelerate="none", design="dense", branch=branch)
+        cfg = gig_vb.GIGVBConfig(max_iter=SWEEPS, tol=None, accelerate="none", design="dense", branch=branch)
         gig_vb.run(GIGLogistic(), X, y, config=cfg)  # compiles
         res = gig_vb.run(GIGLogistic(), X, y, config=cfg)
         out[f"{branch}_seconds_per_sweep"] = res.seconds / res.n_iter

@@ -26,7 +26,7 @@ classifiers.
 2. Digits default (``registry.prepare("grid-rvm", split 0, {})``: the 8 x 8 image, 500
    training images, 1297 test, hyper-prior 2): warm VB seconds (median of ``--repeats``
    calls after one compiling call) for the p-grid, the s-grid and the rvm, to convergence
-   with the engine's default VBConfig, and their test errors, against (a) NUTS on the same
+   with the engine's default GridVBConfig, and their test errors, against (a) NUTS on the same
    posterior (``run_reference`` with the default ReferenceConfig, no cache: its sampling
    seconds with and without JAX's compile time, certificate, test error of its posterior
    predictive), (b) scikit-learn: L1 logistic regression with C by 5-fold CV
@@ -97,8 +97,8 @@ def esl_designs(split) -> list[dict]:
 def _timed_run(spec, Phi, y, branch: str, sweeps: int):
     """(warm-up result, timed result, seconds per sweep): the median of 3 timed calls
     when one takes under a second (the small cases), else the one call."""
-    warm = grid_vb.run(spec, Phi, y, config=grid_vb.VBConfig(max_iter=sweeps, tol=0.99, mu_tol=0.99, branch=branch))
-    config = grid_vb.VBConfig(max_iter=sweeps, tol=TINY, mu_tol=TINY, branch=branch)
+    warm = grid_vb.run(spec, Phi, y, config=grid_vb.GridVBConfig(max_iter=sweeps, tol=0.99, mu_tol=0.99, branch=branch))
+    config = grid_vb.GridVBConfig(max_iter=sweeps, tol=TINY, mu_tol=TINY, branch=branch)
     res = grid_vb.run(spec, Phi, y, config=config)
     per_sweep = [res.seconds / res.n_iter]
     if res.seconds < SHORT_CALL:

@@ -12,7 +12,7 @@ with per-point noise precision B_n and effective target t_hat_n,
 
 This module only sees that Gaussianization (:class:`Gaussianized`), so both engines share
 it: ``select_basis(Phi_all, y, gaussianize)`` with ``gaussianize`` from
-``inference/laplace.py`` or ``inference/expectation_propagation.py``.
+``inference/pcvm_laplace.py`` or ``inference/expectation_propagation.py``.
 
 Dependence of the log evidence on one alpha_i (everything else fixed):
 

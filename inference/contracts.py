@@ -13,8 +13,9 @@
 
   The classifier, ``zoo reproduce`` and the benchmarks use it.
 
-``y`` is a 0/1 vector; ``config`` a frozen dataclass with the paper's defaults (None: those
-defaults). Further keyword-only options are allowed when they have defaults (e.g. the
+``y`` is a 0/1 vector; ``config`` is the engine's own frozen settings dataclass with the
+paper's defaults (None: those defaults), never hyper-parameters, which are in the spec
+(CONTRIBUTING.md, "What `config` means", says what every other config of the zoo is). Further keyword-only options are allowed when they have defaults (e.g. the
 GGSM MM engine's ``rule``), so that one module can serve several named engines.
 
 The :class:`typing.Protocol` classes say this to a type checker; :func:`contract_problems`

@@ -86,7 +86,7 @@ from .jaakkola_jordan import (BRANCHES, CONVERGED, ITERATION_CAP, NON_FINITE, RU
                               check_iteration_settings, full_covariance, gaussian_block, jj_lambda,
                               scaled_cholesky, uses_woodbury)
 
-__all__ = ["VBConfig", "VBResult", "BRANCHES", "DESIGNS", "run", "fit", "fit_end_to_end", "elbo",
+__all__ = ["GIGVBConfig", "VBResult", "BRANCHES", "DESIGNS", "run", "fit", "fit_end_to_end", "elbo",
            "largest_relative_fall", "uses_pairs", "count_pairs"]
 
 ENGINE_NAME = "vb"
@@ -95,7 +95,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 @dataclass(frozen=True)
-class VBConfig:
+class GIGVBConfig:
     """Settings of the VB iteration.
 
     max_iter: sweeps (each updates q(beta), q(tau), q(h), xi once); an accelerated run
@@ -278,7 +278,7 @@ def _update_h(q: _Q, hyper, fam: _Family):
     stat = q.e_tau if fam.gamma_mixing else q.e_inv_tau
     shape = jnp.full_like(q.h_shape, k + jnp.abs(rho))
     rate = theta + 0.5 * stat
-    # hyper[3] = 1: the printed product form (a planted defect, VBConfig.a_update): a
+    # hyper[3] = 1: the printed product form (a planted defect, GIGVBConfig.a_update): a
     # Gamma of the same shape whose mean is (k + |rho|)(theta + stat / 2)
     rate = jnp.where(hyper[3] > 0.5, 1.0 / rate, rate)
     return q._replace(h_shape=shape, h_rate=rate)
@@ -520,7 +520,7 @@ def _iteration(design, y, hyper, *, fam: _Family, max_iter: int, accelerate: boo
     def body(s: _Loop):
         new = squarem(s) if accelerate else plain(s)
         finite = jnp.isfinite(new.last) & jnp.all(jnp.isfinite(new.q.bbar))
-        # the stopping rules (VBConfig), each off when its tolerance is negative; E[beta]
+        # the stopping rules (GIGVBConfig), each off when its tolerance is negative; E[beta]
         # counts from the second sweep on (the first q(beta) update repeats the initial one)
         rise = new.last - s.last
         moved = jnp.max(jnp.abs(new.q.bbar - s.q.bbar))
@@ -564,7 +564,7 @@ def _check_spec(spec):
     check_spec(spec, GIGLogistic, "vb")
 
 
-def _hyper(spec: GIGLogistic, config: VBConfig):
+def _hyper(spec: GIGLogistic, config: GIGVBConfig):
     def rule(tol):
         return -1.0 if tol is None else float(tol)
 
@@ -572,11 +572,11 @@ def _hyper(spec: GIGLogistic, config: VBConfig):
                         rule(config.tol), rule(config.beta_tol)])
 
 
-def run(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> VBResult:
+def run(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> VBResult:
     """Run Algorithm 1 (SQUAREM-accelerated by default) to its stop. Phi: (n, p) design;
     y: (n,) labels 0/1 or -1/+1."""
     _check_spec(spec)
-    config = config or VBConfig()
+    config = config or GIGVBConfig()
     X, y01 = check_design(Phi, y)
     n, p = X.shape
     woodbury = uses_woodbury(n, p, config.branch)
@@ -634,7 +634,7 @@ def _family(spec: GIGLogistic, woodbury: bool, sparse: bool = False) -> _Family:
     return _Family(gamma_mixing, gamma_mixing and spec.rho == 1.0, bool(woodbury), bool(sparse))
 
 
-def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> GaussianPosterior:
+def fit(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> GaussianPosterior:
     """q(beta) = N(bbar, Sigma) of Algorithm 1 as a Gaussian posterior over ``beta``."""
     res = run(spec, Phi, y, config=config)
     info = ascent_fit_info(
@@ -648,7 +648,7 @@ def fit(spec: GIGLogistic, Phi, y, *, config: VBConfig | None = None) -> Gaussia
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GIGLogistic | None = None,
-                   config: VBConfig | None = None):
+                   config: GIGVBConfig | None = None):
     """Registry form: VB selects nothing (the hyper-prior is fixed), so every column is
     kept; sparsity shows as coefficients shrunk towards 0."""
     spec = spec or GIGLogistic()

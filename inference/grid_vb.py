@@ -56,9 +56,10 @@ from .jaakkola_jordan import (BRANCHES, ascent_fit_info, check_iteration_setting
                               scaled_cholesky, uses_woodbury)
 from .posterior import GaussianPosterior
 
-__all__ = ["VBConfig", "VBResult", "UPDATES", "run", "fit", "fit_end_to_end", "elbo", "relevance"]
+__all__ = ["GridVBConfig", "VBResult", "UPDATES", "run", "fit", "fit_end_to_end", "elbo", "relevance"]
 
-ENGINE_NAME = "vb"
+#: the FitInfo engine label of each prior: its engine's name in the grid-rvm record
+ENGINE_NAMES = {"p-grid": "vb", "s-grid": "vb-s-grid", "rvm": "vb-rvm"}
 #: the blocks of one sweep, in order (columns of ``elbo_by_update``)
 UPDATES = ("w", "alpha", "beta", "pi", "xi")
 #: a weight counts as relevant when the data, not the prior, determine it: its
@@ -71,7 +72,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 @dataclass(frozen=True)
-class VBConfig:
+class GridVBConfig:
     """Settings of the VB iteration.
 
     max_iter: sweeps (each updates q(w), q(alpha), q(beta), pi, xi once).
@@ -135,7 +136,7 @@ class _Family(NamedTuple):
     prior: str
     shape: tuple[int, int]
     woodbury: bool
-    mean_only: bool  # the planted defect of VBConfig.second_moment
+    mean_only: bool  # the planted defect of GridVBConfig.second_moment
 
 
 def _gamma_stats(shape, rate):
@@ -286,17 +287,17 @@ def _check(spec, Phi, y):
     return X, y01
 
 
-def _hyper(spec: GridRVM, config: VBConfig):
+def _hyper(spec: GridRVM, config: GridVBConfig):
     return jnp.asarray([spec.a0, spec.b0, spec.c0, spec.d0, config.tol, config.mu_tol])
 
 
-def _family(spec: GridRVM, woodbury: bool, config: VBConfig) -> _Family:
+def _family(spec: GridRVM, woodbury: bool, config: GridVBConfig) -> _Family:
     return _Family(spec.prior, spec.shape, bool(woodbury), config.second_moment == "mean-only")
 
 
-def run(spec: GridRVM, Phi, y, *, config: VBConfig | None = None) -> VBResult:
+def run(spec: GridRVM, Phi, y, *, config: GridVBConfig | None = None) -> VBResult:
     """Run the VB iteration to its stop. Phi: (N, M1 M2) design; y: (N,) labels."""
-    config = config or VBConfig()
+    config = config or GridVBConfig()
     X, y01 = _check(spec, Phi, y)
     n, m = X.shape
     woodbury = uses_woodbury(n, m, config.branch)
@@ -312,9 +313,9 @@ def elbo(spec: GridRVM, Phi, y, q: dict) -> float:
     fields must belong together: mu, sigma_diag, f_mean, f_var, logdet_sigma of one
     Gaussian)."""
     X, y01 = _check(spec, Phi, y)
-    fam = _family(spec, False, VBConfig())
+    fam = _family(spec, False, GridVBConfig())
     state = _Q(**{k: jnp.asarray(v) for k, v in q.items()})
-    return float(_elbo(state, jnp.asarray(y01 - 0.5), _hyper(spec, VBConfig()), fam))
+    return float(_elbo(state, jnp.asarray(y01 - 0.5), _hyper(spec, GridVBConfig()), fam))
 
 
 def relevance(spec: GridRVM, q: dict) -> dict[str, np.ndarray]:
@@ -340,7 +341,7 @@ def pruning_summary(spec: GridRVM, gamma_table: np.ndarray, threshold: float = R
             "weights": int(kept.size), "kept": kept}
 
 
-def fit(spec: GridRVM, Phi, y, *, config: VBConfig | None = None, prior: str | None = None) -> GaussianPosterior:
+def fit(spec: GridRVM, Phi, y, *, config: GridVBConfig | None = None, prior: str | None = None) -> GaussianPosterior:
     """q(w) = N(mu, Sigma) of the VB iteration as a Gaussian posterior over ``w``; the
     relevances (E[alpha], E[beta]) and the final q(alpha), q(beta) in ``info.extra``.
     prior: fit this prior ("p-grid", "s-grid", "rvm") instead of the spec's, with its
@@ -358,7 +359,7 @@ def fit(spec: GridRVM, Phi, y, *, config: VBConfig | None = None, prior: str | N
     gamma = 1.0 - rel["precision"] * spec.as_table(np.diag(res.cov))
     summary = pruning_summary(spec, gamma)
     info = ascent_fit_info(
-        ENGINE_NAME, res,
+        ENGINE_NAMES[spec.prior], res,
         f"evidence lower bound ({spec.prior}; Jaakkola-Jordan bound, mean field q(w) q(alpha) q(beta)) per sweep",
         {"prior": spec.prior, "alpha_mean": rel["alpha"], "beta_mean": rel["beta"], "precision_mean": rel["precision"],
          "q_alpha": (res.q["a"], res.q["b"]), "q_beta": None if spec.prior == "rvm" else (res.q["c"], res.q["d"]),
@@ -372,7 +373,7 @@ def fit(spec: GridRVM, Phi, y, *, config: VBConfig | None = None, prior: str | N
                              hyper_factors=factors)
 
 
-def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GridRVM | None = None, config: VBConfig | None = None,
+def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GridRVM | None = None, config: GridVBConfig | None = None,
                    prior: str | None = None):
     """The engine as the paper runs it: VB under the given prior (a spec is required: it
     carries the table shape), every weight kept in the posterior; which weights, rows and

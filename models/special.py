@@ -99,7 +99,7 @@ def log_ndtr(x):
     against scipy) at a fraction of its cost: one erfc, one log and no branch evaluated in
     vain. jax's version evaluates Phi twice and its asymptotic series for every element
     and selects among them (about 290 ns an element here, against 12 ns); GGSM's slice-Gibbs
-    sweep (validation/references/ggsm_gibbs.py) spends nearly all its time in it, on every slice
+    sweep (validation/references/slice_gibbs.py) spends nearly all its time in it, on every slice
     evaluation of every weight.
 
     x > -20: Phi(x) = erfc(|x| / sqrt 2) / 2 for x < 0 and 1 - erfc(x / sqrt 2) / 2 for

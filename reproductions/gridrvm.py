@@ -146,7 +146,7 @@ class CountListOption(Option):
 # ------------------------------------------------------------------------------------
 def _vb_config(max_sweeps: int, mu_tol: float):
 
-    return grid_vb.VBConfig(max_iter=int(max_sweeps), tol=ELBO_TOL, mu_tol=float(mu_tol))
+    return grid_vb.GridVBConfig(max_iter=int(max_sweeps), tol=ELBO_TOL, mu_tol=float(mu_tol))
 
 
 def _error(Phi, mean_w, y) -> float:

@@ -18,9 +18,9 @@ import pytest
 from scipy.stats import multivariate_normal
 
 import zoo  # noqa: F401  (float64)
-from zoo.data import open_text
+from problems import ripley
 from zoo.inference import basis_selection as bs
-from zoo.inference import laplace
+from zoo.inference import pcvm_laplace
 from zoo.models.basis import pcvm_basis
 from zoo.models.pcvm import PCVM
 
@@ -209,18 +209,13 @@ def test_a_return_to_a_visited_state_stops_the_selection_at_the_cycles_best_stat
 # --------------------------------------------------------------------------------------
 # The Laplace Gaussianization
 # --------------------------------------------------------------------------------------
-def ripley(train: bool = True):
-    d = np.loadtxt(open_text("ripley/synth.tr" if train else "ripley/synth.te"), skiprows=1)
-    return d[:, :2], d[:, 2]
-
-
 def test_laplace_gaussianization_is_the_regression_form_of_the_laplace_posterior():
     X, y = ripley()
     X = (X - X.mean(0)) / X.std(0)
     Phi = pcvm_basis(X, y, 1.0).transform(X)[:, [3, 40, 77, 130, 201]]
     spec = PCVM(alpha=np.array([0.2, 1.0, 0.05, 3.0, 0.6]), alpha_bias=0.5)
-    g = laplace.gaussianize(spec, Phi, y)
-    post = laplace.fit(spec, Phi, y)
+    g = pcvm_laplace.gaussianize(spec, Phi, y)
+    post = pcvm_laplace.fit(spec, Phi, y)
     np.testing.assert_allclose(g.mean, post.mean_vec, rtol=1e-12)
     np.testing.assert_allclose(g.cov, post.cov, rtol=1e-12)
     design = np.c_[np.ones(len(y)), Phi]
@@ -246,7 +241,7 @@ def ripley_fit():
     # width 1.0 on standardized inputs = Ripley's classic RBF width ~0.5 in raw units
     # (raw sds 0.49, 0.25); at width 0.5 the evidence-selected model has 11.1% test error
     basis = pcvm_basis(X, y, 1.0)
-    posterior, selection = laplace.fit_with_selection(basis.transform(X), y)
+    posterior, selection = pcvm_laplace.fit_with_selection(basis.transform(X), y)
     p = posterior.predict_proba(basis.subset(selection.active).transform(Xte))
     return posterior, selection, float(np.mean((p > 0.5) != (yte == 1)))
 
@@ -283,7 +278,7 @@ def test_iteration_cap_is_reported():
     X, y = ripley()
     X = (X - X.mean(0)) / X.std(0)
     Phi = pcvm_basis(X, y, 1.0).transform(X)
-    res = bs.select_basis(Phi, y, laplace.gaussianize, config=bs.SelectionConfig(max_iter=2))
+    res = bs.select_basis(Phi, y, pcvm_laplace.gaussianize, config=bs.SelectionConfig(max_iter=2))
     assert not res.converged and "iteration cap" in res.reason
     assert res.n_iter == 2 and len(res.trace) == 3
 
@@ -293,7 +288,7 @@ def test_select_basis_rejects_columns_that_cannot_start_a_model():
     # every column points against the labels: no positive projection on 2t - 1
     Phi = -(2 * y[:, None] - 1) * np.ones((len(y), 5))
     with pytest.raises(ValueError, match="positive projection"):
-        bs.select_basis(Phi, y, laplace.gaussianize)
+        bs.select_basis(Phi, y, pcvm_laplace.gaussianize)
 
 
 # --------------------------------------------------------------------------------------
@@ -478,7 +473,7 @@ def test_batch_reestimates_on_ripley_keep_the_guard_and_the_stopping_rule():
     X = (X - X.mean(0)) / X.std(0)
     Phi = pcvm_basis(X, y, 1.0).transform(X)
     config = bs.SelectionConfig(reestimate="batch")
-    _, res = laplace.fit_with_selection(Phi, y, config=config)
+    _, res = pcvm_laplace.fit_with_selection(Phi, y, config=config)
     assert res.converged, res.reason
     assert any(h["action"] == "batch" for h in res.history)
     tried = _kept_batches_end_at_least_as_high_as_the_single_step(res)
@@ -494,7 +489,7 @@ def test_laplace_selection_on_kernel_candidates_matches_the_dense_path(ripley_fi
     X, y = ripley()
     X = (X - X.mean(0)) / X.std(0)
     cands = bs.KernelCandidates.from_basis(pcvm_basis(X, y, 1.0), X, block_size=64)
-    _, tiled = laplace.fit_with_selection(cands, y)
+    _, tiled = pcvm_laplace.fit_with_selection(cands, y)
     np.testing.assert_array_equal(tiled.active, dense.active)
     assert tiled.n_iter == dense.n_iter
     np.testing.assert_allclose(tiled.alpha, dense.alpha, rtol=1e-6)
@@ -516,4 +511,4 @@ def test_kernel_candidates_and_scan_settings_reject_bad_input():
     with pytest.raises(ValueError, match="reestimate"):
         bs.SelectionConfig(reestimate="all")
     with pytest.raises(ValueError, match="labels"):
-        bs.select_basis(bs.KernelCandidates(X, 1.0), np.ones(9), laplace.gaussianize)
+        bs.select_basis(bs.KernelCandidates(X, 1.0), np.ones(9), pcvm_laplace.gaussianize)

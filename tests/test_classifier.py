@@ -20,7 +20,7 @@ from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 
 import zoo  # noqa: F401
-from zoo import data as datasets
+from problems import ripley_split
 from zoo.classifier import SparseBayesClassifier, classifier_engines, classifier_models
 
 MAX_TEST_ERROR = 0.20
@@ -29,7 +29,7 @@ MAX_TEST_ERROR = 0.20
 @pytest.fixture(scope="module")
 def ripley():
     """(X_train (78, 2), y_train labels 'a'/'b', X_test (1000, 2), y_test 'a'/'b')."""
-    split = datasets.load("ripley")
+    split = ripley_split()
     rng = np.random.default_rng(0)
     pos = rng.permutation(np.flatnonzero(split.y_train == 1))[:39]
     neg = rng.permutation(np.flatnonzero(split.y_train == 0))[:39]
@@ -291,7 +291,7 @@ def test_wrong_number_of_features_at_predict(fitted, ripley):
     (dict(model="grid-rvm", engine="vb", basis="rbf", delta=2.0), "per-dimension RBF's parameter"),
     (dict(model="grid-rvm", engine="vb", basis="per-dimension-rbf", delta=-1.0), "delta must be a positive"),
     (dict(model="grid-rvm", engine="vb", q=1.0), "q does not apply to grid-rvm"),
-    (dict(model="grid-rvm", engine="laplace"), "no end-to-end mode"),
+    (dict(model="grid-rvm", engine="auto-laplace"), "no end-to-end mode"),
     (dict(model="ggsm-probit", engine="mm", gamma=0.4), "lap engine's rate"),
     (dict(model="ggsm-probit", engine="mm", basis="poly"), "basis must be one of"),
     (dict(model="ggsm-probit", engine="mm", q=3.0), "q must lie in"),
@@ -451,7 +451,7 @@ def test_gig_logistic_classifier_maps_any_two_labels_back(ripley):
     (dict(model="gig-logistic", engine="vb"), "takes basis 'linear', not 'rbf'"),
     (dict(model="gig-logistic", engine="vb", basis="linear", q=0.5), "q does not apply to gig-logistic"),
     (dict(model="gig-logistic", engine="vb", basis="linear", gamma=2.0), "gamma does not apply to gig-logistic"),
-    (dict(model="gig-logistic", engine="laplace", basis="linear"), "no end-to-end mode.*the classifier runs vb"),
+    (dict(model="gig-logistic", engine="auto-laplace", basis="linear"), "no end-to-end mode.*the classifier runs vb"),
     (dict(model="gig-logistic", engine="vb", basis="linear", k=0.0), "k must be a positive number or None, got 0.0"),
     (dict(model="gig-logistic", engine="vb", basis="linear", rho=-1.0), "rho"),
     (dict(engine="laplace", theta=2.0), "theta does not apply to pcvm"),

@@ -434,11 +434,11 @@ def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     log_density_sites), so VB, a Gaussian, gets a k-hat."""
     short = ReferenceConfig(num_chains=2, num_warmup=200, num_samples=200, max_doublings=0, target_accept=0.95)
     config = CompareConfig(model="gig-logistic", reference=short)
-    assert config.data == "horii_synthetic" and config.engines == ("vb", "laplace")
+    assert config.data == "horii_synthetic" and config.engines == ("vb", "auto-laplace")
     comp = compare(config)
     res = comp.result.to_json()
     assert res["hyper"]["n_basis"] == 100 and res["hyper"]["bias"] is False
-    vb, lap = res["engines"]["vb"], res["engines"]["laplace"]
+    vb, lap = res["engines"]["vb"], res["engines"]["auto-laplace"]
     assert vb["kind"] == "gaussian" and lap["kind"] == "draws"
     assert vb["khat"] is not None and lap["khat"] is None
     for row in (vb, lap):

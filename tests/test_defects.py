@@ -59,10 +59,10 @@ def test_engine_specific_defects_change_the_engines_answer():
     assert below(broken) < below(intact) - 0.5
     X = Phi
     intact_vb = gig_vb.run(GIGLogistic(), X, y)
-    printed = gig_vb.run(GIGLogistic(), X, y, config=gig_vb.VBConfig(a_update="printed"))
+    printed = gig_vb.run(GIGLogistic(), X, y, config=gig_vb.GIGVBConfig(a_update="printed"))
     assert not np.allclose(intact_vb.bbar, printed.bbar, atol=1e-3)
     with pytest.raises(ValueError, match="a_update"):
-        gig_vb.VBConfig(a_update="product")
+        gig_vb.GIGVBConfig(a_update="product")
 
 
 def test_a_users_wrapper_is_a_defect():

@@ -20,7 +20,7 @@ import pytest
 from scipy.stats import binom
 
 import zoo  # noqa: F401  (float64)
-from zoo import data as datasets
+from problems import ripley_split
 from zoo.validation.judge.verdict import FALSE_ALARM, joint_verdict, verdict
 from zoo.validation.records import registry
 from zoo.validation.references import run_reference
@@ -30,7 +30,7 @@ from zoo.validation.runs.defects import transform_posterior
 @pytest.fixture(scope="module")
 def frozen():
     """PCVM on Ripley with the width given (no CV): the spec and data test_compare judges."""
-    split = datasets.load("ripley", 0, standardize=True)
+    split = ripley_split(standardize=True)
     prepared = registry.prepare("pcvm", split, {"width": 0.7})
     return prepared.spec, prepared.Phi_train, prepared.y_train
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 from scipy.special import log_ndtr
-from shared_models import ripley_subset as ripley
+from problems import ripley_subset as ripley
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference import expectation_propagation as ep

@@ -5,7 +5,7 @@ Known answers it is held to:
 * Bayesian logistic regression with a Gaussian prior: mode against scipy's BFGS on a
   hand-written objective, covariance against the closed form
   (X^T diag(p (1 - p)) X + I / s^2)^-1;
-* the hand-derived EPCVM Laplace (inference/laplace.py) on the PCVM surrogate model;
+* the hand-derived EPCVM Laplace (inference/pcvm_laplace.py) on the PCVM surrogate model;
 * a conjugate positive site, lam | x ~ InvGamma(A, B): in u = log lam the log density
   (with its Jacobian) is -A u - B e^-u, so the mode is log(B / A), the variance 1 / A
   and the Laplace evidence is the exact evidence with Gamma(A) replaced by Stirling's
@@ -28,11 +28,11 @@ from jax.nn import sigmoid
 from jax.scipy.special import ndtr
 from scipy.optimize import minimize
 from scipy.special import expit, gammaln
-from shared_models import ripley_subset
+from problems import ripley_subset
 
 import zoo  # noqa: F401  (float64)
 from zoo.inference import generic_laplace as gl
-from zoo.inference import laplace
+from zoo.inference import pcvm_laplace
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
 from zoo.models.base import Site
 from zoo.models.basis import pcvm_basis
@@ -221,12 +221,12 @@ def test_pcvm_surrogate_agrees_with_the_hand_derived_laplace(ripley_design):
     Phi, y = ripley_design
     spec = PCVM(alpha=np.array([0.3, 1.0, 2.0, 0.5, 4.0]), alpha_bias=0.2, surrogate=True)
     post = gl.fit(spec, Phi, y)
-    ref = laplace.fit(spec, Phi, y)
+    ref = pcvm_laplace.fit(spec, Phi, y)
     assert ref.info.converged and ref.info.extra["jitter"] == 0.0
     assert post.info.extra["layout"] == [("b", ()), ("w", (5,))]  # = laplace's theta = [b, w]
     # the surrogate has real support: both Gaussians live in theta itself
     mode, cov = post.info.extra["mode"], np.linalg.inv(post.info.extra["precision"])
-    # laplace.py stops at max|grad| <= 1e-6 (its own tolerance), so its mode is within
+    # pcvm_laplace.py stops at max|grad| <= 1e-6 (its own tolerance), so its mode is within
     # ||Sigma||_2 ||g||_2 <= lambda_max(Sigma) sqrt(d) 1e-6 of the exact mode; ours is
     # within 1e-6 sd (smaller). Covariances at two points that close differ by O(1e-6)
     # relative (the Hessian changes smoothly); 1e-5 of the largest entry leaves room.
@@ -235,7 +235,7 @@ def test_pcvm_surrogate_agrees_with_the_hand_derived_laplace(ripley_design):
     np.testing.assert_allclose(cov, ref.cov, rtol=0, atol=1e-5 * np.max(np.abs(ref.cov)))
     # the draws are of the spec's sites, in the spec's shapes
     assert post.draws["b"].shape == (1, 4000) and post.draws["w"].shape == (1, 4000, 5)
-    # laplace.py reports the evidence of the *normalized* surrogate prior
+    # pcvm_laplace.py reports the evidence of the *normalized* surrogate prior
     # 2 N(w | 0, 1/alpha) sigma(3 w); the model as written lacks the factor 2 per weight
     assert post.info.extra["log_evidence_laplace"] + 5 * math.log(2.0) == pytest.approx(
         ref.info.extra["log_evidence"], abs=1e-6)
@@ -388,3 +388,15 @@ def test_registered_as_auto_laplace_for_pcvm_and_ggsm():
         assert entry.fit() is gl.fit
         with pytest.raises(ValueError, match="no end-to-end mode"):
             entry.fit_end_to_end()
+
+
+def test_one_name_for_the_generic_laplace_in_every_record():
+    """Every model registers generic_laplace.fit once as ``auto-laplace`` (a variant's run
+    as ``auto-laplace-<variant>``), under the FitInfo label it passes, and no other name."""
+    from zoo.validation.records import registry
+    for model in registry.model_names():
+        generic = [e for e in registry.get_model(model).engines if e.fixed == "generic_laplace:fit"]
+        assert [e.name for e in generic if e.variant is None] == ["auto-laplace"], model
+        for e in generic:
+            assert dict(e.options).get("name", gl.ENGINE_NAME) == e.name, (model, e.name)
+            assert e.name == "auto-laplace" + (f"-{e.variant}" if e.variant else ""), (model, e.name)

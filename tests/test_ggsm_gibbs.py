@@ -26,7 +26,7 @@ from numpyro.infer.util import log_density
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation.base import arviz_adapter as adapter
 from zoo.validation.judge import moment_existence as ME
-from zoo.validation.references import ggsm_gibbs as G
+from zoo.validation.references import slice_gibbs as G
 
 Z = 4.5  # standard errors allowed (see the module docstring)
 

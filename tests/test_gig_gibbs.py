@@ -26,7 +26,7 @@ from numpyro.infer.util import log_density
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.validation.base import arviz_adapter as adapter
 from zoo.validation.judge import moment_existence as ME
-from zoo.validation.references import gig_gibbs as G
+from zoo.validation.references import pg_gibbs as G
 from zoo.validation.references import polya_gamma as PG
 
 Z = 4.5

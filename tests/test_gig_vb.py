@@ -73,7 +73,7 @@ _FAST_WOODBURY = {"paper rho=1, k=1"}
 def test_elbo_never_decreases_in_any_coordinate_update(name, branch):
     X, y = _problem(40, 12, seed=1)
     # max_iter as the default's, so that the program is shared with the tests below
-    res = gig_vb.run(SPECS[name], X, y, config=gig_vb.VBConfig(branch=branch, accelerate="none"))
+    res = gig_vb.run(SPECS[name], X, y, config=gig_vb.GIGVBConfig(branch=branch, accelerate="none"))
     assert res.n_iter >= 5
     # exact coordinate ascent: any fall is rounding (a few ulp of |ELBO|)
     assert _largest_relative_fall(res) < 1e-12
@@ -91,7 +91,7 @@ def test_the_printed_product_form_of_the_a_update_breaks_monotonicity(monkeypatc
     monkeypatch.setattr(gig_vb, "_update_h", product_form)
     monkeypatch.setattr(gig_vb, "_PROGRAMS", CompiledPrograms("gig_vb, patched update"))
     X, y = _problem(40, 12, seed=1)
-    res = gig_vb.run(GIGLogistic(), X, y, config=gig_vb.VBConfig(max_iter=50, accelerate="none"))
+    res = gig_vb.run(GIGLogistic(), X, y, config=gig_vb.GIGVBConfig(max_iter=50, accelerate="none"))
     assert _largest_relative_fall(res) > 1e-6
 
 
@@ -108,12 +108,12 @@ def _binary_design(n, p, density, seed):
 #: unit roundoff of float64
 U = np.finfo(float).eps / 2
 
-DEFAULT = gig_vb.VBConfig()
+DEFAULT = gig_vb.GIGVBConfig()
 TRACE_CASES = {  # name: (design, labels, spec, config); one with p > n (the Woodbury branch)
     "dense, k=1e-6": (*_problem(40, 12, seed=1), GIGLogistic.paper_prior(), DEFAULT),
     "p > n, k=1e-6": (*_problem(20, 60, seed=4), GIGLogistic.paper_prior(), DEFAULT),
     "sparse 0/1, pair form, k=1e-6": (*_binary_design(150, 30, 0.1, seed=7), GIGLogistic.paper_prior(),
-                                      gig_vb.VBConfig(design="sparse")),
+                                      gig_vb.GIGVBConfig(design="sparse")),
     "inverse-gamma rho=-1": (*_problem(40, 12, seed=1), GIGLogistic(rho=-1.0, mixing="inverse-gamma"), DEFAULT),
 }
 
@@ -176,8 +176,8 @@ def test_squarem_ends_at_the_plain_iterations_fixed_point():
     X, y = _problem(40, 12, seed=1)
     spec = GIGLogistic()  # k = 1: the plain iteration converges linearly, to a point
     tight = dict(tol=None, beta_tol=1e-13)
-    plain = gig_vb.run(spec, X, y, config=gig_vb.VBConfig(accelerate="none", **tight))
-    fast = gig_vb.run(spec, X, y, config=gig_vb.VBConfig(**tight))
+    plain = gig_vb.run(spec, X, y, config=gig_vb.GIGVBConfig(accelerate="none", **tight))
+    fast = gig_vb.run(spec, X, y, config=gig_vb.GIGVBConfig(**tight))
     assert plain.status == fast.status == "converged"
     assert fast.n_iter < plain.n_iter
     np.testing.assert_allclose(fast.bbar, plain.bbar, rtol=1e-8, atol=1e-10)
@@ -193,8 +193,8 @@ def test_default_stop_is_near_the_converged_fit():
     a1a and w1a; here 3e-6 nats and 2e-5 were measured)."""
     X, y = _binary_design(150, 30, 0.1, seed=7)
     spec = GIGLogistic.paper_prior()
-    stop = gig_vb.fit(spec, X, y, config=gig_vb.VBConfig(design="sparse"))  # the program of the trace test
-    ref = gig_vb.fit(spec, X, y, config=gig_vb.VBConfig(design="sparse", tol=None))
+    stop = gig_vb.fit(spec, X, y, config=gig_vb.GIGVBConfig(design="sparse"))  # the program of the trace test
+    ref = gig_vb.fit(spec, X, y, config=gig_vb.GIGVBConfig(design="sparse", tol=None))
     assert stop.info.converged and stop.info.n_iter < 1000
     assert abs(stop.info.trace[-1] - ref.info.trace[-1]) < 1e-3
     assert np.mean(np.abs(stop.predict_proba(X) - ref.predict_proba(X))) < 1e-4
@@ -206,7 +206,7 @@ def test_pair_form_gives_the_dense_iterates():
     assert not gig_vb.uses_pairs(_problem(150, 30)[0], False)
     assert gig_vb.count_pairs(np.array([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]])) == 3 + 0 + 1
     runs = {d: gig_vb.run(GIGLogistic.paper_prior(), X, y,
-                          config=gig_vb.VBConfig(design=d, accelerate="none", max_iter=40, tol=None))
+                          config=gig_vb.GIGVBConfig(design=d, accelerate="none", max_iter=40, tol=None))
             for d in ("dense", "sparse")}
     assert runs["sparse"].design == "pairs" and runs["dense"].design == "dense"
     for key in ("bbar", "sigma_diag", "f_mean", "f_var", "xi", "tau_b", "h_rate"):
@@ -236,7 +236,7 @@ def _algorithm1_numpy(X, y, k, theta, sweeps):
 def test_the_iteration_is_algorithm_1(k):
     X, y = _problem(30, 8, seed=2)
     res = gig_vb.run(GIGLogistic(k=k, theta=k), X, y,
-                     config=gig_vb.VBConfig(max_iter=7, tol=None, accelerate="none"))
+                     config=gig_vb.GIGVBConfig(max_iter=7, tol=None, accelerate="none"))
     assert res.n_iter == 7
     bbar, sigma_diag, a_bar, xi = _algorithm1_numpy(X, y, k, k, 7)
     np.testing.assert_allclose(res.q["bbar"], bbar, rtol=1e-9, atol=1e-12)
@@ -249,8 +249,8 @@ def test_the_iteration_is_algorithm_1(k):
 def test_primal_and_woodbury_branches_agree(shape):
     X, y = _problem(*shape, seed=3)
     spec = GIGLogistic()
-    a = gig_vb.run(spec, X, y, config=gig_vb.VBConfig(branch="primal", accelerate="none"))
-    b = gig_vb.run(spec, X, y, config=gig_vb.VBConfig(branch="woodbury", accelerate="none"))
+    a = gig_vb.run(spec, X, y, config=gig_vb.GIGVBConfig(branch="primal", accelerate="none"))
+    b = gig_vb.run(spec, X, y, config=gig_vb.GIGVBConfig(branch="woodbury", accelerate="none"))
     assert a.branch == "primal" and b.branch == "woodbury"
     assert a.n_iter == b.n_iter
     np.testing.assert_allclose(a.bbar, b.bbar, rtol=1e-8, atol=1e-10)
@@ -262,14 +262,14 @@ def test_auto_branch_is_woodbury_exactly_when_p_exceeds_n():
     assert [gig_vb.uses_woodbury(n, p) for n, p in [(20, 10), (10, 20), (10, 10)]] == [False, True, False]
     assert gig_vb.uses_woodbury(20, 10, "woodbury") and not gig_vb.uses_woodbury(10, 20, "primal")
     X, y = _problem(15, 60, seed=3)  # the shape of the branch test below: no new compilation
-    assert gig_vb.run(GIGLogistic(), X, y, config=gig_vb.VBConfig()).branch == "woodbury"
+    assert gig_vb.run(GIGLogistic(), X, y, config=gig_vb.GIGVBConfig()).branch == "woodbury"
 
 
 def test_closed_form_half_order_equals_the_bessel_path():
     """At rho = 1 the engine uses K_{1/2} in closed form; the general path (quadrature of
     log K) must give the same iterates."""
     X, y = _problem(30, 8, seed=5)
-    hyper = gig_vb._hyper(GIGLogistic(), gig_vb.VBConfig(tol=None))
+    hyper = gig_vb._hyper(GIGLogistic(), gig_vb.GIGVBConfig(tol=None))
     design = gig_vb._Dense(jnp.asarray(X), jnp.asarray(y - 0.5))
     outs = []
     for half in (True, False):
@@ -325,7 +325,7 @@ def test_fit_returns_a_gaussian_with_the_paper_predictive():
 ])
 def test_config_is_validated(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        gig_vb.VBConfig(**kwargs)
+        gig_vb.GIGVBConfig(**kwargs)
 
 
 def test_bad_inputs_are_refused():
@@ -337,7 +337,7 @@ def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="one class"):
         gig_vb.run(GIGLogistic(), X, np.ones(20))
     with pytest.raises(ValueError, match="primal branch"):
-        gig_vb.run(GIGLogistic(), *_problem(10, 30), config=gig_vb.VBConfig(design="sparse"))
+        gig_vb.run(GIGLogistic(), *_problem(10, 30), config=gig_vb.GIGVBConfig(design="sparse"))
 
 
 # --------------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def test_bad_inputs_are_refused():
 #: sharper than the default stop, which is tuned for predictions); the plain iteration,
 #: whose program compiles in about half the time of SQUAREM's and which ends at the same
 #: fixed point (test_squarem_ends_at_the_plain_iterations_fixed_point)
-_FIXED_POINT = gig_vb.VBConfig(tol=None, beta_tol=1e-13, accelerate="none")
+_FIXED_POINT = gig_vb.GIGVBConfig(tol=None, beta_tol=1e-13, accelerate="none")
 
 
 def _gig_theta(spec, q):
@@ -510,7 +510,7 @@ def test_elbo_of_two_coefficients_by_monte_carlo(name):
 def test_vb_against_the_exact_posterior_of_one_coefficient():
     """One coefficient, 200 points (the data dominate the prior), the paper's rho = 1 with
     k = theta = 1: the exact posterior of beta by quadrature of the collapsed NumPyro model
-    (tau and h integrated out; test_gig_model checks that marginal prior against scipy's
+    (tau and h integrated out; test_gig_logistic_model checks that marginal prior against scipy's
     quad), 4001 trapezoid nodes on [-2, 6], whose ends are > 40 nats below the peak.
 
     Mean: the exact posterior mean and VB's both equal the MLE plus O(1/n) corrections, so

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from problems import grid_table_problem
 from scipy import stats
 from scipy.special import digamma, polygamma
 
@@ -55,12 +56,8 @@ def _z(n_tests: int) -> float:
 
 
 def _data(n_obs, shape, seed, signal=1.0):
-    rng = np.random.default_rng(seed)
-    m = shape[0] * shape[1]
-    X = rng.standard_normal((n_obs, m))
-    w = signal * rng.standard_normal(m) / np.sqrt(m) * 2.0
-    y = (rng.uniform(size=n_obs) < 1.0 / (1.0 + np.exp(-X @ w))).astype(float)
-    return X, y
+    """A table problem with random logistic weights (tests/problems.py)."""
+    return grid_table_problem(shape, n_obs, seed, signal="random", scale=signal)
 
 
 def _log_joint(spec, X, y, w, alpha, beta=None):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from numpyro.infer import Predictive
 from numpyro.infer.util import log_density
+from problems import grid_table_problem
 from scipy import integrate, stats
 from scipy.special import expit, gammaln
 
@@ -18,10 +19,8 @@ SHAPE = (3, 4)
 
 
 def _problem(seed=0, n=15, shape=SHAPE):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, shape[0] * shape[1]))
-    y = (rng.uniform(size=n) < 0.5).astype(float)
-    return X, y
+    """A table problem with coin-flip labels (tests/problems.py)."""
+    return grid_table_problem(shape, n, seed, signal="none")
 
 
 def _point(spec, seed=1):

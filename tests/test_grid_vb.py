@@ -25,6 +25,7 @@ from zoo.inference.jaakkola_jordan import jj_lambda
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.models.grid_rvm import GridRVM
 
+from problems import grid_table_problem
 from vb_truths import (MeanFieldQuadrature, assert_jj_xi_optimal, assert_stationary_maximum, f_moments, jj_gap_terms,
                        monte_carlo_elbo, one_column_problem)
 
@@ -32,14 +33,8 @@ PRIORS = ("p-grid", "s-grid", "rvm")
 
 
 def _problem(shape=(3, 4), n=30, seed=0):
-    """A table problem whose signal sits in row 0 and column 1."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, shape[0] * shape[1]))
-    w = np.zeros(shape)
-    w[0] = 2.0
-    w[:, min(1, shape[1] - 1)] += 1.0
-    y = (rng.uniform(size=n) < 1.0 / (1.0 + np.exp(-X @ w.ravel()))).astype(float)
-    return X, y
+    """A table problem whose signal sits in row 0 and column 1 (tests/problems.py)."""
+    return grid_table_problem(shape, n, seed, signal="planted")
 
 
 def _spec(prior, paper=False, shape=(3, 4)):
@@ -50,7 +45,7 @@ def _spec(prior, paper=False, shape=(3, 4)):
 @pytest.mark.parametrize("paper", [False, True], ids=["proper", "paper-prior"])
 def test_the_elbo_never_falls_in_any_block_update(prior, paper):
     X, y = _problem()
-    post = grid_vb.fit(_spec(prior, paper), X, y, config=grid_vb.VBConfig(max_iter=400))
+    post = grid_vb.fit(_spec(prior, paper), X, y, config=grid_vb.GridVBConfig(max_iter=400))
     extra = post.info.extra
     assert extra["elbo_by_update"].shape[1] == len(grid_vb.UPDATES)
     # relative to the ELBO's size; round-off is ~1e-13 here
@@ -64,7 +59,7 @@ def test_the_elbo_never_falls_in_any_block_update(prior, paper):
 def test_primal_and_woodbury_forms_give_the_same_q(prior):
     X, y = _problem(n=8)  # M = 12 > N = 8: the paper's case for Woodbury
     spec = _spec(prior)
-    runs = {b: grid_vb.run(spec, X, y, config=grid_vb.VBConfig(branch=b)) for b in ("primal", "woodbury")}
+    runs = {b: grid_vb.run(spec, X, y, config=grid_vb.GridVBConfig(branch=b)) for b in ("primal", "woodbury")}
     assert grid_vb.run(spec, X, y).branch == "woodbury"
     assert runs["primal"].n_iter == runs["woodbury"].n_iter
     np.testing.assert_allclose(runs["primal"].mu, runs["woodbury"].mu, rtol=1e-8, atol=1e-10)
@@ -76,10 +71,10 @@ def test_primal_and_woodbury_forms_give_the_same_q(prior):
 def _state(prior, sweeps=3, shape=(2, 3), n=14):
     X, y = _problem(shape, n, seed=3)
     spec = _spec(prior, shape=shape)
-    res = grid_vb.run(spec, X, y, config=grid_vb.VBConfig(max_iter=sweeps, tol=1e-15, mu_tol=1e-15))
+    res = grid_vb.run(spec, X, y, config=grid_vb.GridVBConfig(max_iter=sweeps, tol=1e-15, mu_tol=1e-15))
     q = grid_vb._Q(**{k: jnp.asarray(v) for k, v in res.q.items()})
     fam = grid_vb._Family(prior, shape, False, False)
-    hyper = grid_vb._hyper(spec, grid_vb.VBConfig())
+    hyper = grid_vb._hyper(spec, grid_vb.GridVBConfig())
     return jnp.asarray(X), jnp.asarray(y - 0.5), q, fam, hyper
 
 
@@ -151,7 +146,7 @@ def test_with_one_column_the_grids_give_the_rvms_answer():
     s-grid: beta ~ Gamma(2, 1e12), i.e. 0) is the RVM: the same q(w) to 1e-6, all three
     run to a tight convergence."""
     X, y = _problem((6, 1), n=40, seed=1)
-    tight = grid_vb.VBConfig(max_iter=20000, tol=1e-15, mu_tol=1e-13)
+    tight = grid_vb.GridVBConfig(max_iter=20000, tol=1e-15, mu_tol=1e-13)
     rvm = grid_vb.run(GridRVM((6, 1), "rvm"), X, y, config=tight)
     pinned_one = grid_vb.run(GridRVM((6, 1), "p-grid", c0=1e12, d0=1e12), X, y, config=tight)
     pinned_zero = grid_vb.run(GridRVM((6, 1), "s-grid", c0=2.0, d0=1e12), X, y, config=tight)
@@ -180,7 +175,7 @@ def test_relevance_finds_the_signal_row_and_column_and_pruning_counts_them():
     keeps exactly the signal's row 0 and column 1 (well-determinedness >= 1/2) and leaves
     the other six weights to the prior; the report counts what is left."""
     X, y = _problem((3, 4), n=60, seed=2)
-    post = grid_vb.fit(_spec("p-grid", paper=True), X, y, config=grid_vb.VBConfig(max_iter=3000))
+    post = grid_vb.fit(_spec("p-grid", paper=True), X, y, config=grid_vb.GridVBConfig(max_iter=3000))
     alpha, beta = post.info.extra["alpha_mean"], post.info.extra["beta_mean"]
     assert np.argmin(alpha) == 0 and np.argmin(beta) == 1
     pruning = post.info.extra["pruning"]
@@ -204,7 +199,7 @@ def test_the_prior_option_fits_a_variant_with_the_same_constants():
 def test_elbo_function_matches_the_loops_last_value():
     X, y = _problem()
     spec = _spec("s-grid")
-    res = grid_vb.run(spec, X, y, config=grid_vb.VBConfig(max_iter=50, tol=1e-15, mu_tol=1e-15))
+    res = grid_vb.run(spec, X, y, config=grid_vb.GridVBConfig(max_iter=50, tol=1e-15, mu_tol=1e-15))
     assert grid_vb.elbo(spec, X, y, res.q) == pytest.approx(res.trace[-1], rel=1e-12)
 
 
@@ -226,9 +221,9 @@ def test_bad_input_is_named():
     with pytest.raises(TypeError, match="GridRVM"):
         grid_vb.fit(GIGLogistic(), X, y)
     with pytest.raises(ValueError, match="branch"):
-        grid_vb.VBConfig(branch="dual")
+        grid_vb.GridVBConfig(branch="dual")
     with pytest.raises(ValueError, match="max_iter"):
-        grid_vb.VBConfig(max_iter=0)
+        grid_vb.GridVBConfig(max_iter=0)
     with pytest.raises(ValueError, match="table shape"):
         grid_vb.fit_end_to_end(X, y)
 
@@ -248,7 +243,7 @@ def test_bad_input_is_named():
 #: sweep leaves the ELBO unchanged to the last bit (tol = 1e-300; it cannot be switched
 #: off). Measured, that second rule stops first, with E[w] within ~1e-8 of the fixed point
 #: (there a sweep changes the ELBO by less than its rounding)
-_FIXED_POINT = grid_vb.VBConfig(max_iter=5000, tol=1e-300, mu_tol=1e-13)
+_FIXED_POINT = grid_vb.GridVBConfig(max_iter=5000, tol=1e-300, mu_tol=1e-13)
 #: asymmetric hyper-priors for alpha and beta, so that the s-grid's pi is not 1/2 by
 #: symmetry (a wrong pi-update could hide behind pi = 1/2); the rvm ignores c0, d0
 _TINY_SPECS = {prior: GridRVM((1, 1), prior, a0=2.0, b0=2.0, c0=3.0, d0=1.5) for prior in PRIORS}
@@ -473,3 +468,11 @@ def test_vb_against_the_exact_posterior_of_one_weight(prior):
     vb_mean, vb_sd = float(res.mu[0]), float(np.sqrt(res.cov[0, 0]))
     assert abs(vb_mean - exact_mean) < 2.0 / np.sqrt(200) * exact_sd, (vb_mean, exact_mean, exact_sd)
     assert 0.5 * exact_sd < vb_sd < exact_sd, (vb_sd, exact_sd)
+
+
+@pytest.mark.parametrize("name", ["vb", "vb-s-grid", "vb-rvm"])
+def test_the_fit_is_labelled_with_its_engine_name_in_the_record(name):
+    from zoo.validation.records.registry import get_engine
+    X, y = _problem()
+    post = get_engine("grid-rvm", name).fit()(_spec("p-grid"), X, y, config=grid_vb.GridVBConfig(max_iter=400))
+    assert post.info.engine == name and post.info.extra["prior"] == {"vb": "p-grid"}.get(name, name[3:])

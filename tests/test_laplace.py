@@ -1,4 +1,4 @@
-"""EPCVM Laplace engine (inference/laplace.py) at frozen alpha.
+"""EPCVM Laplace engine (inference/pcvm_laplace.py) at frozen alpha.
 
 The engine's objective, gradient and covariance are checked against NumPyro's log
 density of the surrogate model (``spec.with_params(surrogate=True).model``), with JAX
@@ -20,8 +20,8 @@ from numpyro.infer.util import log_density
 from scipy.special import ndtr
 
 import zoo  # noqa: F401  (float64)
-from shared_models import ripley_subset as ripley
-from zoo.inference import laplace
+from problems import ripley_subset as ripley
+from zoo.inference import pcvm_laplace
 from zoo.inference.posterior import GaussianPosterior
 from zoo.models.basis import pcvm_basis
 from zoo.models.pcvm import PCVM
@@ -54,7 +54,7 @@ def test_objective_equals_numpyro_log_density_up_to_a_constant(problem):
     ld = numpyro_log_density(spec, Phi, y)
     rng = np.random.default_rng(0)
     thetas = rng.normal(scale=1.5, size=(6, 6))
-    ours = np.array([laplace.surrogate_log_joint(spec, Phi, y, th) for th in thetas])
+    ours = np.array([pcvm_laplace.surrogate_log_joint(spec, Phi, y, th) for th in thetas])
     ref = np.asarray(jax.jit(jax.vmap(ld))(jnp.asarray(thetas)))
     # the constant (Gaussian normalizers) cancels in differences; values are O(10-100),
     # so 1e-10 absolute is float64 round-off, not a tolerance on the model
@@ -64,19 +64,19 @@ def test_objective_equals_numpyro_log_density_up_to_a_constant(problem):
 
 def test_gradient_of_numpyro_log_density_vanishes_at_the_mode(problem):
     Phi, y, spec = problem
-    post = laplace.fit(spec, Phi, y)
+    post = pcvm_laplace.fit(spec, Phi, y)
     assert post.info.converged, post.info.reason
     grad = np.asarray(jax.jit(jax.grad(numpyro_log_density(spec, Phi, y)))(jnp.asarray(post.mean_vec)))
     # Newton stops at max|grad Q| <= grad_tol = 1e-6; the NumPyro gradient is the same
     # function (Q + const), evaluated independently by autodiff
     assert np.max(np.abs(grad)) <= 1.1e-6
     # the last trace entry is the objective at the returned mode
-    assert post.info.trace[-1] == pytest.approx(laplace.surrogate_log_joint(spec, Phi, y, post.mean_vec), abs=1e-10)
+    assert post.info.trace[-1] == pytest.approx(pcvm_laplace.surrogate_log_joint(spec, Phi, y, post.mean_vec), abs=1e-10)
 
 
 def test_covariance_is_the_inverse_negative_hessian_of_numpyro_log_density(problem):
     Phi, y, spec = problem
-    post = laplace.fit(spec, Phi, y)
+    post = pcvm_laplace.fit(spec, Phi, y)
     hess = np.asarray(jax.jit(jax.hessian(numpyro_log_density(spec, Phi, y)))(jnp.asarray(post.mean_vec)))
     expected = np.linalg.inv(-hess)
     # both sides are exact linear algebra on the same point: round-off only
@@ -89,7 +89,7 @@ def test_one_weight_mode_matches_brute_force_grid():
     X, y = ripley(20, seed=3)
     Phi = pcvm_basis(X, y, 0.7).subset([int(np.flatnonzero(y == 1)[0])]).transform(X)
     spec = PCVM(alpha=0.5, alpha_bias=0.3)
-    post = laplace.fit(spec, Phi, y)
+    post = pcvm_laplace.fit(spec, Phi, y)
     ld = jax.jit(jax.vmap(numpyro_log_density(spec, Phi, y)))
 
     def grid_argmax(centre, half_width, n=401):
@@ -109,7 +109,7 @@ def test_one_weight_mode_matches_brute_force_grid():
 
 def test_probit_spec_is_kept_and_predicts_with_the_probit_link(problem):
     Phi, y, spec = problem
-    post = laplace.fit(spec, Phi, y)
+    post = pcvm_laplace.fit(spec, Phi, y)
     assert isinstance(post, GaussianPosterior)
     assert post.spec is spec and not post.spec.surrogate
     assert [s.support for s in post.sites] == ["real", "nonnegative"]
@@ -119,7 +119,7 @@ def test_probit_spec_is_kept_and_predicts_with_the_probit_link(problem):
     mean_f, var_f = A @ post.mean_vec, np.einsum("ni,ij,nj->n", A, post.cov, A)
     np.testing.assert_allclose(post.predict_proba(Phi), ndtr(mean_f / np.sqrt(1 + var_f)), rtol=1e-12)
     # the same fit on the surrogate spec: same Gaussian, MacKay's logistic predictive
-    post_s = laplace.fit(surrogate, Phi, y)
+    post_s = pcvm_laplace.fit(surrogate, Phi, y)
     np.testing.assert_allclose(post_s.mean_vec, post.mean_vec, rtol=0, atol=0)
     lam = spec.surrogate_slope
     p_s = 1 / (1 + np.exp(-lam * mean_f / np.sqrt(1 + math.pi * lam**2 * var_f / 8)))
@@ -128,8 +128,8 @@ def test_probit_spec_is_kept_and_predicts_with_the_probit_link(problem):
 
 def test_trace_is_non_decreasing_and_timing_is_reported(problem):
     Phi, y, spec = problem
-    laplace.fit(spec, Phi, y)  # compiles (if no earlier test did)
-    post = laplace.fit(spec, Phi, y)
+    pcvm_laplace.fit(spec, Phi, y)  # compiles (if no earlier test did)
+    post = pcvm_laplace.fit(spec, Phi, y)
     trace = post.info.trace
     assert len(trace) == post.info.n_iter + 1 and post.info.n_iter >= 2
     assert np.all(np.diff(trace) >= 0)  # every accepted damped step does not decrease Q
@@ -139,7 +139,7 @@ def test_trace_is_non_decreasing_and_timing_is_reported(problem):
 
 def test_iteration_cap_is_reported_not_hidden(problem):
     Phi, y, spec = problem
-    post = laplace.fit(spec, Phi, y, config=laplace.LaplaceConfig(max_iter=1))
+    post = pcvm_laplace.fit(spec, Phi, y, config=pcvm_laplace.LaplaceConfig(max_iter=1))
     assert not post.info.converged
     assert "iteration cap" in post.info.reason
     assert post.info.n_iter == 1
@@ -148,12 +148,12 @@ def test_iteration_cap_is_reported_not_hidden(problem):
 def test_bad_inputs_fail_at_the_door(problem):
     Phi, y, spec = problem
     with pytest.raises(ValueError, match="alpha has 3 entries"):
-        laplace.fit(PCVM(alpha=np.ones(3)), Phi, y)
+        pcvm_laplace.fit(PCVM(alpha=np.ones(3)), Phi, y)
     with pytest.raises(ValueError, match="one class"):
-        laplace.fit(spec, Phi, np.ones(len(y)))
+        pcvm_laplace.fit(spec, Phi, np.ones(len(y)))
     bad = Phi.copy()
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        laplace.fit(spec, bad, y)
+        pcvm_laplace.fit(spec, bad, y)
     with pytest.raises(TypeError):
-        laplace.fit("pcvm", Phi, y)
+        pcvm_laplace.fit("pcvm", Phi, y)

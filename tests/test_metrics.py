@@ -20,7 +20,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import ndtr as scipy_ndtr
 from scipy.stats import chi2, norm
-from shared_models import NormalMeans
+from problems import NormalMeans
 from sklearn.metrics import roc_auc_score
 
 import zoo  # noqa: F401  (float64)

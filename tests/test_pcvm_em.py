@@ -15,7 +15,7 @@ from jax.scipy.special import ndtr
 from test_em import _bad_inputs
 
 import zoo  # noqa: F401  (float64)
-from zoo.data import open_text
+from problems import ripley_subset
 from zoo.inference import em, pcvm_em
 from zoo.models.basis import pcvm_basis
 
@@ -23,10 +23,7 @@ from zoo.models.basis import pcvm_basis
 @pytest.fixture(scope="module")
 def ripley60():
     """60 Ripley training points (seeded subset), inputs standardized, width 0.5."""
-    data = np.loadtxt(open_text("ripley/synth.tr"), skiprows=1)
-    idx = np.random.default_rng(0).choice(data.shape[0], 60, replace=False)
-    X, y = data[idx, :2], data[idx, 2]
-    X = (X - X.mean(0)) / X.std(0)
+    X, y = ripley_subset(60, seed=0, standardize_on="subset")
     return pcvm_basis(X, y, 0.5).transform(X), y
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from shared_models import NormalMeans
+from problems import NormalMeans
 
 import zoo  # noqa: F401  (float64)
 from zoo.models.base import Site
@@ -488,8 +488,8 @@ def test_code_digest_follows_the_source_and_its_imports(tmp_path, monkeypatch):
     assert {"zoo.models.distributions", "zoo.models.special", "zoo.models.gig_logistic"} <= set(
         module_closure("zoo.models.gig_logistic"))
     # a sampler's digest covers its own code, not the harness that runs and caches it
-    assert "zoo.validation.references.sampler" in module_closure("zoo.validation.references.gig_gibbs")
-    assert not set(HARNESS_MODULES) & set(module_closure("zoo.validation.references.gig_gibbs",
+    assert "zoo.validation.references.sampler" in module_closure("zoo.validation.references.pg_gibbs")
+    assert not set(HARNESS_MODULES) & set(module_closure("zoo.validation.references.pg_gibbs",
                                                            exclude=HARNESS_MODULES))
     module = tmp_path / "user_model_for_digest.py"
     module.write_text("from zoo.models import special\nSCALE = 1.0\n")

@@ -20,7 +20,7 @@ from zoo.validation.references import (
     first_certified_reference,
     run_reference,
 )
-from zoo.validation.references import ggsm_gibbs as G
+from zoo.validation.references import slice_gibbs as G
 
 
 def _weak_probit(n_obs=60, n=3, seed=0):

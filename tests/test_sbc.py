@@ -294,10 +294,11 @@ def _every_engine_and_sampler():
 
 
 #: (model, engine) whose seed-0 run of 100 simulations left a band by more than its half-width
-#: (benchmarks/results/sbc_all.json: excess 1.4-10.3)
+#: (benchmarks/results/sbc_all.json: excess 1.4-10.3; gig-logistic's and grid-rvm's auto-laplace were
+#: named laplace when measured)
 CLEARLY_MISCALIBRATED = {("pcvm", "auto-laplace"), ("ggsm-probit", "mm-laplace"), ("gig-logistic", "vb"),
-                         ("gig-logistic", "laplace"), ("grid-rvm", "vb"), ("grid-rvm", "vb-rvm"),
-                         ("grid-rvm", "laplace"), ("bblr", "laplace"), ("bblr", "auto-laplace")}
+                         ("gig-logistic", "auto-laplace"), ("grid-rvm", "vb"), ("grid-rvm", "vb-rvm"),
+                         ("grid-rvm", "auto-laplace"), ("bblr", "laplace"), ("bblr", "auto-laplace")}
 
 
 @pytest.mark.slow
@@ -343,7 +344,8 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
 
     out = S.run_sbc("pcvm", my_fit, settings=S.SBCSettings(n_sims=10, n_draws=19), problem_kwargs={"n": 30, "n_basis": 3})
     assert out["engine"] == "my_fit" and out["counts"]["ok"] == 10 and len(out["ranks"]) == 10
-    registry.register(replace(registry.get_model("pcvm"), name="pcvm-improper", sbc_spec=None))
+    # a copy keeps no defects: their names are pcvm's (one name, one defect)
+    registry.register(replace(registry.get_model("pcvm"), name="pcvm-improper", sbc_spec=None, defects=()))
     try:
         none = S.run_sbc("pcvm-improper", "ep", settings=S.SBCSettings(n_sims=10))
         assert none["status"] == S.NOT_APPLICABLE and "no proper prior" in none["reason"]

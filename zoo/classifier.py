@@ -75,7 +75,7 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       (:func:`classifier_engines`; pcvm: "laplace", "ep",
                                       "em"; ggsm-probit: "mm", "mm-laplace", "lap", "gj",
                                       "stu"; gig-logistic: "vb" (Horii's Algorithm 1; its
-                                      generic "laplace" fits a given spec only); grid-rvm:
+                                      generic "auto-laplace" fits a given spec only); grid-rvm:
                                       "vb", "vb-s-grid", "vb-rvm"; bblr: "sla", "laplace",
                                       "slam", with lam chosen on a held-out fifth, and
                                       "sla-sparse": the Gaussian-Laplace prior with its

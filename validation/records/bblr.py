@@ -28,7 +28,7 @@ from ..judge.defects import Defect, config_defect
 from ..references.parallel_tempering import PARALLEL_TEMPERING
 from .bblr_figures import comparison_figures
 from .model_record import ClassifierParam, ModelRecord, positive_number
-from .protocol import Prepared, auto_laplace_engine, reject_options
+from .protocol import Prepared, auto_laplace_engine, check_basis
 
 #: the compare default's prior precision (DERIVATIONS.md §6.2: only gamma^2 / lam matters
 #: for the linear model; gamma's default is the model module's)
@@ -150,7 +150,7 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
       ``zoo reproduce bblr-kernel``), no bias column.
 
     ``gamma`` as given (None: the default 4); a, b from the class counts (BBLR2)."""
-    reject_options("bblr", options, ("gamma",), ("linear", "rbf"))
+    check_basis("bblr", options, ("linear", "rbf"))
     kwargs = {} if options["gamma"] is None else {"gamma": float(options["gamma"])}
     if options["basis"] == "rbf":
         if engine != "sla-sparse":
@@ -192,7 +192,7 @@ RECORD = ModelRecord(
                     "sparse_kbblr:fit", "sparse_kbblr:fit_end_to_end",
                     other_model="bblr with the (pi, s2, ell) its hard EM ends at (a new spec; the given one is "
                                 "the EM's start)"),
-        auto_laplace_engine("auto-laplace"),
+        auto_laplace_engine(),
     ),
     default_engines=("sla", "laplace", "slam", "auto-laplace"),
     # NUTS first; where its chains settle in different modes (R-hat) or diverge, parallel

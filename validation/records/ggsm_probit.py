@@ -3,7 +3,7 @@
 Nothing is selected: the model is compared at the given shape q and prior, on every column
 of a linear (or RBF) basis with a bias column. Its reference is the hard part: on the
 paper's separable design NUTS certifies no q <= 1, so the record brings a second sampler
-of the same posterior (slice-within-Gibbs, ``validation/references/ggsm_gibbs.py``), and which
+of the same posterior (slice-within-Gibbs, ``validation/references/slice_gibbs.py``), and which
 posterior moments exist depends on the data (:func:`moments`).
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ from ...inference.contracts import EngineEntry
 from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.ggsm_probit import GGSMProbit
 from ..judge.moment_existence import likelihood_flat_direction, scale_moments
-from ..references.ggsm_gibbs import SLICE_GIBBS
+from ..references.slice_gibbs import SLICE_GIBBS
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
-from .protocol import Prepared, auto_laplace_engine, reject_options
+from .protocol import Prepared, auto_laplace_engine, check_basis
 
 
 def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
@@ -88,7 +88,7 @@ def moments(spec: GGSMProbit, Phi: np.ndarray, y: np.ndarray) -> dict[str, Any] 
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     """The classifier's basis (RBF on the training points or linear, a bias column first)
     and the spec the engine starts from: q as given (None: 1.0)."""
-    reject_options("ggsm-probit", options, ("q", "gamma"), ("rbf", "linear"))
+    check_basis("ggsm-probit", options, ("rbf", "linear"))
     inner = RBFBasis.fit(X, options["width"]) if options["basis"] == "rbf" else LinearBasis.fit(X)
     kwargs: dict[str, Any] = {"spec": GGSMProbit(q=1.0 if options["q"] is None else options["q"])}
     if options["gamma"] is not None:

@@ -3,7 +3,7 @@
 Nothing is selected: the hyper-prior is fixed, and every engine and the reference see
 every column, with the inputs as they are. NUTS keeps a few divergences on Horii's
 separable synthetic design, so the record brings a Polya-Gamma Gibbs sampler of the same
-posterior (``validation/references/gig_gibbs.py``); which posterior moments of beta exist depends on
+posterior (``validation/references/pg_gibbs.py``); which posterior moments of beta exist depends on
 the data and the hyper-prior (:func:`moments`).
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from ..judge.moment_existence import (
     separating_support_bounds,
     tail_index,
 )
-from ..references.gig_gibbs import PG_GIBBS
+from ..references.pg_gibbs import PG_GIBBS
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
-from .protocol import Prepared, auto_laplace_engine, reject_options
+from .protocol import Prepared, auto_laplace_engine, check_basis
 
 #: the form of the GIG-hierarchical model NUTS samples (and the generic Laplace
 #: approximates); see the record's references for the measurements behind the choice
@@ -125,7 +125,7 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     proper hyper-prior's 1, gamma mixing - the spec :func:`prepare` makes without
     ``--param``) and keeps every column (the hyper-prior is fixed: nothing is selected)."""
     hyper = ("k", "theta", "rho")
-    reject_options("gig-logistic (a linear model)", options, hyper, ("linear",))
+    check_basis("gig-logistic (a linear model)", options, ("linear",))
     given = {name: options[name] for name in hyper if options.get(name) is not None}
     return WithBias(LinearBasis.fit(X)), {"spec": GIGLogistic(parameterization=GIG_REFERENCE_PARAMETERIZATION, **given)}
 
@@ -156,14 +156,14 @@ RECORD = ModelRecord(
             "a-update as a quotient",
             "gig_vb:fit", "gig_vb:fit_end_to_end",
         ),
-        auto_laplace_engine("laplace"),
+        auto_laplace_engine(),
     ),
-    default_engines=("vb", "laplace"),
+    default_engines=("vb", "auto-laplace"),
     # PG-Gibbs first: on Horii's synthetic design at k = 1, NUTS on the marginal form at
     # target acceptance 0.95 keeps 5 divergences in 4 x 1000 (no form tried had none), and
     # its failed run took 50-80 s before PG-Gibbs could start. PG-Gibbs mixes slowly on these
     # separable data along the overall scale of beta, which its scale move (step 4 of
-    # validation/references/gig_gibbs.py) moves in one draw: 4 x 4000 sweeps reached R-hat 1.0098 and a
+    # validation/references/pg_gibbs.py) moves in one draw: 4 x 4000 sweeps reached R-hat 1.0098 and a
     # bulk ESS of 519 (without the move 4 x 10000 were needed), so it starts with 2000 and
     # doubles from where the chains are (cap 4 x 16000). Its medians and sds (without the
     # move, 4 x 10000) agreed with the uncertified NUTS run (largest |z| 2.2 and 2.8 over 100
@@ -183,7 +183,7 @@ RECORD = ModelRecord(
     ),
     defects=(
         Defect("printed a-update", "Horii's VB with Algorithm 1's printed product a-update",
-               config_defect("zoo.inference.gig_vb:VBConfig", a_update="printed"), engines=("vb",)),
+               config_defect("zoo.inference.gig_vb:GIGVBConfig", a_update="printed"), engines=("vb",)),
     ),
     sbc_spec=sbc_spec,
 )

@@ -29,7 +29,7 @@ from ..judge.moment_existence import flat_support
 from ..references.grid_gibbs import GRID_GIBBS
 from .grid_relevance import comparison_figures
 from .model_record import ClassifierParam, ModelRecord, positive_number
-from .protocol import Prepared, auto_laplace_engine, reject_options
+from .protocol import Prepared, auto_laplace_engine, check_basis
 
 #: data sets whose inputs are already a table: name -> (rows, columns)
 TABLE_DATA = {"digits_even_odd": (8, 8)}
@@ -165,7 +165,7 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
       a one-column table: the grids reduce to (nearly) the RVM there, as in the paper's
       first two experiments.
     """
-    reject_options("grid-rvm", options, ("table_shape", "delta"), ("table", "per-dimension-rbf", "rbf", "linear"))
+    check_basis("grid-rvm", options, ("table", "per-dimension-rbf", "rbf", "linear"))
     basis_name = options["basis"]
     if (options["table_shape"] is not None) != (basis_name == "table"):
         raise ValueError("grid-rvm: table_shape goes with basis='table' (the features are the table), and only there")
@@ -212,8 +212,8 @@ def _vb_entry(prior: str | None) -> EngineEntry:
 
 def _laplace_entry(prior: str | None) -> EngineEntry:
     if prior is None:
-        return auto_laplace_engine("laplace")
-    base = auto_laplace_engine(f"laplace-{prior}")
+        return auto_laplace_engine()
+    base = auto_laplace_engine(f"auto-laplace-{prior}")
     return EngineEntry(base.name, base.kind, base.description + f" (on the {prior} prior)", base.fixed,
                        options=base.options + (("spec_params", (("prior", prior),)),), variant=prior,
                        other_model=f"the {prior} prior")
@@ -232,7 +232,7 @@ RECORD = ModelRecord(
     # for the ESL mixture's raw coordinates
     raw_inputs=True,
     engines=tuple(_vb_entry(p) for p in (None, *VARIANTS)) + tuple(_laplace_entry(p) for p in (None, *VARIANTS)),
-    default_engines=("vb", "vb-s-grid", "vb-rvm", "laplace", "laplace-s-grid", "laplace-rvm"),
+    default_engines=("vb", "vb-s-grid", "vb-rvm", "auto-laplace", "auto-laplace-s-grid", "auto-laplace-rvm"),
     # On the digits default (500 training images), NUTS on the non-centred form certifies
     # each prior in 8-25 s (R-hat <= 1.004, bulk ESS >= 2600 of 4 x 1000 draws; a run can
     # keep a rare divergence, 1 in 4000, and then the Gibbs sampler takes over); the centred
@@ -256,7 +256,7 @@ RECORD = ModelRecord(
         # the classic slip of a hand-derived VB: E[w_ij^2] taken as mu_ij^2 in the precision
         # updates (eq. 6 forgotten), which shrinks the precisions' rates and over-prunes
         Defect("variance forgotten", "gridRVM's VB with E[w^2] = mu^2 in the q(alpha), q(beta) updates",
-               config_defect("zoo.inference.grid_vb:VBConfig", second_moment="mean-only"),
+               config_defect("zoo.inference.grid_vb:GridVBConfig", second_moment="mean-only"),
                engines=("vb", "vb-s-grid", "vb-rvm")),
     ),
     sbc_spec=sbc_spec,

@@ -20,7 +20,7 @@ from .protocol import (
     Prepared,
     auto_laplace_engine,
     cross_validated_width,
-    reject_options,
+    check_basis,
 )
 
 #: kernel widths searched by cross-validation (inputs have unit variance). The PCVM
@@ -90,7 +90,7 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
 
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     """The classifier's basis: an RBF kernel on the training points (PCVM is a kernel model)."""
-    reject_options("pcvm (a kernel model)", options, (), ("rbf",))
+    check_basis("pcvm (a kernel model)", options, ("rbf",))
     return pcvm_basis(X, y01, options["width"]), {}
 
 
@@ -120,7 +120,7 @@ RECORD = ModelRecord(
         EngineEntry(
             "laplace", "gaussian",
             "EPCVM Laplace (Chen, Tino & Yao 2014): Gaussian at the mode of the surrogate model",
-            "laplace:fit", "laplace:fit_end_to_end", variant="surrogate",
+            "pcvm_laplace:fit", "pcvm_laplace:fit_end_to_end", variant="surrogate",
         ),
         EngineEntry(
             "ep", "gaussian",

@@ -91,12 +91,8 @@ def auto_laplace_engine(name: str = "auto-laplace") -> EngineEntry:
     )
 
 
-def reject_options(model: str, options: dict[str, Any], allowed: tuple[str, ...], bases: tuple[str, ...]) -> None:
-    """ValueError naming every classifier option that ``model`` does not take (given as
-    anything but None; ``width`` has a default and is always allowed), and a basis it does
-    not offer."""
+def check_basis(model: str, options: dict[str, Any], bases: tuple[str, ...]) -> None:
+    """ValueError naming a basis ``model`` does not offer. (A hyper-parameter the model does
+    not take is refused by the classifier itself, from the record's ``classifier_params``.)"""
     if options["basis"] not in bases:
         raise ValueError(f"{model} takes basis {' or '.join(map(repr, bases))}, not {options['basis']!r}")
-    extra = sorted(k for k, v in options.items() if v is not None and k not in (*allowed, "basis", "width"))
-    if extra:
-        raise ValueError(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {model}")

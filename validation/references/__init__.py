@@ -12,8 +12,8 @@ chains are continued until the number of draws has doubled, up to
 ``config.max_doublings`` times: more draws, the same rule - never a looser one.
 
 A second sampler. Where NUTS cannot certify a posterior (GGSM probit at q <= 1 on
-separable data: validation/references/ggsm_gibbs.py says why; GIG logistic, whose NUTS runs keep a
-few divergences: validation/references/gig_gibbs.py), ``ReferenceConfig(sampler="slice-gibbs")`` or
+separable data: validation/references/slice_gibbs.py says why; GIG logistic, whose NUTS runs keep a
+few divergences: validation/references/pg_gibbs.py), ``ReferenceConfig(sampler="slice-gibbs")`` or
 ``"pg-gibbs"`` runs a sampler built for that model, certified by the same rule (it has no
 divergences; a slice update that exhausts its shrinkage steps counts as a failure).
 :func:`first_certified_reference` tries a list of samplers in order and stops at the
@@ -53,7 +53,7 @@ The wing's files: ``sampler.py`` (the runner contract :class:`ReferenceRunner` a
 registry of samplers), ``certification.py`` (the rule and the pilot's rule), ``config.py``
 (:class:`ReferenceConfig`, :class:`Reference`), ``cache.py`` (keys and entries), ``nuts.py``
 (NUTS), ``run.py`` (running, continuing, the time limit, the first certified of several),
-and each model's own sampler (``ggsm_gibbs.py``, ``gig_gibbs.py``, ``grid_gibbs.py``,
+and each model's own sampler (``slice_gibbs.py``, ``pg_gibbs.py``, ``grid_gibbs.py``,
 ``parallel_tempering.py``, on the blocks of ``slice_sampling.py`` and ``polya_gamma.py``).
 This package re-exports what callers outside the wing use.
 """

@@ -18,7 +18,7 @@ p(w, alpha, beta, omega | y) or a slice update that leaves that conditional inva
 2. w | omega, alpha, beta ~ N(m, V), V^-1 = Phi^T diag(omega) Phi + diag(prec),
    m = V Phi^T (y - 1/2). Two exact ways, chosen by the design's shape:
    * M <= N: a Cholesky of I + D Phi^T diag(omega) Phi D in the scaled coordinates
-     w = D b, D = diag(prec^-1/2) (``gig_gibbs.draw_beta``; well conditioned however
+     w = D b, D = diag(prec^-1/2) (``pg_gibbs.draw_beta``; well conditioned however
      small or large a precision is);
    * M > N: Bhattacharya, Chakraborty & Mallick (2016, Biometrika 103:985, Algorithm 1),
      an N x N Cholesky only: with S = diag(1 / prec), A = diag(omega)^(1/2) Phi and
@@ -60,7 +60,7 @@ import numpy as np
 from ...models.checks import check_design
 from ...models.distributions import GIG
 from ...models.grid_rvm import GridRVM
-from .gig_gibbs import draw_beta
+from .pg_gibbs import draw_beta
 from .polya_gamma import sample_pg1
 from .sampler import ReferenceSampler
 from .slice_sampling import (
@@ -106,7 +106,7 @@ def _precision(prior, shape, alpha, beta):
 def draw_w(key, Phi, kappa, omega, prec, bcm: bool):
     """w ~ N(m, V), V^-1 = Phi^T diag(omega) Phi + diag(prec), m = V Phi^T kappa.
 
-    bcm False: the Cholesky of the M x M scaled precision (gig_gibbs.draw_beta with
+    bcm False: the Cholesky of the M x M scaled precision (pg_gibbs.draw_beta with
     tau = 1 / prec). bcm True: Bhattacharya, Chakraborty & Mallick's algorithm, one
     N x N Cholesky (module docstring, step 2)."""
     if not bcm:

@@ -7,7 +7,7 @@ latent omega_j ~ PG(1, x_j^T beta) (Polson, Scott & Windle 2013, JASA 108:1339):
     m = V X^T (y - 1/2),
 
 which is the data augmentation of the GIG-logistic Gibbs reference sampler
-(``validation/references/gig_gibbs.py``). JAX ships no PG sampler, so this module writes one.
+(``validation/references/pg_gibbs.py``). JAX ships no PG sampler, so this module writes one.
 
 The law. PG(1, c) has the Laplace transform E exp(-s omega) = cosh(c/2) / cosh(sqrt(c^2/4 +
 s/2)) and the moments E omega = tanh(c/2) / (2c), Var omega = (sinh c - c) / (4 c^3

@@ -1,7 +1,7 @@
 """Univariate slice sampling (Neal 2003: stepping out and shrinkage), written for
 ``jax.lax`` so that it can sit inside a jitted Gibbs sweep, and the block bookkeeping of
-recording chains; shared by the reference samplers of validation/references/ggsm_gibbs.py and
-validation/references/gig_gibbs.py."""
+recording chains; shared by the reference samplers of validation/references/slice_gibbs.py and
+validation/references/pg_gibbs.py."""
 from __future__ import annotations
 
 from typing import Callable

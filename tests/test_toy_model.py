@@ -1,13 +1,13 @@
-"""The house: one record per model, one contract per engine (the import structure is
+"""A model enters the zoo with one record (CONTRIBUTING.md's recipe), shown on a toy (the
+engines' contracts are tests/test_contracts.py's, the import structure
 tests/test_layering.py's).
 
-* every engine of every registered model keeps its contract (``inference/contracts.py``),
-  read from its signature; the checker itself is shown to catch bad signatures;
 * a toy model defined here - a Gaussian-prior probit with one engine of its own and a
   classifier hyper-parameter (its prior precision ``alpha``) declared only in its record -
   enters the zoo by one ``register`` call and runs through ``compare`` and the report end to
   end, through the scikit-learn classifier and through SBC, and the command line then lists it;
-* a record that contradicts itself is refused when it is made.
+* a record that contradicts itself is refused when it is made;
+* every model's own defects live in its record.
 """
 from __future__ import annotations
 
@@ -23,13 +23,7 @@ import numpyro.distributions as dist
 import pytest
 from jax.scipy.special import log_ndtr, ndtr
 
-from zoo.inference.contracts import (
-    EndToEndFit,
-    EndToEndFitter,
-    EngineEntry,
-    FixedSpecFit,
-    contract_problems,
-)
+from zoo.inference.contracts import EndToEndFit, EngineEntry
 from zoo.inference.posterior import FitInfo, GaussianPosterior
 from zoo.models.base import Site
 from zoo.models.basis import LinearBasis, WithBias
@@ -38,79 +32,9 @@ from zoo.validation.judge.defects import Defect, posterior_defect
 from zoo.validation.records.model_record import ClassifierParam, ModelRecord, positive_number
 from zoo.validation.records.protocol import Prepared
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
 
 # --------------------------------------------------------------------------------------
-# 1. Engine contracts
-# --------------------------------------------------------------------------------------
-def _every_engine():
-    for model in registry.model_names():
-        for entry in registry.get_model(model).engines:
-            yield model, entry
-
-
-@pytest.mark.parametrize("model,entry", list(_every_engine()), ids=lambda v: getattr(v, "name", v))
-def test_every_registered_engine_keeps_the_contract(model, entry):
-    fit = entry.fit()
-    assert contract_problems(fit, "fixed") == [], f"{model}/{entry.name} fixed-spec fit"
-    assert isinstance(fit, FixedSpecFit)
-    if entry.end_to_end is not None:
-        end_to_end = entry.fit_end_to_end()
-        assert contract_problems(end_to_end, "end_to_end") == [], f"{model}/{entry.name} end-to-end fit"
-        assert isinstance(end_to_end, EndToEndFitter)
-
-
-def _model_specific_engines():
-    """(model, engine, a spec of another model) for every engine derived for one model
-    (the generic Laplace engine fits any spec and is left out)."""
-    names = registry.model_names()
-    for model, entry in _every_engine():
-        if isinstance(entry.fixed, str) and entry.fixed.startswith("generic_laplace:"):
-            continue
-        other = next(n for n in names if registry.get_model(n).spec_class is not registry.get_model(model).spec_class)
-        yield model, entry, registry.get_model(other).spec_class()
-
-
-@pytest.mark.parametrize("model,entry,wrong_spec", list(_model_specific_engines()),
-                         ids=lambda v: getattr(v, "name", v))
-def test_an_engine_refuses_another_models_spec_with_a_type_error(model, entry, wrong_spec):
-    """One behaviour for the wrong-spec guard (models.checks.check_spec): TypeError,
-    raised before any work, naming both types."""
-    rng = np.random.default_rng(0)
-    Phi, y = rng.normal(size=(20, 3)), np.tile([0.0, 1.0], 10)
-    with pytest.raises(TypeError, match=f"got {type(wrong_spec).__name__}"):
-        entry.fit()(wrong_spec, Phi, y)
-
-
-def test_contract_checker_finds_each_kind_of_departure():
-    def good(spec, Phi, y, *, config=None, rule="a"):
-        pass
-
-    def config_by_position(spec, Phi, y, config=None):
-        pass
-
-    def required_option(spec, Phi, y, *, config=None, rule):
-        pass
-
-    def no_config(spec, Phi, y):
-        pass
-
-    def end_to_end_without_seed(Phi_all, y, *, config=None):
-        pass
-
-    assert contract_problems(good, "fixed") == []
-    assert any("'config' must be keyword-only" in p for p in contract_problems(config_by_position, "fixed"))
-    assert any("'rule' has no default" in p for p in contract_problems(required_option, "fixed"))
-    assert contract_problems(no_config, "fixed") == ["has no keyword 'config'"]
-    assert contract_problems(end_to_end_without_seed, "end_to_end") == ["has no keyword 'seed'"]
-    assert contract_problems(good, "end_to_end")  # (spec, Phi, y): y is a third positional
-    with pytest.raises(ValueError, match="kind"):
-        contract_problems(good, "other")
-
-
-# --------------------------------------------------------------------------------------
-# 3. A toy model enters the zoo with one record
+# A toy model enters the zoo with one record
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class GaussianProbit:
@@ -329,8 +253,3 @@ def test_every_model_defect_lives_in_its_record():
     assert {n: (d.model, d.engines) for n, d in D.all_defects().items() if d.model is not None} == own
     assert own["truncation ignored"] == ("pcvm", ("ep",))
     assert not D.get_defect("truncation ignored").applies_to("gig-logistic", "ep")
-
-
-def test_the_end_to_end_fit_type_lives_with_the_contracts():
-    # engines return it; nothing above inference defines it again
-    assert EndToEndFit._fields == ("posterior", "spec", "active")

@@ -291,5 +291,5 @@ class PGGibbsRun(GibbsRun):
 #: of step 4; the code digest in the cache key tells the versions apart)
 PG_GIBBS = ReferenceSampler(
     "pg-gibbs", PGGibbsRun, code_modules=(__name__,),
-    description="Polya-Gamma Gibbs on the model's marginal form (validation/references/gig_gibbs.py; same "
+    description="Polya-Gamma Gibbs on the model's marginal form (validation/references/pg_gibbs.py; same "
                 "posterior, checked against the model's log density and NUTS in the test suite)")

@@ -1,5 +1,5 @@
-"""EPCVM_Lap: the Laplace approximation of Chen, Tino & Yao (2014), Section II-C
-(derived in DERIVATIONS.md §1.3).
+"""PCVM's ``laplace`` engine, EPCVM_Lap: the Laplace approximation of Chen, Tino & Yao
+(2014), Section II-C (derived in DERIVATIONS.md §1.3).
 
 The approximation is always built on the paper's *surrogate* model (what
 ``spec.with_params(surrogate=True).model`` samples): the probit link replaced by the
@@ -255,7 +255,7 @@ def _laplace_mode(theta0, design, t, prior_prec, indicator_mask, slope, sharpnes
 # ---------------------------------------------------------------------------------
 # Compilation cache: one executable per (N, padded P, settings)
 # ---------------------------------------------------------------------------------
-_PROGRAMS = CompiledPrograms("laplace")
+_PROGRAMS = CompiledPrograms("pcvm_laplace")
 
 
 def compile_stats() -> tuple[int, float]:

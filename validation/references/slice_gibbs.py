@@ -297,5 +297,5 @@ class SliceGibbsRun(GibbsRun):
 #: move never steps to an overflowing w
 SLICE_GIBBS = ReferenceSampler(
     "slice-gibbs", SliceGibbsRun, code_modules=(__name__,),
-    description="slice-within-Gibbs with a scale move (validation/references/ggsm_gibbs.py; same posterior, "
+    description="slice-within-Gibbs with a scale move (validation/references/slice_gibbs.py; same posterior, "
                 "checked against the model's log density, quadrature and NUTS in the test suite)")

@@ -6,11 +6,14 @@ diffing the two ``results.json`` files value by value. Timings, dates and cache 
 keys are left out (they differ between any two runs); everything else - metrics, verdicts,
 reference diagnostics, chosen hyper-parameters, failures, texts - must agree exactly.
 
-    python benchmarks/same_numbers.py BEFORE AFTER [--models pcvm,ggsm-probit,...]
+    python benchmarks/same_numbers.py BEFORE AFTER [--models pcvm,...] [--rename MODEL:OLD=NEW ...]
 
 BEFORE and AFTER hold one folder per model (``zoo compare --model M --out BEFORE/M``).
-Prints one line per differing value (``model: path: before -> after``) and a count per
-model; exits 1 when any value differs.
+Prints a count per model and one line per differing value (``model: changed path: before
+-> after``), then the paths only one run has (``added`` / ``removed``: a change of the
+results.json layout); exits 1 when any value present in both differs. ``--rename grid-rvm:laplace=auto-laplace`` compares
+BEFORE's engine ``laplace`` of that model with AFTER's ``auto-laplace`` (an engine renamed
+between the runs; its name inside texts such as verdict reasons is not rewritten).
 """
 from __future__ import annotations
 
@@ -46,14 +49,26 @@ def same(a, b) -> bool:
     return a == b
 
 
-def differences(before: dict, after: dict) -> list[str]:
-    left, right = dict(flatten(before)), dict(flatten(after))
-    out = []
-    for path in sorted(set(left) | set(right)):
-        a, b = left.get(path, "<absent>"), right.get(path, "<absent>")
-        if not same(a, b):
-            out.append(f"{path}: {a!r} -> {b!r}")
+def renamed(results: dict, renames: dict[str, str]) -> dict:
+    """``results`` with its engines (and config's engine list) renamed old -> new."""
+    if not renames:
+        return results
+    out = dict(results)
+    out["engines"] = {renames.get(k, k): v for k, v in results.get("engines", {}).items()}
+    if "engines" in results.get("config", {}):
+        out["config"] = {**results["config"], "engines": [renames.get(e, e) for e in results["config"]["engines"]]}
     return out
+
+
+def differences(before: dict, after: dict) -> tuple[list[str], list[str], list[str]]:
+    """(changed, added, removed): values present in both runs that differ, and paths only
+    AFTER or only BEFORE has (a change of the results.json layout, not of a number)."""
+    left, right = dict(flatten(before)), dict(flatten(after))
+    changed = [f"{path}: {left[path]!r} -> {right[path]!r}" for path in sorted(set(left) & set(right))
+               if not same(left[path], right[path])]
+    added = [f"{path} = {right[path]!r}" for path in sorted(set(right) - set(left))]
+    removed = [f"{path} (was {left[path]!r})" for path in sorted(set(left) - set(right))]
+    return changed, added, removed
 
 
 def main(argv=None) -> int:
@@ -61,19 +76,33 @@ def main(argv=None) -> int:
     parser.add_argument("before")
     parser.add_argument("after")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    parser.add_argument("--rename", action="append", default=[], metavar="MODEL:OLD=NEW",
+                        help="an engine renamed between the runs (repeatable)")
     args = parser.parse_args(argv)
+    renames: dict[str, dict[str, str]] = {}
+    for item in args.rename:
+        model, _, pair = item.partition(":")
+        old, _, new = pair.partition("=")
+        if not (model and old and new):
+            parser.error(f"--rename takes MODEL:OLD=NEW, got {item!r}")
+        renames.setdefault(model, {})[old] = new
     total = 0
     for model in args.models.split(","):
         with open(os.path.join(args.before, model, "results.json")) as fh:
             before = json.load(fh)
         with open(os.path.join(args.after, model, "results.json")) as fh:
             after = json.load(fh)
-        diff = differences(before, after)
+        changed, added, removed = differences(renamed(before, renames.get(model, {})), after)
         n_values = sum(1 for _ in flatten(before))
-        print(f"{model}: {len(diff)} of {n_values} non-timing values differ")
-        for line in diff:
-            print(f"  {model}: {line}")
-        total += len(diff)
+        print(f"{model}: {len(changed)} of {n_values} non-timing values differ; "
+              f"layout: {len(added)} paths added, {len(removed)} removed")
+        for line in changed:
+            print(f"  {model}: changed {line}")
+        for line in added:
+            print(f"  {model}: added {line}")
+        for line in removed:
+            print(f"  {model}: removed {line}")
+        total += len(changed)
     return 1 if total else 0
 
 

@@ -1078,7 +1078,6 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
 def check_candidates(Phi_all, y):
     """(candidates, 0/1 labels): a dense Phi_all checked as a design, or KernelCandidates."""
     if isinstance(Phi_all, KernelCandidates):
-
         return Phi_all, check_binary_labels(y, n_samples=Phi_all.shape[0])
     return check_design(Phi_all, y, name="Phi_all")
 

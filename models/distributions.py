@@ -157,7 +157,6 @@ class GIG(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
-
         x = jnp.where(value > 0, value, 1.0)
         log_x = jnp.log(x)
         if self._static_case == "gamma":

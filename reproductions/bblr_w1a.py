@@ -67,7 +67,6 @@ SEED_ID = 310_017
 
 
 def _split():
-
     s = datasets.load(DATA, 0, standardize=False)
     return s.X_train, s.y_train, s.X_test, s.y_test
 

@@ -129,7 +129,6 @@ class CellStore:
 
     def _workers(self):
         if self._client is None:
-
             self._client = self._cluster.enter_context(cluster_client(n_workers=self.jobs, jax_cache=self.jax_cache))
         return self._client
 

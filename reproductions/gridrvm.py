@@ -145,7 +145,6 @@ class CountListOption(Option):
 # Shared pieces
 # ------------------------------------------------------------------------------------
 def _vb_config(max_sweeps: int, mu_tol: float):
-
     return grid_vb.GridVBConfig(max_iter=int(max_sweeps), tol=ELBO_TOL, mu_tol=float(mu_tol))
 
 
@@ -630,7 +629,6 @@ def digits_cell(method: str, prior: str | None, size: int, repetition: int, n_te
     Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
     out = {"method": method, "prior": prior, "size": size, "repetition": repetition, "n_test": int(test.size)}
     if method in VB_METHODS:
-
         spec = (GridRVM.paper_prior(DIGITS_SHAPE, method) if prior == "paper"
                 else GridRVM(DIGITS_SHAPE, prior=method))
         post = grid_vb.fit(spec, Xtr, ytr, config=_vb_config(max_sweeps, mu_tol))
@@ -648,7 +646,6 @@ def digits_cell(method: str, prior: str | None, size: int, repetition: int, n_te
                    test_error=float(np.mean(model.predict(Xte) != yte)), C=C,
                    convergence_warnings=caught.count)
     elif method == "l1":
-
         with _CountConvergenceWarnings() as caught:
             coef, b, C = regularized_lr(Xtr, ytr, True, True, cv_seed)
         out.update(train_error=float(np.mean(((Xtr @ coef + b) > 0) != (ytr > 0.5))),

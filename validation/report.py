@@ -384,6 +384,17 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
     lines += _reference_lines(res)
     if not no_reference:
         lines.append(f"\nReference test error: {_fmt(res.reference_test_error)}.")
+    lines += _engine_table_lines(res, no_reference)
+    lines += _engine_notes_lines(res, no_reference)
+    lines += _verdict_lines(res)
+    lines += _joint_verdict_lines(res)
+    lines += _figure_and_file_lines(rel, no_reference, captions, forest_note)
+    return "\n".join(lines) + "\n"
+
+
+def _engine_table_lines(res: ComparisonResult, no_reference: bool) -> list[str]:
+    """One row per engine: its kind, weights kept, metrics against the reference, timings."""
+    lines: list[str] = []
     lines += [
         "",
         "## Engines",
@@ -411,6 +422,13 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
             f"{_fmt(m['auc'])} | {_fmt(r.seconds, 3)} | {_fmt(r.compile_seconds, 2)} | "
             f"{_fmt(r.speedup_vs_reference, 1)} |"
         )
+    return lines
+
+
+def _engine_notes_lines(res: ComparisonResult, no_reference: bool) -> list[str]:
+    """What the table cannot say: engines of another model, failures, null entries and why, each
+    engine against the variant it fits, non-convergence, pruned weights."""
+    lines: list[str] = []
     others = {name: r.other_model for name, r in res.engines.items() if r.other_model}
     if others:
         lines += ["", "Engines that fit **another model** than the reference's (their rows measure how far "
@@ -450,6 +468,12 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
     for name, r in res.engines.items():
         if r.pruned_vs_reference:
             lines += _pruned_table(name, r.pruned_vs_reference)
+    return lines
+
+
+def _verdict_lines(res: ComparisonResult) -> list[str]:
+    """The marginal verdicts: each engine (and each against its variant) coordinate by coordinate."""
+    lines: list[str] = []
     verdicts = [(name, r) for name, r in res.engines.items() if r.verdict is not None]
     if verdicts:
         lines += ["", "## Verdicts", "",
@@ -481,7 +505,13 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
                 sv_worst = "; ".join(f"{w['coordinate']} {w['test']} z={w['z']:+.1f}" for w in sv.worst) or "-"
                 lines.append(f"| {name} vs the {sub.variant} variant | {sv.status} | {_cell(sv_stat)} | "
                              f"{_cell(sv_worst)} | - |")
-    lines += _joint_verdict_lines(res)
+    return lines
+
+
+def _figure_and_file_lines(rel: dict[str, str], no_reference: bool, captions: dict[str, str] | None,
+                           forest_note: str | None) -> list[str]:
+    """The figures (none without a reference), the files written and the metrics' definitions."""
+    lines: list[str] = []
     lines += ["", "## Figures", ""]
     if no_reference:
         lines.append("None: every figure shows the engines beside the reference's draws.")
@@ -512,4 +542,4 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
         "be corrected by importance sampling); draws outside the support (w < 0) get zero weight and their "
         "fraction is reported. seconds are warm (compilation apart).",
     ]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -66,7 +66,6 @@ def _parse_params(items: list[str]) -> dict[str, float]:
 
 
 def _default_cache_dir() -> str:
-
     return zoo.cache_dir()
 
 
@@ -253,7 +252,6 @@ def _reference_summary_lines(res: ComparisonResult) -> list[str]:
 
 
 def _cmd_datasets(args) -> int:
-
     rows = datasets.describe()
     width = max(len("name"), *(len(r["name"]) for r in rows)) + 2  # the longest name sets the column
     print(f"{'name':<{width}}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  source")
@@ -263,7 +261,6 @@ def _cmd_datasets(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-
     entry = reproduce.get_entry(args.entry)
     options = {o.name: getattr(args, o.name) for o in entry.options}
     try:  # bad sizes or folders end in one clear line, not a traceback
@@ -295,7 +292,6 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_sbc(args) -> int:
-
     # a user's engine given as module:function is imported like `python -m` would: from
     # the current folder first
     if os.getcwd() not in sys.path:
@@ -395,7 +391,6 @@ def _add_sbc_parser(sub, records) -> None:
 
 
 def _cmd_study(args) -> int:
-
     if os.getcwd() not in sys.path:  # user engines given as module:function
         sys.path.insert(0, os.getcwd())
     try:
@@ -431,7 +426,6 @@ def _add_study_parser(sub) -> None:
 
 
 def _add_reproduce_parser(sub) -> None:
-
     r = sub.add_parser(
         "reproduce",
         help="rerun a paper's experiment; write our numbers beside the paper's",
@@ -594,7 +588,6 @@ def _cache_entries(folder: str, pattern) -> list[str]:
 
 
 def _cmd_cache(args) -> int:
-
     folder = args.cache_dir or zoo.cache_dir()
     jax_dir = zoo.jax_cache_dir() if args.cache_dir is None or os.environ.get("ZOO_JAX_CACHE") else \
         os.path.join(folder, "jax")

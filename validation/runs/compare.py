@@ -171,8 +171,26 @@ def _without_undefined_moments(rows, moments):
     return [{**r, **{k: None for k in drop}} for r in rows]
 
 
+@dataclass(frozen=True)
+class _Truth:
+    """What every engine of one comparison is measured against: the reference (None when
+    every sampler ran out of time, ``no_reference`` saying so), the reference of each model
+    variant an engine fits (or why there is none), the reference's moments and Monte Carlo
+    errors (shared by every engine's verdict) and the frozen problem."""
+
+    prepared: Any
+    reference: Any
+    no_reference: NoReference | None
+    variant_refs: dict[str, Any]
+    variants_without_reference: dict[str, NoReference]
+    ref_moments: dict[str, Any] | None
+    metric_draws: int
+
+
 def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
-    """Run the comparison protocol; see the module docstring of ``protocols``."""
+    """Run the comparison protocol: select the hyper-parameters once (the record's
+    ``prepare``), find the first certified reference (and one per model variant an engine
+    fits), then fit and measure every engine on that frozen posterior."""
     record = registry.get_model(config.model)
     # a user's engine is checked against the contract here, before any costly work
     entries = [resolve_entry(record, e) for e in config.engines]
@@ -182,8 +200,35 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     bar = _progress_bar(progress, total=record.cv_fits + 2 + len(entries), desc="zoo compare")
     bar.set_postfix_str("selecting hyper-parameters")
     prepared = registry.prepare(config.model, split, config.params, progress=bar)
-    spec, Phi, y = prepared.spec, prepared.Phi_train, prepared.y_train
+    truth, tried = _references(config, prepared, entries, bar, progress)
 
+    key = jax.random.PRNGKey(config.seed)
+    rows, posteriors = {}, {}
+    for entry in entries:
+        bar.set_postfix_str(f"engine {entry.name}")
+        try:
+            posterior, warm, compile_s = timed_fit(entry.fit(), prepared.spec, prepared.Phi_train, prepared.y_train)
+        except (ApproximationFailed, FloatingPointError, EngineReturnError) as err:
+            # the engine's answer does not exist here (e.g. an indefinite Hessian), a
+            # posterior constructor refused non-finite numbers, or a user's engine failed
+            # or returned something unusable (one line, validation/runs/engines.py): one failed
+            # row, the other engines still compared. Any other exception from one of the
+            # zoo's own engines is a bug and propagates.
+            rows[entry.name] = failed_row(entry, err)
+            bar.update(1)
+            continue
+        posteriors[entry.name] = posterior
+        rows[entry.name], key = _engine_row(entry, posterior, warm, compile_s, truth, key)
+        bar.update(1)
+    bar.close()
+    result = _result(config, entries, truth, tried, rows)
+    return Comparison(result, prepared, truth.reference, truth.variant_refs, posteriors, split, tried)
+
+
+def _references(config: CompareConfig, prepared, entries, bar, progress: bool) -> tuple[_Truth, list]:
+    """The reference of the frozen model and of every variant an engine fits, each the
+    first certified of ``config.reference``'s samplers; (truth, every run tried)."""
+    spec, Phi, y = prepared.spec, prepared.Phi_train, prepared.y_train
     bar.set_postfix_str("reference")
     try:
         reference, tried = first_certified_reference(
@@ -195,8 +240,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         reference, tried, no_reference = None, [], err
     bar.update(1)
     variant_refs, variants_without_reference = {}, {}
-    needed_variants = sorted({e.variant for e in entries} - {None})
-    for variant in needed_variants:
+    for variant in sorted({e.variant for e in entries} - {None}):
         bar.set_postfix_str(f"reference ({variant})")
         try:
             variant_refs[variant], _ = first_certified_reference(
@@ -206,94 +250,91 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         except NoReference as err:
             variants_without_reference[variant] = err
     bar.update(1)
-
-    key = jax.random.PRNGKey(config.seed)
-    rows, posteriors = {}, {}
-    # the reference's moments and Monte Carlo errors, shared by every engine's verdict
     ref_moments = (moments_and_mcse(chains_draws_flat(reference.posterior))
                    if reference is not None and reference.certified else None)
-    for entry in entries:
-        bar.set_postfix_str(f"engine {entry.name}")
-        try:
-            posterior, warm, compile_s = timed_fit(entry.fit(), spec, Phi, y)
-        except (ApproximationFailed, FloatingPointError, EngineReturnError) as err:
-            # the engine's answer does not exist here (e.g. an indefinite Hessian), a
-            # posterior constructor refused non-finite numbers, or a user's engine failed
-            # or returned something unusable (one line, validation/runs/engines.py): one failed
-            # row, the other engines still compared. Any other exception from one of the
-            # zoo's own engines is a bug and propagates.
-            rows[entry.name] = failed_row(entry, err)
-            bar.update(1)
-            continue
-        posteriors[entry.name] = posterior
-        if reference is None:
-            metrics = metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test, str(no_reference))
-        else:
-            key, sub = jax.random.split(key)
-            metrics = posterior_metrics(
-                posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
-                key=sub, n_draws=config.metric_draws, moments=prepared.moments,
-            )
-        against = None
-        variant = entry.variant
-        if variant in variant_refs:
-            key, sub = jax.random.split(key)
-            vref, vmoments = variant_refs[variant], prepared.variant_moments.get(variant)
-            # against the reference of the variant it fits, the engine's distance is its
-            # approximation error: no "another model" caveat here
-            against = AgainstVariant(
-                variant=variant,
-                metrics=posterior_metrics(posterior, vref, Phi, y, prepared.Phi_test, prepared.y_test,
-                                          key=sub, n_draws=config.metric_draws, moments=vmoments),
-                reference_certified=bool(vref.certified),
-                verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True),
-                joint_verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True, joint=True))
-        elif variant is not None:
-            against = AgainstVariant(
-                variant=variant,
-                metrics=metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test,
-                                                  str(variants_without_reference[variant])),
-                reference_certified=False)
-        rows[entry.name] = EngineRow(
-            name=entry.name,
-            metrics=metrics,
-            # a user's engine is of the kind it returned
-            kind=posterior.kind,
-            description=entry.description,
-            other_model=entry.other_model,
-            # an engine that prunes (GGSM's MM) reports how many weights it kept
-            n_basis=int(posterior.info.extra.get("n_active", prepared.hyper.get("n_basis", Phi.shape[1]))),
-            seconds=warm,
-            compile_seconds=compile_s,
-            converged=bool(posterior.info.converged),
-            reason=posterior.info.reason,
-            n_iter=int(posterior.info.n_iter),
-            objective=posterior.info.objective,
-            # warm against warm: compilation is excluded on both sides
-            speedup_vs_reference=(float(reference.posterior.info.seconds / warm)
-                                  if reference is not None and warm > 0 else None),
-            failure=None,
-            # weights the engine pruned to exact zeros, beside the reference's marginals
-            pruned_vs_reference=None if reference is None else _without_undefined_moments(
-                pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
-            verdict=_verdict(posterior, reference, entry, prepared.moments, ref_moments),
-            # the same question of the joint posterior: correlations the marginals cannot see
-            joint_verdict=_verdict(posterior, reference, entry, prepared.moments, None, joint=True),
-            against_variant=against,
-        )
-        bar.update(1)
-    bar.close()
+    return _Truth(prepared, reference, no_reference, variant_refs, variants_without_reference, ref_moments,
+                  config.metric_draws), tried
 
-    result = ComparisonResult(
+
+def _engine_row(entry, posterior, warm: float, compile_s: float, truth: _Truth, key) -> tuple[EngineRow, Any]:
+    """The row of an engine that fitted: its metrics and verdicts against the reference,
+    and against the reference of the variant it fits; (row, the PRNG key left over)."""
+    prepared, reference = truth.prepared, truth.reference
+    Phi, y = prepared.Phi_train, prepared.y_train
+    if reference is None:
+        metrics = metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test, str(truth.no_reference))
+    else:
+        key, sub = jax.random.split(key)
+        metrics = posterior_metrics(posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
+                                    key=sub, n_draws=truth.metric_draws, moments=prepared.moments)
+    against, key = _against_variant(entry, posterior, truth, key)
+    row = EngineRow(
+        name=entry.name,
+        metrics=metrics,
+        # a user's engine is of the kind it returned
+        kind=posterior.kind,
+        description=entry.description,
+        other_model=entry.other_model,
+        # an engine that prunes (GGSM's MM) reports how many weights it kept
+        n_basis=int(posterior.info.extra.get("n_active", prepared.hyper.get("n_basis", Phi.shape[1]))),
+        seconds=warm,
+        compile_seconds=compile_s,
+        converged=bool(posterior.info.converged),
+        reason=posterior.info.reason,
+        n_iter=int(posterior.info.n_iter),
+        objective=posterior.info.objective,
+        # warm against warm: compilation is excluded on both sides
+        speedup_vs_reference=(float(reference.posterior.info.seconds / warm)
+                              if reference is not None and warm > 0 else None),
+        failure=None,
+        # weights the engine pruned to exact zeros, beside the reference's marginals
+        pruned_vs_reference=None if reference is None else _without_undefined_moments(
+            pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
+        verdict=_verdict(posterior, reference, entry, prepared.moments, truth.ref_moments),
+        # the same question of the joint posterior: correlations the marginals cannot see
+        joint_verdict=_verdict(posterior, reference, entry, prepared.moments, None, joint=True),
+        against_variant=against,
+    )
+    return row, key
+
+
+def _against_variant(entry, posterior, truth: _Truth, key) -> tuple[AgainstVariant | None, Any]:
+    """The engine against the reference of the model variant it fits (None for an engine
+    of the model itself); against that reference its distance is its approximation error,
+    so its verdicts carry no "another model" caveat."""
+    variant, prepared = entry.variant, truth.prepared
+    if variant is None:
+        return None, key
+    if variant not in truth.variant_refs:
+        return AgainstVariant(
+            variant=variant,
+            metrics=metrics_without_reference(posterior, prepared.Phi_test, prepared.y_test,
+                                              str(truth.variants_without_reference[variant])),
+            reference_certified=False), key
+    key, sub = jax.random.split(key)
+    vref, vmoments = truth.variant_refs[variant], prepared.variant_moments.get(variant)
+    return AgainstVariant(
+        variant=variant,
+        metrics=posterior_metrics(posterior, vref, prepared.Phi_train, prepared.y_train, prepared.Phi_test,
+                                  prepared.y_test, key=sub, n_draws=truth.metric_draws, moments=vmoments),
+        reference_certified=bool(vref.certified),
+        verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True),
+        joint_verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True, joint=True)), key
+
+
+def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: dict[str, EngineRow]) -> ComparisonResult:
+    prepared, reference, no_reference = truth.prepared, truth.reference, truth.no_reference
+    variants = sorted({e.variant for e in entries} - {None})
+    return ComparisonResult(
         model=config.model,
         data=config.data,
         split=config.split,
-        n_train=int(Phi.shape[0]),
+        n_train=int(prepared.Phi_train.shape[0]),
         n_test=int(prepared.Phi_test.shape[0]),
         hyper=prepared.hyper,
         selection=prepared.selection,
         moments=prepared.moments,
-        spec=spec.to_dict(),
+        spec=prepared.spec.to_dict(),
         reference=(ReferenceSummary.none(no_reference.timed_out) if reference is None
                    else ReferenceSummary.of(reference)),
         # every sampler tried, in order: the report names the one used and why the others not
@@ -303,8 +344,8 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             [ReferenceSummary.timed_out(r) if isinstance(r, ReferenceTimeout) else ReferenceSummary.of(r)
              for r in tried]),
         variant_references={
-            v: ReferenceSummary.of(variant_refs[v]) if v in variant_refs
-            else ReferenceSummary.none(variants_without_reference[v].timed_out) for v in needed_variants},
+            v: ReferenceSummary.of(truth.variant_refs[v]) if v in truth.variant_refs
+            else ReferenceSummary.none(truth.variants_without_reference[v].timed_out) for v in variants},
         reference_test_error=None if reference is None else float(np.mean(
             (reference.posterior.predict_proba(prepared.Phi_test) > 0.5) != (prepared.y_test == 1))),
         engines=rows,
@@ -316,7 +357,6 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
             "metric_draws": config.metric_draws,
         },
     )
-    return Comparison(result, prepared, reference, variant_refs, posteriors, split, tried)
 
 
 def _verdict(posterior, reference, entry, moments, ref_moments, *, own_model: bool = False,

@@ -91,7 +91,7 @@ def ripley_subset(n: int, seed: int, standardize_on: str = "all"):
     """n Ripley training points, a fixed random subset (``default_rng(seed).choice``).
 
     standardize_on: "all" standardizes the inputs on all 250 training points before the
-    subset is taken (tests/test_laplace.py, test_expectation_propagation.py,
+    subset is taken (tests/test_pcvm_laplace.py, test_expectation_propagation.py,
     test_generic_laplace.py); "subset" standardizes on the n chosen points
     (tests/test_pcvm_em.py)."""
     X, y = ripley()

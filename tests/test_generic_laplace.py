@@ -125,7 +125,7 @@ def logistic():
 
 @pytest.fixture(scope="module")
 def ripley_design():
-    """40 Ripley points, 5 label-signed RBF columns (the design of test_laplace.py)."""
+    """40 Ripley points, 5 label-signed RBF columns (the design of test_pcvm_laplace.py)."""
     X, y = ripley_subset(40, seed=1)
     cols = np.random.default_rng(1).choice(40, 5, replace=False)
     return pcvm_basis(X, y, 0.7).subset(cols).transform(X), y

@@ -2,7 +2,7 @@
 truncated prior 2 N(w | 0, 1/alpha) on w >= 0 with the probit likelihood, and the EPCVM
 surrogate (scaled logistic, smooth indicator) - its sites, its predictive integral, and bad
 hyper-parameters. The engines are tested against this model in their own files
-(test_em.py, test_laplace.py, test_expectation_propagation.py, test_pcvm_em.py)."""
+(test_em.py, test_pcvm_laplace.py, test_expectation_propagation.py, test_pcvm_em.py)."""
 from __future__ import annotations
 
 import math

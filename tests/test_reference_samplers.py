@@ -1,7 +1,7 @@
 """Choosing the reference sampler: NUTS first, the GGSM slice-within-Gibbs sampler where
 NUTS does not certify, and the report never presenting an uncertified posterior as truth.
 
-The sampler's correctness is tested in test_ggsm_gibbs.py; here: the dispatch, the cache,
+The sampler's correctness is tested in test_slice_gibbs.py; here: the dispatch, the cache,
 the continuation of its chains, the fallback order, and the moment-existence rule that
 decides which metrics mean anything.
 """

@@ -52,7 +52,7 @@ def test_the_config_expands_into_checked_content_keyed_cells(tmp_path):
     with pytest.raises(ValueError, match="no engine 'nope'"):
         St.expand(St.load_config(tmp_path / "bad.toml"))
     (tmp_path / "typo.toml").write_text("name = 'x'\n[[comapre]]\nmodels = ['pcvm']\n")
-    with pytest.raises(ValueError, match="unknown section"):
+    with pytest.raises(ValueError, match=r"unknown key 'comapre' \(did you mean 'compare'\?\)"):
         St.load_config(tmp_path / "typo.toml")
     assert St.expand(St.load_config("example"))  # the shipped study is valid
     # data names and splits are checked before any cluster starts, like models and engines
@@ -310,3 +310,74 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
         assert lines == [f"zoo study: interrupted; finished cells are kept in {out / 'cells'}; "
                          "the same command resumes from them"], stderr[-2000:]
         assert len(os.listdir(out / "cells")) == 1  # replicate 0
+
+
+# --------------------------------------------------------------------------------------
+# A bad cell does not end the study; a typo does not run another study
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, says", [
+    ('name = "x"\n[[compare]]\nmodels = ["pcvm"]\nsplit = [3]\n', r"unknown key 'split' \(did you mean 'splits'\?\)"),
+    ('[[compare]]\nmodels = ["pcvm"]\nengine = ["ep"]\n', r"unknown key 'engine' \(did you mean 'engines'\?\)"),
+    ('foo = 1\n[[compare]]\nmodels = ["pcvm"]\n', r"unknown key 'foo'; known: name, compare, sbc, defects"),
+    ('[[compare]]\nmodels = "pcvm"\n', r"\[\[compare\]\] block 1: models must be a list of strings, got 'pcvm'"),
+    ('[[sbc]]\nmodel = "pcvm"\nreplicates = "two"\n', r"\[\[sbc\]\] block 1: replicates must be a positive integer"),
+    ('[[sbc]]\nmodel = "pcvm"\nsims = 0\n', r"sims must be a positive integer, got 0"),
+    ('[[defects]]\nmodel = "pcvm"\n', r"\[\[defects\]\] block 1 lacks 'engine'"),
+], ids=["split", "engine", "foo", "string-for-list", "replicates", "sims-0", "missing"])
+def test_a_study_file_is_checked_key_by_key_before_anything_runs(tmp_path, text, says):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=says):
+        St.expand(St.load_config(path))
+    with pytest.raises(ValueError, match="is a folder; give a .toml file"):
+        St.load_config(tmp_path)
+
+
+def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_path, monkeypatch):
+    """Three cells: a comparison at width -1 (a deterministic error: stored as failed, not
+    retried), an SBC run that works, and a defect battery whose cell keeps raising an error
+    that is not deterministic (stands for a lost worker: retried by Dask, then reported as
+    failed but not stored, so the next run tries it again). The study writes its report
+    with both reasons and the SBC result, and the command's status says not all finished."""
+    from distributed import Client, LocalCluster
+
+    config = {"name": "one bad cell",
+              "compare": [{"models": ["pcvm"], "data": ["ripley"], "engines": ["laplace"], "params": {"width": -1.0}}],
+              "sbc": [{"model": "pcvm", "engines": ["laplace"], "sims": 10, "draws": 19}],
+              "defects": [{"model": "pcvm", "engine": "ep", "defects": ["cov x 2"], "datasets": 1}]}
+    compute, tries = St._compute_cell, []
+
+    def flaky(cell, out_dir):
+        if cell.kind == "defects":
+            tries.append(1)
+            raise RuntimeError("the worker's disk vanished")
+        return compute(cell, out_dir)
+
+    monkeypatch.setattr(St, "_compute_cell", flaky)
+    # threads, not processes: the patched function runs in this process
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        out = St.run_study(config, tmp_path / "out", client=client, progress=False)
+    labels = dict(out["failed"])
+    assert set(labels) == {"compare pcvm ripley split 0", "defects pcvm ep"}
+    assert labels["compare pcvm ripley split 0"].startswith("ValueError: ") and "width" in labels[
+        "compare pcvm ripley split 0"]
+    assert labels["defects pcvm ep"].startswith("RuntimeError: the worker's disk vanished (after Dask's retries")
+    assert len(tries) == 3  # Dask's two retries of the non-deterministic error; the ValueError ran once
+    sbc = next(c for c in out["cells"] if c["kind"] == "sbc")
+    assert "summary" in sbc and "failed" not in sbc
+    text = open(out["report"]).read()
+    assert "## Failed cells (2 of 3)" in text and "## SBC" in text
+    assert "| compare pcvm ripley split 0 | ValueError: " in text
+    stored = os.listdir(tmp_path / "out" / "cells")
+    assert len(stored) == 2 and not any(name.startswith("defects-") for name in stored)
+
+
+def test_zoo_study_says_which_cells_failed_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("zoo.cli.run_study", lambda *a, **k: {
+        "ran": 3, "reused": 0, "report": "r.md", "failed": [("compare pcvm ripley split 0", "ValueError: bad")]})
+    monkeypatch.setattr("zoo.cli._start_compiling", lambda folders: None)
+    (tmp_path / "s.toml").write_text(TINY)
+    assert main(["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "zoo study: cell failed: compare pcvm ripley split 0: ValueError: bad" in err

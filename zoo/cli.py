@@ -403,7 +403,10 @@ def _cmd_study(args) -> int:
     out = run_study(config, args.out, scheduler=args.scheduler, n_workers=args.workers,
                     progress=not args.no_progress, jax_cache=jax_cache)
     print(f"{out['ran']} cells run, {out['reused']} already done; report: {out['report']}")
-    return 0
+    for label, reason in out["failed"]:
+        print(f"zoo study: cell failed: {label}: {reason}", file=sys.stderr)
+    # the finished cells and the report stand; the status says that not every cell did
+    return 1 if out["failed"] else 0
 
 
 def _add_study_parser(sub) -> None:

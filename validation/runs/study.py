@@ -48,6 +48,7 @@ Workers of an external cluster (``--scheduler``) belong to that cluster and keep
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import logging
@@ -62,6 +63,8 @@ from typing import Any
 import zoo
 
 from ... import data as datasets
+from ...inference.contracts import EngineReturnError
+from ...inference.posterior import ApproximationFailed
 from ..base.atomic import atomic_write, write_json_atomic
 from ..base.code_digest import code_digest
 from ..base.processes import die_with_parent
@@ -117,15 +120,79 @@ def _frozen(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
 
 
-def _need(block: dict, name: str, kind: str, index: int):
-    if name not in block:
-        raise ValueError(f"study: [[{kind}]] block {index + 1} lacks {name!r}")
-    return block[name]
+# --------------------------------------------------------------------------------------
+# The study file's schema: every key of every block, with its type, checked before any
+# cluster starts - a typo ("split" for "splits") must not quietly run another study
+# --------------------------------------------------------------------------------------
+#: block kind -> key -> (type, required); types: "str", "int>=1", "int>=0", "list[str]",
+#: "list[int]", "table"
+SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
+    "compare": {"models": ("list[str]", True), "engines": ("list[str]", False), "data": ("list[str]", False),
+                "splits": ("list[int]", False), "params": ("table", False)},
+    "sbc": {"model": ("str", True), "engines": ("list[str]", False), "replicates": ("int>=1", False),
+            "sims": ("int>=1", False), "draws": ("int>=1", False)},
+    "defects": {"model": ("str", True), "engine": ("str", True), "defects": ("list[str]", False),
+                "datasets": ("int>=1", False), "sbc_replicates": ("int>=0", False), "sbc_sims": ("int>=1", False),
+                "reference_draws": ("int>=1", False), "reference_samplers": ("list[str]", False),
+                "problem": ("table", False)},
+}
+_TYPE_WORDS = {"str": "a string", "int>=1": "a positive integer", "int>=0": "a non-negative integer",
+               "list[str]": "a list of strings", "list[int]": "a list of integers",
+               "table": "a table ({ key = value, ... })"}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _fits(value, kind: str) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind.startswith("int>="):
+        return _is_int(value) and value >= int(kind[len("int>="):])
+    if kind == "list[str]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == "list[int]":
+        return isinstance(value, list) and all(_is_int(v) for v in value)
+    return isinstance(value, dict)
+
+
+def _unknown_key(key: str, known, where: str) -> str:
+    near = difflib.get_close_matches(key, list(known), n=1)
+    return (f"{where}: unknown key {key!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+            + f"; known: {', '.join(known)}")
+
+
+def check_schema(config: dict[str, Any], *, where: str = "study") -> None:
+    """ValueError naming the first key of a study file that is unknown (with the nearest
+    known one), missing, or of the wrong type (a string where a list belongs, ...)."""
+    for key in config:
+        if key not in ("name", *KINDS):
+            raise ValueError(_unknown_key(key, ("name", *KINDS), where))
+    if "name" in config and not isinstance(config["name"], str):
+        raise ValueError(f"{where}: name must be a string, got {config['name']!r}")
+    for kind in KINDS:
+        blocks = config.get(kind, [])
+        if not (isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks)):
+            raise ValueError(f"{where}: {kind} must be [[{kind}]] blocks (tables), got {blocks!r}")
+        for i, block in enumerate(blocks):
+            here = f"{where}: [[{kind}]] block {i + 1}"
+            for key, value in block.items():
+                if key not in SCHEMA[kind]:
+                    raise ValueError(_unknown_key(key, SCHEMA[kind], here))
+                expected = SCHEMA[kind][key][0]
+                if not _fits(value, expected):
+                    raise ValueError(f"{here}: {key} must be {_TYPE_WORDS[expected]}, got {value!r}")
+            missing = [k for k, (_, required) in SCHEMA[kind].items() if required and k not in block]
+            if missing:
+                raise ValueError(f"{here} lacks {', '.join(map(repr, missing))}")
 
 
 def load_config(path) -> dict[str, Any]:
     """Read a study TOML file (or the name of a shipped one, e.g. "example")."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"study config {path!r} is a folder; give a .toml file (or the name of a shipped study)")
     if not os.path.exists(path):
         shipped = os.path.join(os.path.dirname(__file__), "studies", f"{path}.toml")
         if os.path.exists(shipped):
@@ -137,19 +204,18 @@ def load_config(path) -> dict[str, Any]:
             config = tomllib.load(fh)
         except tomllib.TOMLDecodeError as err:
             raise ValueError(f"study config {path}: {err}") from err
-    unknown = sorted(set(config) - {"name", *KINDS})
-    if unknown:
-        raise ValueError(f"study config {path}: unknown section(s) {unknown}; use name, {', '.join(KINDS)}")
+    check_schema(config, where=f"study config {path}")
     return config
 
 
 def expand(config: dict[str, Any]) -> list[Cell]:
-    """Every cell of the study, in a stable order; checked against the registry, so a typo
-    fails before anything runs."""
+    """Every cell of the study, in a stable order; checked against the schema and the
+    registry, so a typo fails before anything runs."""
+    check_schema(config)
 
     cells: list[Cell] = []
-    for i, block in enumerate(config.get("compare", [])):
-        for model in _need(block, "models", "compare", i):
+    for block in config.get("compare", []):
+        for model in block["models"]:
             record = registry.get_model(model)
             engines = block.get("engines", list(record.default_engines))
             for e in engines:
@@ -161,8 +227,8 @@ def expand(config: dict[str, Any]) -> list[Cell]:
                     cells.append(Cell("compare", _frozen({
                         "model": model, "data": data, "split": int(split), "engines": list(engines),
                         "params": json.dumps(block.get("params", {}), sort_keys=True)})))
-    for i, block in enumerate(config.get("sbc", [])):
-        model = _need(block, "model", "sbc", i)
+    for block in config.get("sbc", []):
+        model = block["model"]
         record = registry.get_model(model)
         for engine in block.get("engines", list(record.engine_names)):
             if is_user_engine(engine):
@@ -173,9 +239,9 @@ def expand(config: dict[str, Any]) -> list[Cell]:
                 cells.append(Cell("sbc", _frozen({"model": model, "engine": engine, "replicate": r,
                                                   "sims": int(block.get("sims", 100)),
                                                   "draws": int(block.get("draws", 99))})))
-    for i, block in enumerate(config.get("defects", [])):
-        model = _need(block, "model", "defects", i)
-        engine = _need(block, "engine", "defects", i)
+    for block in config.get("defects", []):
+        model = block["model"]
+        engine = block["engine"]
         resolve_entry(registry.get_model(model), engine)
         samplers = list(block.get("reference_samplers", []))
         if samplers:
@@ -201,13 +267,40 @@ def cell_path(out_dir, cell: Cell) -> str:
     return os.path.join(os.fspath(out_dir), "cells", f"{cell.kind}-{cell.key()}.json")
 
 
+#: errors that the same cell would raise again on every try (a bad value, a user engine
+#: that returns garbage or cannot be imported, an approximation that does not exist here):
+#: the cell is recorded as failed with its one-line reason and not retried. Anything else
+#: (a killed worker, a full disk) is retried by Dask and, if it persists, reported as
+#: failed without being stored, so that the next run of the study tries the cell again.
+DETERMINISTIC_ERRORS = (ValueError, TypeError, LookupError, ArithmeticError, ImportError, EngineReturnError,
+                        ApproximationFailed)
+
+
+def failure_line(err: BaseException) -> str:
+    """An exception as one line: its type and its message's first line."""
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
-    """Compute one cell (in a Dask worker) and write its result atomically. Returns it."""
+    """Compute one cell (in a Dask worker) and write its result atomically. Returns it; a
+    cell that raises one of :data:`DETERMINISTIC_ERRORS` is stored and returned as failed
+    (``"failed"``: the reason in one line), so that one bad cell does not end the study."""
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
+    t0 = time.perf_counter()
+    try:
+        result = _compute_cell(cell, out_dir)
+    except DETERMINISTIC_ERRORS as err:
+        result = {"failed": failure_line(err)}
+    out = {"kind": cell.kind, "cell": cell.params, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
+    write_json_atomic(out, cell_path(out_dir, cell))
+    return out
+
+
+def _compute_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     p = cell.params
     work = os.path.join(out_dir, "work")
-    t0 = time.perf_counter()
     if cell.kind == "compare":
         comp = compare(CompareConfig(model=p["model"], data=p["data"], split=p["split"], engines=tuple(p["engines"]),
                                      params=json.loads(p["params"]), cache_dir=os.path.join(work, "references")))
@@ -226,9 +319,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
         with _ClusterExecutor() as executor:
             result = {"battery": run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
                                              out_dir=os.path.join(work, "defects"), executor=executor)}
-    out = {"kind": cell.kind, "cell": p, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
-    write_json_atomic(out, cell_path(out_dir, cell))
-    return out
+    return result
 
 
 class _ClusterExecutor:
@@ -400,7 +491,7 @@ def _study_cell_problem(cell: Cell):
             return f"a {type(result).__name__}, not a cell"
         if result.get("key") != cell.key() or result.get("kind") != cell.kind:
             return "not the cell of this key"
-        if _PAYLOAD[cell.kind] not in result:
+        if _PAYLOAD[cell.kind] not in result and not isinstance(result.get("failed"), str):
             return f"no {_PAYLOAD[cell.kind]!r}"
         return None
     return check
@@ -414,8 +505,9 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     LocalCluster of ``n_workers`` single-threaded worker processes (default: the number of
     cores; see :func:`cluster_client`). client: an existing ``distributed.Client`` (tests).
     jax_cache: the JAX compilation cache folder the LocalCluster's workers share (None:
-    none). Writes ``OUT/report.md`` and returns {"cells": [...results], "ran": n,
-    "reused": n, "report": path}.
+    none). A cell that fails is recorded with its reason and the others go on. Writes
+    ``OUT/report.md`` and returns {"cells": [...results], "ran": n, "reused": n, "report":
+    path, "failed": [(cell label, reason), ...]}.
     """
     from distributed import as_completed
 
@@ -439,11 +531,19 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                                 retries=2): i for i in todo}
             for fut in as_completed(futures):
                 i = futures[fut]
-                results[i] = fut.result()
-                bar.update(cells[i].label())
+                try:
+                    results[i] = fut.result()
+                except Exception as err:  # noqa: BLE001 - still failing after Dask's retries: reported, not stored
+                    cell = cells[i]
+                    results[i] = {"kind": cell.kind, "cell": cell.params, "key": cell.key(), "seconds": None,
+                                  "failed": failure_line(err) + " (after Dask's retries; not stored: the next run "
+                                            "tries the cell again)"}
+                bar.update(cells[i].label() + (" FAILED" if "failed" in results[i] else ""))
     ordered = [results[i] for i in range(len(cells))]
     report = write_study_report(config, ordered, out_dir)
-    return {"cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo), "report": report}
+    failed = [(cells[i].label(), r["failed"]) for i, r in enumerate(ordered) if "failed" in r]
+    return {"cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo), "report": report,
+            "failed": failed}
 
 
 # --------------------------------------------------------------------------------------
@@ -453,12 +553,25 @@ def _fmt(v, spec=".4f") -> str:
     return "-" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
 
+def _cell_label(stored: dict[str, Any]) -> str:
+    return Cell(stored["kind"], _frozen(stored["cell"])).label()
+
+
 def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_dir: str) -> str:
-    """OUT/report.md: the compare cells as engine x data tables (pred_mae, verdicts), the
-    SBC cells as a table with their figures, the defect batteries as detection tables."""
+    """OUT/report.md: the failed cells with their reasons, the compare cells as engine x
+    data tables (pred_mae, verdicts), the SBC cells as a table with their figures, the
+    defect batteries as detection tables."""
 
     lines = [f"# Study: {config.get('name', 'unnamed')}", "",
              f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", ""]
+    failed = [c for c in cells if "failed" in c]
+    if failed:
+        lines += [f"## Failed cells ({len(failed)} of {len(cells)})", "",
+                  "Each failed with the reason below; the other cells' results are in the sections that follow.", "",
+                  "| cell | reason |", "|---|---|"]
+        lines += [f"| {_cell_label(c)} | {' '.join(c['failed'].split()).replace('|', '/')} |" for c in failed]
+        lines.append("")
+    cells = [c for c in cells if "failed" not in c]
     compares = [c for c in cells if c["kind"] == "compare"]
     if compares:
         lines += ["## Comparisons", "", "pred_mae (mean absolute difference of predictive probabilities to the "

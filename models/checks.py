@@ -131,7 +131,9 @@ def check_positive(value, name: str, *, allow_inf: bool = False) -> np.ndarray:
     if not allow_inf:
         ok &= np.isfinite(arr)
     if not np.all(ok):
-        raise ValueError(f"hyper-parameter {name} must be positive and finite; got {value!r}")
+        # the value as the user wrote it: -1, not array(-1.)
+        shown = f"{float(arr):g}" if arr.ndim == 0 else str(arr.tolist())
+        raise ValueError(f"hyper-parameter {name} must be positive{'' if allow_inf else ' and finite'}; got {shown}")
     return arr
 
 

@@ -61,6 +61,11 @@ BAD_ARGUMENTS = {
     "unknown param name": (["--param", "gamma=2"], ["gamma", "width"]),
     "negative width": (["--param", "width=-0.5"], ["width", "-0.5"]),
     "zero alpha": (["--param", "width=0.7", "--param", "alpha=0"], ["alpha"]),
+    # the value as written, not numpy's repr of it (it read "got array(-1.)")
+    "negative alpha": (["--param", "width=0.7", "--param", "alpha=-1"], ["alpha must be positive", "got -1"]),
+    # /proc exists but takes no new files: it answers ENOENT, which read "No such file"
+    "--out in /proc": (["--out", "/proc/zoo-report"], ["cannot be created in /proc",
+                                                      "the folder does not take new files"]),
     "split out of range": (["--split", "3"], ["split 3", "ripley"]),
     "no NUTS draws": (["--samples", "0"], ["samples"]),
     "no NUTS chains": (["--chains", "0"], ["chains"]),
@@ -113,6 +118,9 @@ def no_work(monkeypatch):
     for module, name in [(compare, "first_certified_reference"), (sbc, "run_sbc"), (study, "run_study"),
                          (reproduce, "run")]:
         monkeypatch.setattr(module, name, forbidden)
+    # the command line binds these names at its import: they are guarded there too
+    monkeypatch.setattr("zoo.cli.run_sbc", forbidden)
+    monkeypatch.setattr("zoo.cli.run_study", forbidden)
 
 
 @pytest.mark.parametrize("extra,words", list(BAD_ARGUMENTS.values()), ids=list(BAD_ARGUMENTS))

@@ -197,3 +197,33 @@ def test_a_user_engine_through_the_defect_battery(tmp_path):
     assert any(p.name.startswith("battery-pcvm-user_engines--returns_dict-") for p in tmp_path.iterdir())
     with pytest.raises(ValueError, match="'module:function'"):
         D.run_battery("pcvm", user_engines.shrunk, settings=settings, out_dir=tmp_path)
+
+
+def _returns_none(spec, Phi, y, *, config=None):
+    return None
+
+
+def _returns_an_array(spec, Phi, y, *, config=None):
+    return np.zeros(3)
+
+
+def _returns_nan_draws(spec, Phi, y, *, config=None):
+    from zoo.inference.posterior import DrawsPosterior, FitInfo
+
+    sites = spec.sites(Phi.shape[1])
+    draws = {s.name: np.full((1, 50, *s.shape), np.nan) for s in sites}
+    return DrawsPosterior(spec, sites, draws, FitInfo("nan", True, 0, "", 0.0, 0.0, "", {}))
+
+
+@pytest.mark.parametrize("fit, says", [
+    (_returns_none, "returned builtins.NoneType, not a zoo Posterior"),
+    (_returns_an_array, "returned numpy.ndarray, not a zoo Posterior"),
+    (_returns_nan_draws, "non-finite value(s) (NaN or inf)"),
+], ids=["None", "array", "nan-draws"])
+def test_sbc_of_a_broken_user_engine_says_what_it_returned(fit, says):
+    """No traceback and no ranks of garbage: every simulation fails with the return check's
+    line, and the SBC verdict's reason carries it (all-NaN draws are not ranked and called
+    "too narrow")."""
+    summary = run_sbc("pcvm", fit, settings=SBCSettings(n_sims=10, n_draws=19))
+    assert summary["status"] == "not applicable" and summary["counts"]["failed"] == 10
+    assert "the fits failed with: EngineReturnError: " in summary["reason"] and says in summary["reason"]

@@ -80,6 +80,37 @@ except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep d
     pass
 
 
+def _usable_folder(path: str) -> bool:
+    """Whether ``path`` exists or can be made, and can be written."""
+    try:
+        _os.makedirs(path, exist_ok=True)
+    except OSError:
+        return False
+    return _os.access(path, _os.W_OK | _os.X_OK)
+
+
+def _matplotlib_folder() -> None:
+    """Matplotlib keeps its config and font cache in ``~/.config/matplotlib`` and
+    ``~/.cache/matplotlib``; with a HOME that cannot be written it warns at import and
+    makes a temporary folder in every process. Where its default cannot be written (and
+    MPLCONFIGDIR is not set), point it at ``matplotlib/`` in the zoo's cache folder, or,
+    where that cannot be written either, at one temporary folder for this process - so a
+    read-only HOME runs every command quietly. A writable HOME is left as it is."""
+    if "MPLCONFIGDIR" in _os.environ:
+        return
+    home = _os.path.expanduser("~")
+    config = _os.path.join(_os.environ.get("XDG_CONFIG_HOME") or _os.path.join(home, ".config"), "matplotlib")
+    if _usable_folder(config):
+        return
+    ours = _os.path.join(cache_dir(), "matplotlib")
+    if _usable_folder(ours):
+        _os.environ["MPLCONFIGDIR"] = ours
+    else:
+        import tempfile
+
+        _os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="zoo-matplotlib-")
+
+
 def cache_dir() -> str:
     """The zoo's cache folder: env ZOO_CACHE_DIR, else ``~/.cache/sparse-bayes-zoo``."""
     return _os.environ.get("ZOO_CACHE_DIR") or _os.path.join(_os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
@@ -107,5 +138,7 @@ def enable_compilation_cache(path: str | None = None) -> str:
     _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     return path
 
+
+_matplotlib_folder()  # before anything imports matplotlib
 
 __version__ = "0.1.0"

@@ -18,6 +18,7 @@ command, whether it is interrupted, terminated or killed.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import shutil
@@ -88,7 +89,10 @@ def folder_problem(path: str, what: str) -> str | None:
             pass
     except OSError as err:
         verb = "cannot be written" if probe == path else f"cannot be created in {probe}"
-        return f"{what} {path} {verb}: {err.strerror or err}"
+        # a folder that exists but takes no new files (/proc, /sys) answers "No such file"
+        why = ("the folder does not take new files" if err.errno == errno.ENOENT
+               else err.strerror or str(err))
+        return f"{what} {path} {verb}: {why}"
     return None
 
 

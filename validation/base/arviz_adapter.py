@@ -13,14 +13,44 @@ can be put side by side (forest plots, the same diagnostics):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import warnings
 from typing import Any
 
 import numpy as np
 
-with warnings.catch_warnings():
+import matplotlib
+
+# matplotlib's font cache folder, fixed (and remembered) now, outside _private_cache_home:
+# arviz imports pyplot, whose font list would otherwise be rebuilt in a throwaway folder
+matplotlib.get_cachedir()
+
+
+@contextlib.contextmanager
+def _private_cache_home():
+    """XDG_CACHE_HOME pointed at a fresh temporary folder while the block runs.
+
+    Importing arviz 0.23 makes ``~/.cache/arviz`` and writes a once-a-day stamp there
+    (``daily_warning``, through one fixed temporary name): with a HOME that cannot be
+    written even ``zoo --help`` died on it, and processes starting at once (a
+    LocalCluster's workers) raced on the temporary name. The stamp only rations a
+    FutureWarning that we silence anyway, so ArviZ gets a folder of this import's own."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    with tempfile.TemporaryDirectory(prefix="zoo-arviz-") as folder:
+        os.environ["XDG_CACHE_HOME"] = folder
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_CACHE_HOME", None)
+            else:
+                os.environ["XDG_CACHE_HOME"] = saved
+
+
+with warnings.catch_warnings(), _private_cache_home():
     # arviz 0.23 announces its 1.x refactor with a FutureWarning at import; we pin < 1.
     warnings.simplefilter("ignore", FutureWarning)
     import arviz as az

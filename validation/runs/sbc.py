@@ -937,8 +937,12 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
     if points:
         return {"status": NOT_APPLICABLE, "reason": "the engine returned point estimates", "counts": counts}
     if len(ok) < 10:
+        # the reason names what went wrong, not only how often (a user's engine that returns
+        # None, an array or non-finite draws fails every simulation with the same line)
+        why = (f"; the fits failed with: {failures[0]}" + (f" (and {len(failures) - 1} other message"
+               f"{'s' if len(failures) > 2 else ''})" if len(failures) > 1 else "")) if failures else ""
         return {"status": NOT_APPLICABLE, "counts": counts, "failure_messages": failures,
-                "reason": f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity"}
+                "reason": f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity{why}"}
     ranks = np.array([r["ranks"] for r in ok])
     n_draws = ok[0]["n_draws"]
     test = uniformity(ranks, n_draws, names=names, false_alarm=settings.false_alarm, seed=settings.seed)

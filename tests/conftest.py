@@ -17,6 +17,9 @@ import pytest
 # tests must not write into the user's home, so point it at a fresh temporary folder - one
 # per test process, empty at its start, so nothing outlives the session.
 os.environ.setdefault("ZOO_JAX_CACHE", tempfile.mkdtemp(prefix="zoo-test-jax-cache-"))
+# the reference cache's signing key (validation/references/cache.py) of the test session
+# alone: tests never make or read the user's own key in ~/.config
+os.environ.setdefault("ZOO_CONFIG_DIR", tempfile.mkdtemp(prefix="zoo-test-config-"))
 
 import zoo  # noqa: F401  (before any JAX computation: float64 and CPU devices for parallel chains)
 

@@ -40,6 +40,14 @@ from zoo.validation.references.sampler import HARNESS_MODULES
 CONFIG = ReferenceConfig(num_warmup=300, num_samples=150, seed=0, max_doublings=2)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache_key(tmp_path_factory):
+    """This module's cache entries are signed with a key of its own, never the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZOO_CONFIG_DIR", str(tmp_path_factory.mktemp("zoo-config")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def problem():
     rng = np.random.default_rng(1)
@@ -150,7 +158,11 @@ def test_partial_or_mismatched_cache_entries_are_ignored(problem, reference, cac
     record = json.load(open(js))
     record["content_sha256"] = "0" * 64
     (tampered / os.path.basename(js)).write_text(json.dumps(record))
-    with pytest.warns(UserWarning, match="ignoring unreadable reference cache entry"):
+    with pytest.warns(UserWarning, match="ignoring untrusted reference cache entry .*signature does not match"):
+        assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(tampered)) is None
+    # ... and signed with this machine's key (a write gone wrong, not an attack): the digest
+    (tampered / os.path.basename(js)).write_text(json.dumps(cache.sign_record(record, cache.machine_key())))
+    with pytest.warns(UserWarning, match="ignoring unreadable reference cache entry .*do not match the digest"):
         assert cached_reference(spec, Phi, y, config=CONFIG, cache_dir=str(tampered)) is None
     # other data -> other key -> no entry
     assert cached_reference(spec, Phi + 1.0, y, config=CONFIG, cache_dir=cache_dir) is None
@@ -434,6 +446,11 @@ def test_an_edited_certificate_is_not_believed(problem, uncertified, tmp_path):
     record["provenance"]["checks"] = [dict(c, passed=True) for c in record["provenance"]["checks"]]
     record["provenance"]["diagnostics"]["ess_tail_min"] = 10_000.0
     js.write_text(json.dumps(record))
+    # edited without the key: the signature no longer matches, so nothing of it is used
+    with pytest.warns(UserWarning, match="signature does not match"):
+        assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "edited")) is None
+    # signed anyway (an old run's certificate under this key): still recomputed from the draws
+    js.write_text(json.dumps(cache.sign_record(record, cache.machine_key())))
     again = cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "edited"))
     assert again is not None and again.from_cache
     assert not again.certified and again.failures == ref.failures
@@ -561,3 +578,171 @@ def test_nuts_energy_and_tree_depth_checks():
     assert bad == ["5.0% of transitions reached the maximum tree depth 10 (allowed: 1%)"]
     deep[:, 10:50] = 7  # 1%: allowed
     assert nuts_energy_checks({"energy": iid, "n_steps": deep}, 10, CERTIFICATION)[0] == []
+
+
+# --- a cache entry is signed: a digest alone is no defence against whoever writes the folder
+def _shift_draws_and_redigest(nc, js, shift=1.0):
+    """The attack: move every draw, recompute the content digest the way the cache does,
+    and write it into the record."""
+    idata = arviz_adapter.from_netcdf(str(nc))
+    for name in idata.posterior.data_vars:
+        idata.posterior[name].values[...] += shift
+    os.remove(nc)
+    arviz_adapter.to_netcdf(idata, str(nc))
+    record = json.loads(js.read_text())
+    record["content_sha256"] = cache._content_digest(*cache._stored_draws_and_stats(arviz_adapter.from_netcdf(str(nc))))
+    js.write_text(json.dumps(record))
+
+
+def test_shifted_draws_with_a_recomputed_digest_are_refused_and_resampled(problem, uncertified, tmp_path):
+    spec, Phi, y = problem
+    cfg, folder, ref = uncertified
+    nc, js = _copy_entry(str(folder), tmp_path / "forged")
+    _shift_draws_and_redigest(nc, js)
+    with pytest.warns(UserWarning, match=f"untrusted reference cache entry {js}: signature does not match"):
+        again = run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "forged"))
+    assert not again.from_cache
+    np.testing.assert_array_equal(again.posterior.draws["mu"], ref.posterior.draws["mu"])
+    # the entry is rewritten, signed, and reads back as the original
+    back = cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "forged"))
+    assert back.from_cache
+    np.testing.assert_array_equal(back.posterior.draws["mu"], ref.posterior.draws["mu"])
+
+
+@pytest.mark.parametrize("field, value", [("seconds", 0.001), ("compile_seconds", 0.0)])
+def test_edited_timings_are_refused(problem, uncertified, tmp_path, field, value):
+    spec, Phi, y = problem
+    cfg, folder, _ = uncertified
+    _, js = _copy_entry(str(folder), tmp_path / field)
+    record = json.loads(js.read_text())
+    record[field] = value
+    js.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="signature does not match"):
+        assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / field)) is None
+
+
+def test_an_entry_signed_with_another_key_is_resampled(problem, uncertified, tmp_path, monkeypatch):
+    spec, Phi, y = problem
+    cfg, folder, ref = uncertified
+    _copy_entry(str(folder), tmp_path / "shared")
+    monkeypatch.setenv("ZOO_CONFIG_DIR", str(tmp_path / "other-user"))
+    # no key yet: nothing is trusted, and reading makes no key
+    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+        assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared")) is None
+    assert not (tmp_path / "other-user").exists()
+    cache.machine_key(create=True)
+    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+        again = run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared"))
+    assert not again.from_cache
+    np.testing.assert_array_equal(again.posterior.draws["mu"], ref.posterior.draws["mu"])
+    assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared")).from_cache
+    # and the first user's key no longer trusts the rewritten entry: a shared folder needs a shared key
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+        assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared")) is None
+
+
+def test_the_key_file_is_private_and_an_open_one_is_refused(problem, uncertified, tmp_path, monkeypatch):
+    import threading
+
+    spec, Phi, y = problem
+    cfg, folder, _ = uncertified
+    monkeypatch.setenv("ZOO_CONFIG_DIR", str(tmp_path / "cfg"))
+    keys = []
+    threads = [threading.Thread(target=lambda: keys.append(cache.machine_key(create=True))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(keys) == 4 and len(set(keys)) == 1 and len(keys[0]) == 32  # racing makers agree on one key
+    path = tmp_path / "cfg" / "cache-key"
+    assert cache.key_path() == str(path) and path.read_bytes() == keys[0]
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(tmp_path / "cfg").st_mode & 0o777 == 0o700
+    assert sorted(os.listdir(tmp_path / "cfg")) == ["cache-key"]  # no temporary file left
+    # an entry signed with it reads back; with the key opened to others it is not trusted
+    _, js = _copy_entry(str(folder), tmp_path / "entry")
+    record = json.loads(js.read_text())
+    js.write_text(json.dumps(cache.sign_record(record, keys[0])))
+    assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "entry")).from_cache
+    os.chmod(path, 0o644)
+    with pytest.warns(UserWarning, match="can be read or written by others"):
+        assert cache.machine_key(create=True) is None
+    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+        assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "entry")) is None
+    assert path.read_bytes() == keys[0]  # refused, not replaced
+
+
+def test_the_config_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("ZOO_CONFIG_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert cache.key_path() == str(tmp_path / "xdg" / "sparse-bayes-zoo" / "cache-key")
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.config_dir() == str(tmp_path / "home" / ".config" / "sparse-bayes-zoo")
+
+
+def test_two_runs_of_one_key_sample_once(problem, uncertified, tmp_path, monkeypatch):
+    import threading
+
+    from zoo.validation.references import run as run_module
+
+    spec, Phi, y = problem
+    cfg, _, ref = uncertified
+    calls = []
+    first = NutsRun.first
+
+    def counting_first(self):
+        calls.append(threading.get_ident())
+        return first(self)
+
+    monkeypatch.setattr(NutsRun, "first", counting_first)
+    results, errors = [], []
+
+    def one_run():
+        try:
+            results.append(run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "race")))
+        except BaseException as err:  # noqa: BLE001  (reported below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=one_run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(calls) == 1, "two runs of one cache key sampled twice"
+    assert sorted(r.from_cache for r in results) == [False, True]
+    for r in results:
+        np.testing.assert_array_equal(r.posterior.draws["mu"], ref.posterior.draws["mu"])
+    assert run_module.fcntl is not None
+    assert any(f.endswith(".lock") for f in os.listdir(tmp_path / "race"))
+
+
+def test_a_read_only_cache_is_read_and_a_miss_is_sampled_unwritten(problem, uncertified, tmp_path, monkeypatch):
+    """chmod 0555 folders: an entry is read; with none the run samples and says it cannot
+    write. As root permissions do not bind, so there the folder is only declared unwritable."""
+    from zoo.validation.references import run as run_module
+
+    spec, Phi, y = problem
+    cfg, folder, ref = uncertified
+    _copy_entry(str(folder), tmp_path / "ro")
+    (tmp_path / "ro-empty").mkdir()
+    for d in ("ro", "ro-empty"):
+        os.chmod(tmp_path / d, 0o555)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        monkeypatch.setattr(run_module, "_writable", lambda folder: False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            hit = run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "ro"))
+        assert hit.from_cache
+        np.testing.assert_array_equal(hit.posterior.draws["mu"], ref.posterior.draws["mu"])
+        with pytest.warns(UserWarning, match="cannot write to the reference cache folder .*not cached"):
+            miss = run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "ro-empty"))
+        assert not miss.from_cache and miss.cache_path is None
+        np.testing.assert_array_equal(miss.posterior.draws["mu"], ref.posterior.draws["mu"])
+        assert os.listdir(tmp_path / "ro-empty") == []
+    finally:
+        for d in ("ro", "ro-empty"):
+            os.chmod(tmp_path / d, 0o755)

@@ -583,7 +583,7 @@ def _kept(args) -> str:
 
 #: names of the reference cache's entries (validation/references/, _cache_paths) and of
 #: JAX's compiled programs; `zoo cache --clear` deletes these and nothing else
-_REFERENCE_ENTRY = re.compile(r"^.+-[0-9a-f]{32}\.(nc|json)$|^\.tmp-")
+_REFERENCE_ENTRY = re.compile(r"^.+-[0-9a-f]{32}\.(nc|json|lock)$|^\.tmp-")
 _JAX_ENTRY = re.compile(r"-[0-9a-f]{64}-(cache|atime)$")
 
 

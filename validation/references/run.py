@@ -2,10 +2,12 @@
 time-limited child process; the first certified of several samplers."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import multiprocessing
 import os
 import platform
+import secrets
 import shutil
 import tempfile
 import time
@@ -20,7 +22,12 @@ from ...models.checks import check_design
 from ..base import arviz_adapter as adapter
 from ..base.atomic import _jsonable
 from ..base.processes import die_with_parent
-from .cache import _array_digest, _read_cache, _write_cache, cache_key, package_versions
+from .cache import _array_digest, _read_cache, _write_cache, cache_key, machine_key, package_versions
+
+try:  # an exclusive lock per cache entry, so two runs of one key sample once (Linux, macOS)
+    import fcntl
+except ImportError:  # no fcntl (Windows): runs of one key may both sample; entries stay atomic
+    fcntl = None
 from .certification import (
     CERTIFICATION,
     _certify_run,
@@ -78,29 +85,40 @@ class NoReference(RuntimeError):
         super().__init__(message)
 
 
-def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None) -> None:
-    """Body of the child process of a time-limited run: sample and write the cache. The
-    child dies with its parent (a killed ``zoo compare`` leaves no sampler running on)."""
+def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None, key=None, mac_key=None) -> None:
+    """Body of the child process of a time-limited run: sample and write the cache entry
+    signed with ``mac_key`` (the parent's). The parent holds the entry's lock for the whole
+    run, so the child takes none. The child dies with its parent (a killed ``zoo compare``
+    leaves no sampler running on)."""
     import zoo  # noqa: F401  (float64 and the host devices, as in the parent)
 
     die_with_parent(parent_pid)
 
-    run_reference(spec, Phi, y, config=config, cache_dir=cache_dir)
+    Phi, y = check_design(Phi, y)
+    sites = tuple(spec.sites(Phi.shape[1]))
+    _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, False, mac_key=mac_key)
 
 
 def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: str, sites) -> Reference:
     """Run the sampler in a spawned child process and wait at most ``config.time_limit``
-    seconds. The child writes its Reference to the disk cache (atomically), which is how
-    it comes back; a child still running at the limit is killed. Spawned, not forked: a
-    forked child of a process that has started JAX can deadlock. Without a cache folder a
-    temporary one carries the result and is deleted afterwards, however the run ends (the
-    draws are read fully into memory, :func:`adapter.from_netcdf`)."""
+    seconds. The child writes its Reference to the disk cache (atomically, signed with the
+    key the parent gives it), which is how it comes back; a child still running at the
+    limit is killed. Spawned, not forked: a forked child of a process that has started JAX
+    can deadlock. Without a cache folder (or without a usable cache key of this user) a
+    temporary folder and a one-off key carry the result, and the folder is deleted
+    afterwards, however the run ends (the draws are read fully into memory,
+    :func:`adapter.from_netcdf`)."""
 
-    folder = cache_dir if cache_dir is not None else tempfile.mkdtemp(prefix="zoo-reference-")
+    mac_key = machine_key(create=True) if cache_dir is not None else None
+    persistent = mac_key is not None
+    if not persistent:
+        mac_key = secrets.token_bytes(32)
+    folder = cache_dir if persistent else tempfile.mkdtemp(prefix="zoo-reference-")
     try:
         child_config = replace(config, time_limit=None)
         proc = multiprocessing.get_context("spawn").Process(
-            target=_reference_child, args=(spec, Phi, y, child_config, folder, os.getpid()), daemon=True)
+            target=_reference_child, args=(spec, Phi, y, child_config, folder, os.getpid(), key, mac_key),
+            daemon=True)
         proc.start()
         proc.join(config.time_limit)
         if proc.is_alive():
@@ -109,13 +127,49 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
             raise ReferenceTimeout(config.sampler, config.time_limit)
         if proc.exitcode != 0:
             raise RuntimeError(f"the {config.sampler} reference process failed (exit code {proc.exitcode})")
-        ref = _read_cache(folder, key, spec, sites, config)
+        ref = _read_cache(folder, key, spec, sites, config, mac_key=mac_key)
         if ref is None:
             raise RuntimeError(f"the {config.sampler} reference process finished but left no readable result")
-        return replace(ref, from_cache=False, cache_path=ref.cache_path if cache_dir is not None else None)
+        return replace(ref, from_cache=False, cache_path=ref.cache_path if persistent else None)
     finally:
-        if cache_dir is None:
+        if not persistent:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _writable(folder) -> bool:
+    """Whether files can be made in ``folder`` (made first if missing)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+@contextlib.contextmanager
+def _entry_lock(cache_dir, key: str, sampler: str):
+    """Hold an exclusive lock on ``<cache_dir>/<sampler>-<key[:32]>.lock`` (fcntl.flock)
+    while the block runs: a second run of the same entry waits, then finds the entry the
+    first one wrote. Yields whether the folder can be written: a folder that cannot (or
+    whose lock file cannot be made) is read without a lock and nothing is written to it;
+    where there is no fcntl, nothing is locked."""
+    writable = _writable(cache_dir)
+    if fcntl is None or not writable:
+        yield writable
+        return
+    path = os.path.join(os.fspath(cache_dir), f"{sampler}-{key[:32]}.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:  # another user's lock file in a shared folder: a read-only descriptor locks too
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield False
+            return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
@@ -131,14 +185,18 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     Phi, y = check_design(Phi, y)
     sites = tuple(spec.sites(Phi.shape[1]))
     key = cache_key(spec, Phi, y, config)
-    if cache_dir is not None:
-        cached = _read_cache(cache_dir, key, spec, sites, config)
-        if cached is not None:
-            return cached
     try:
-        if config.time_limit is not None:
-            return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
-        return _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress)
+        if cache_dir is None:
+            return _sample(spec, Phi, y, config, None, key, sites, progress)
+        # read -> run -> write under the entry's lock, so two runs of one key sample once
+        with _entry_lock(cache_dir, key, config.sampler) as writable:
+            cached = _read_cache(cache_dir, key, spec, sites, config)
+            if cached is not None:
+                return cached
+            if not writable:
+                warnings.warn(f"cannot write to the reference cache folder {cache_dir}: the {config.sampler} "
+                              "reference is sampled but not cached")
+            return _sample(spec, Phi, y, config, cache_dir if writable else None, key, sites, progress)
     finally:
         # NumPyro's MCMC.run compiles its sampling loop anew on every call (it jits a fresh
         # wrapper that it passes as a static argument), and JAX keeps every compiled
@@ -154,7 +212,13 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
             jax.clear_caches()
 
 
-def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:
+def _sample(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:
+    if config.time_limit is not None:
+        return _run_with_time_limit(spec, Phi, y, config, cache_dir, key, sites)
+    return _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress)
+
+
+def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_key=None) -> Reference:
     runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
     settings = config.sampler_settings()
     attempts = []
@@ -222,7 +286,12 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress) -> R
         compile_seconds=compile_seconds, from_cache=False,
     )
     if cache_dir is not None:
-        path = _write_cache(cache_dir, key, reference)
+        try:
+            path = _write_cache(cache_dir, key, reference, mac_key)
+        except OSError as err:
+            warnings.warn(f"cannot write the reference cache entry in {cache_dir} "
+                          f"({err.strerror or err}): the {config.sampler} reference is not cached")
+            path = None
         reference = replace(reference, cache_path=path)
     return reference
 

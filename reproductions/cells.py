@@ -129,7 +129,10 @@ class CellStore:
 
     def _workers(self):
         if self._client is None:
-            self._client = self._cluster.enter_context(cluster_client(n_workers=self.jobs, jax_cache=self.jax_cache))
+            # the workers' scratch beside the cells (cleared by the next run), not in /tmp
+            scratch = os.path.join(os.path.dirname(self.cells_dir), "dask")
+            self._client = self._cluster.enter_context(cluster_client(n_workers=self.jobs, jax_cache=self.jax_cache,
+                                                                      scratch=scratch))
         return self._client
 
     def run(self, tasks: list[CellTask], what: str = "cells") -> dict[str, dict]:

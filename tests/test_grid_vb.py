@@ -476,3 +476,25 @@ def test_the_fit_is_labelled_with_its_engine_name_in_the_record(name):
     X, y = _problem()
     post = get_engine("grid-rvm", name).fit()(_spec("p-grid"), X, y, config=grid_vb.GridVBConfig(max_iter=400))
     assert post.info.engine == name and post.info.extra["prior"] == {"vb": "p-grid"}.get(name, name[3:])
+
+
+def test_khat_is_declared_undefined_where_q_gamma_draws_underflow_not_a_crash():
+    """The paper's vague prior drives some q(alpha), q(beta) shapes to about 1e-6, whose draws
+    underflow to 0: log p - log q cannot be evaluated there. k-hat is then null with that
+    reason (the comparison's report still comes out), not a FloatingPointError after all the
+    work. Shapes set to 1e-6 by hand here, so the case is certain; at the fitted shapes the
+    same posterior gets a finite k-hat."""
+    import dataclasses
+
+    from zoo.validation.judge.metrics import pareto_khat
+
+    X, y = _problem()
+    spec = _spec("p-grid")
+    post = grid_vb.fit(spec, X, y)
+    theta = np.asarray(post.sample_flat(jax.random.PRNGKey(0), 400))
+    khat, reason, _ = pareto_khat(post, spec, X, y, theta)
+    assert khat is not None and np.isfinite(khat) and reason is None
+    tiny = {k: (np.full_like(np.asarray(s, float), 1e-6), r) for k, (s, r) in post.hyper_factors.items()}
+    vague = dataclasses.replace(post, hyper_factors=tiny)
+    khat, reason, _ = pareto_khat(vague, spec, X, y, theta)
+    assert khat is None and "underflow to 0" in reason and "shapes down to 1e-06" in reason

@@ -305,6 +305,8 @@ def test_a_killed_or_interrupted_study_leaves_no_worker_running(signame, tmp_pat
         f"workers {sorted(pids)} outlived the driver's {signame} by 15 s: {survivors}; the driver's status "
         f"{driver.returncode} ({stuck}), its stderr:\n{stderr[-6000:]}")
     assert driver.returncode == {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": -15}[signame], stderr[-2000:]
+    # the workers' scratch was in the study's own folder (the next run clears it), not in /tmp
+    assert any((out / "work" / "dask").iterdir())
     if signame == "SIGINT":
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert lines == [f"zoo study: interrupted; finished cells are kept in {out / 'cells'}; "

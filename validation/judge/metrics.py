@@ -165,16 +165,23 @@ def importance_log_weights(approx, spec, Phi, y, theta: np.ndarray) -> tuple[np.
     return log_w, inside
 
 
-def joint_importance_log_weights(approx, spec, Phi, y, theta: np.ndarray, key) -> np.ndarray:
+def joint_importance_log_weights(approx, spec, Phi, y, theta: np.ndarray, key) -> tuple[np.ndarray, np.ndarray]:
     """log p(theta, h, y) - log q(theta) q(h) on the joint of the measured sites theta and
     the approximation's other latents h (``GaussianPosterior.hyper_factors``), drawn
     here: for a model whose density of its sites alone has no closed form
-    (``spec.log_joint`` instead of ``log_density_sites``; gridRVM)."""
+    (``spec.log_joint`` instead of ``log_density_sites``; gridRVM). Also, per draw, whether
+    a drawn h is not a positive finite number: a Gamma factor of extreme shape (the vague
+    prior's 1e-6) puts most of its draws below the smallest float, where they underflow to
+    0 and neither density can be evaluated."""
     hyper = approx.sample_hyper(key, theta.shape[0])
     log_q = np.asarray(approx.log_density_flat(theta)) + hyper.pop("log_q")
+    degenerate = np.zeros(theta.shape[0], bool)
+    for v in hyper.values():
+        v = np.asarray(v).reshape(theta.shape[0], -1)
+        degenerate |= np.any(~(np.isfinite(v) & (v > 0)), axis=1)
     params = {k: jnp.asarray(v) for k, v in unflatten(jnp.asarray(theta), approx.sites).items()}
     params |= {k: jnp.asarray(v) for k, v in hyper.items()}
-    return np.asarray(spec.log_joint(params, jnp.asarray(Phi), jnp.asarray(y))) - log_q
+    return np.asarray(spec.log_joint(params, jnp.asarray(Phi), jnp.asarray(y))) - log_q, degenerate
 
 
 def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[float | None, str | None, float]:
@@ -202,9 +209,16 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
         if wanted != {k: np.shape(v[0]) for k, v in factors.items()}:
             return None, ("the approximation's hyper-parameters are another model's (its joint is not this "
                           "model's), so it has no importance weights here"), 0.0
-        log_w = joint_importance_log_weights(approx, spec, Phi, y, theta,
-                                             jax.random.PRNGKey(0) if key is None else key)
+        log_w, degenerate = joint_importance_log_weights(approx, spec, Phi, y, theta,
+                                                         jax.random.PRNGKey(0) if key is None else key)
         inside = np.ones(theta.shape[0], bool)
+        broken = ~np.isfinite(log_w)
+        if broken.any() and np.all(degenerate[broken]):
+            # not a bug of the model or the engine: q's own draws cannot be represented
+            shapes = [float(np.min(s)) for s, _ in factors.values()]
+            return None, (f"undefined here: {int(degenerate.sum())} of {degenerate.size} draws of the "
+                          f"approximation's Gamma factors (shapes down to {min(shapes):.1g}) underflow to 0 or "
+                          "overflow, where log p - log q cannot be evaluated"), 0.0
     else:
         log_w, inside = importance_log_weights(approx, spec, Phi, y, theta)
     outside = float(1.0 - inside.mean())

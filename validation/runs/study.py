@@ -422,7 +422,7 @@ def _stop_now(cluster, client) -> None:
 
 @contextlib.contextmanager
 def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None, client=None,
-                   jax_cache: str | None = None):
+                   jax_cache: str | None = None, scratch: str | None = None):
     """A ``distributed.Client`` to run cells on, closed on leaving.
 
     client: use this one (the caller owns it). scheduler: connect to an existing cluster.
@@ -430,7 +430,10 @@ def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None
     the number of cores), each started by :func:`dask_setup`: the workers die with this
     process (``kill -9`` and SIGTERM included), ignore Ctrl-C, and use the JAX compilation
     cache ``jax_cache`` if given. An exception or Ctrl-C inside the block kills the
-    workers at once instead of waiting for their cells.
+    workers at once instead of waiting for their cells. scratch: the folder of the workers'
+    own scratch space (None: Dask's default, under the system's temporary folder). A
+    killed study's scratch stays there until the next LocalCluster on the same folder
+    clears what no live worker holds, so a study keeps it inside its output folder.
     """
     from distributed import Client, LocalCluster
 
@@ -445,7 +448,7 @@ def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None
     if jax_cache:
         env[_JAX_CACHE_ENV] = os.fspath(jax_cache)
     cluster = LocalCluster(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                           dashboard_address=None, preload=[__name__], env=env)
+                           dashboard_address=None, preload=[__name__], env=env, local_directory=scratch)
     try:
         local = Client(cluster)
     except BaseException:
@@ -526,7 +529,10 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     todo = [i for i in range(len(cells)) if i not in results]
     bar = _Progress(len(cells), len(results), enabled=progress)
     if todo:
-        with cluster_client(n_workers=n_workers, scheduler=scheduler, client=client, jax_cache=jax_cache) as c:
+        # the workers' scratch in the study's own folder, not /tmp: what a killed study leaves
+        # there is cleared by the next run (Dask removes what no live worker holds)
+        with cluster_client(n_workers=n_workers, scheduler=scheduler, client=client, jax_cache=jax_cache,
+                            scratch=os.path.join(out_dir, "work", "dask")) as c:
             futures = {c.submit(run_cell, cells[i], out_dir, key=f"zoo-cell-{cells[i].key()}", pure=False,
                                 retries=2): i for i in todo}
             for fut in as_completed(futures):

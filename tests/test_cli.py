@@ -160,6 +160,21 @@ def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nut
     assert "examples.biased_ep:fit differs from the reference" in out
     assert (out_dir / "report.md").is_file() and (out_dir / "results.json").is_file()
     assert f"report: {out_dir / 'report.md'}" in out
+    # a cache folder that cannot be written (a shared, read-only one) is still read: the same
+    # run again reads its reference from it, with one warning instead of a refusal. Root writes
+    # anywhere, so the folder check is told the folder is read-only.
+    from zoo import cli
+
+    real = cli.folder_problem
+    monkeypatch.setattr(cli, "folder_problem", lambda path, what: (
+        f"{what} {path} cannot be written: Read-only file system" if str(path) == str(nuts_cache_dir)
+        else real(path, what)))
+    status, out, err = run_cli(argv[:-1] + [str(tmp_path / "again")], capsys)
+    assert status == 0, err
+    assert "(from cache)" in out
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"zoo compare: warning: cache folder (--cache-dir, env ZOO_CACHE_DIR) {nuts_cache_dir} cannot be written: "
+        "Read-only file system; its references are read, new ones are not kept"]
 
 
 def test_compare_without_a_reference_writes_the_report_and_warns(capsys, tmp_path, monkeypatch):

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 ZOO = [sys.executable, "-m", "zoo.cli"]
 
@@ -47,7 +46,3 @@ def test_six_processes_importing_arviz_at_once_all_start(tmp_path):
     assert all(rc == 0 for rc, _ in outcomes), [err[-500:] for rc, err in outcomes if rc]
     # nothing of ArviZ's is left in the user's cache: it had a folder of its own import
     assert not (tmp_path / "home" / ".cache" / "arviz").exists()
-
-
-if not hasattr(os, "fork"):  # pragma: no cover
-    pytestmark = pytest.mark.skip("POSIX only")

@@ -80,8 +80,9 @@ except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep d
     pass
 
 
-def _usable_folder(path: str) -> bool:
-    """Whether ``path`` exists or can be made, and can be written."""
+def writable_folder(path) -> bool:
+    """Whether ``path`` is a folder that exists or can be made, and can be written (the
+    zoo's own folder checks: Matplotlib's below, the reference cache's lock)."""
     try:
         _os.makedirs(path, exist_ok=True)
     except OSError:
@@ -100,10 +101,10 @@ def _matplotlib_folder() -> None:
         return
     home = _os.path.expanduser("~")
     config = _os.path.join(_os.environ.get("XDG_CONFIG_HOME") or _os.path.join(home, ".config"), "matplotlib")
-    if _usable_folder(config):
+    if writable_folder(config):
         return
     ours = _os.path.join(cache_dir(), "matplotlib")
-    if _usable_folder(ours):
+    if writable_folder(ours):
         _os.environ["MPLCONFIGDIR"] = ours
     else:
         import tempfile

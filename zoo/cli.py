@@ -162,11 +162,11 @@ def _cmd_compare(args) -> int:
         record.check_params(config.params)
         datasets.load(config.data, config.split, standardize=False)
         reference_cache = [] if args.no_cache else [(args.cache_dir, "cache folder (--cache-dir, env ZOO_CACHE_DIR)")]
-        if reference_cache and os.path.isdir(args.cache_dir) and folder_problem(*reference_cache[0]):
+        read_only = reference_cache and os.path.isdir(args.cache_dir) and folder_problem(*reference_cache[0])
+        if read_only:
             # an existing cache that cannot be written is still read (a shared, read-only
             # cache): its entries are used, a reference it lacks is sampled and not kept
-            print(f"zoo compare: warning: {folder_problem(*reference_cache[0])}; its references are read, new "
-                  "ones are not kept", file=sys.stderr)
+            print(f"zoo compare: warning: {read_only}; its references are read, new ones are not kept", file=sys.stderr)
             reference_cache = []
         _start_compiling([(args.out, "--out"), *reference_cache])
         comp = compare(config, progress=progress)

@@ -17,12 +17,21 @@ from dataclasses import asdict, replace
 import jax
 import numpy as np
 
+from zoo import writable_folder as _writable  # the package root's folder check
+
 from ...inference.posterior import DrawsPosterior
 from ...models.checks import check_design
 from ..base import arviz_adapter as adapter
 from ..base.atomic import _jsonable
 from ..base.processes import die_with_parent
-from .cache import _array_digest, _read_cache, _write_cache, cache_key, machine_key, package_versions
+from .cache import (
+    _array_digest,
+    _read_cache,
+    _write_cache,
+    cache_key,
+    machine_key,
+    package_versions,
+)
 
 try:  # an exclusive lock per cache entry, so two runs of one key sample once (Linux, macOS)
     import fcntl
@@ -134,15 +143,6 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
     finally:
         if not persistent:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _writable(folder) -> bool:
-    """Whether files can be made in ``folder`` (made first if missing)."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(folder, os.W_OK | os.X_OK)
 
 
 @contextlib.contextmanager

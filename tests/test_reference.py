@@ -252,6 +252,34 @@ def test_time_limited_run_gives_the_same_reference(problem, reference, tmp_path)
     np.testing.assert_array_equal(limited.posterior.draws["mu"], reference.posterior.draws["mu"])
 
 
+def test_a_time_budget_is_used_before_giving_up(problem, reference, tmp_path):
+    """CONFIG's first 150 draws a chain fall short of certification (tail ESS 286 < 400).
+    With max_doublings = 0 and no time limit the run stops there, uncertified, and says
+    why; with a time limit that leaves room it continues past the cap exactly as the
+    max_doublings = 2 run did - the same chains, the same draws - and certifies."""
+    spec, Phi, y = problem
+    capped = replace(CONFIG, max_doublings=0)
+    stopped = run_reference(spec, Phi, y, config=capped)
+    assert not stopped.certified
+    assert stopped.provenance["sampler"]["doublings_stopped"] == "max_doublings = 0 reached"
+    budget = run_reference(spec, Phi, y, config=replace(capped, time_limit=1e6), cache_dir=str(tmp_path))
+    assert budget.certified and budget.provenance["sampler"]["doublings"] == 1
+    assert "doublings_stopped" not in budget.provenance["sampler"]
+    np.testing.assert_array_equal(budget.posterior.draws["mu"], reference.posterior.draws["mu"])
+
+
+def test_a_doubling_past_the_cap_starts_only_if_it_fits_the_time_left(monkeypatch):
+    from zoo.validation.references import run as R
+
+    monkeypatch.setattr(R.time, "time", lambda: 1000.0)
+    assert R._may_double(1, 2, None, 1e9) == (True, "")  # under the cap: always, whatever it costs
+    assert R._may_double(2, 2, None, 0.0) == (False, "max_doublings = 2 reached")
+    # 100 s left: a doubling predicted at 60 s needs 1.5 * 60 + 5 = 95 s, one at 64 s 101 s
+    assert R._may_double(2, 2, 1100.0, 60.0) == (True, "")
+    go, why = R._may_double(2, 2, 1100.0, 64.0)
+    assert not go and why == "time limit: the next doubling would need about 101 s (with margin), 100 s left"
+
+
 def test_a_reference_that_runs_out_of_time_is_stopped_and_said_so(problem, tmp_path):
     spec, Phi, y = problem
     slow = replace(CONFIG, num_warmup=100_000, num_samples=100_000, time_limit=3.0)

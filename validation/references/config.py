@@ -26,7 +26,11 @@ class ReferenceConfig:
     "vectorized" draws differ (batched arithmetic changes the last bits, and NUTS
     trajectories amplify that), so the layout is part of the cache key.
     max_doublings: when certification fails only on R-hat/ESS with zero divergences,
-    the chains are continued until the draws double, at most this many times.
+    the chains are continued until the draws double, at most this many times - or, in a
+    run with a ``time_limit``, for as long as the next doubling is predicted to fit in the
+    time left (its cost from the last stretch of draws, with a margin): a sampler given a
+    budget uses it before giving up. The entry records its ``doublings`` and, for an
+    uncertified run, why it stopped (``doublings_stopped``).
     """
 
     num_chains: int = 4
@@ -41,7 +45,9 @@ class ReferenceConfig:
     # wall-clock seconds for the whole run (warm-up, draws, doublings); None: no limit.
     # A limited run happens in a child process that is killed when time is up
     # (:class:`ReferenceTimeout`); a run that finishes gives the same draws as without
-    # a limit, so the limit is not part of the cache key.
+    # a limit, so the limit is not part of the cache key. (Only a run that the limit let
+    # continue past max_doublings has more draws than an unlimited one: a superset of the
+    # same chains, with its doublings recorded.)
     time_limit: float | None = None
     # NUTS only: run a short pilot first (:data:`PILOT`) and skip this sampler when the
     # pilot predicts that it cannot certify (:func:`pilot_decision`). Acted on by

@@ -94,7 +94,8 @@ class NoReference(RuntimeError):
         super().__init__(message)
 
 
-def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None, key=None, mac_key=None) -> None:
+def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None, key=None, mac_key=None,
+                     deadline=None) -> None:
     """Body of the child process of a time-limited run: sample and write the cache entry
     signed with ``mac_key`` (the parent's). The parent holds the entry's lock for the whole
     run, so the child takes none. The child dies with its parent (a killed ``zoo compare``
@@ -105,7 +106,7 @@ def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None, key=None,
 
     Phi, y = check_design(Phi, y)
     sites = tuple(spec.sites(Phi.shape[1]))
-    _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, False, mac_key=mac_key)
+    _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, False, mac_key=mac_key, deadline=deadline)
 
 
 def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: str, sites) -> Reference:
@@ -125,8 +126,11 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
     folder = cache_dir if persistent else tempfile.mkdtemp(prefix="zoo-reference-")
     try:
         child_config = replace(config, time_limit=None)
+        # the child may continue an uncertified run past max_doublings while its next
+        # doubling still fits before this deadline (wall clock: the two processes share it)
+        deadline = time.time() + config.time_limit
         proc = multiprocessing.get_context("spawn").Process(
-            target=_reference_child, args=(spec, Phi, y, child_config, folder, os.getpid(), key, mac_key),
+            target=_reference_child, args=(spec, Phi, y, child_config, folder, os.getpid(), key, mac_key, deadline),
             daemon=True)
         proc.start()
         proc.join(config.time_limit)
@@ -218,7 +222,36 @@ def _sample(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:
     return _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress)
 
 
-def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_key=None) -> Reference:
+#: a doubling past ``max_doublings`` starts only when its predicted cost times this factor,
+#: plus :data:`DOUBLING_SLACK_SECONDS` for certifying and writing the entry, fits in the
+#: time left: sampling speed varies (NUTS trees deepen, a busy machine), and a child killed
+#: at the limit loses every draw it made
+DOUBLING_SAFETY = 1.5
+DOUBLING_SLACK_SECONDS = 5.0
+
+
+def _may_double(doublings: int, max_doublings: int, deadline, predicted_seconds: float) -> tuple[bool, str]:
+    """Whether an uncertified run takes another doubling, and the reason it stops when not.
+
+    Up to ``max_doublings`` always; past it only in a time-limited run (``deadline``: wall
+    clock seconds since the epoch) whose next doubling, predicted to cost
+    ``predicted_seconds``, fits before the deadline with the margins above. A sampler with
+    a time budget (``zoo compare --time-limit``) thus uses it before giving up, instead of
+    stopping at the cap with most of the budget left."""
+    if doublings < max_doublings:
+        return True, ""
+    if deadline is None:
+        return False, f"max_doublings = {max_doublings} reached"
+    left = deadline - time.time()
+    needed = DOUBLING_SAFETY * predicted_seconds + DOUBLING_SLACK_SECONDS
+    if needed <= left:
+        return True, ""
+    return False, (f"time limit: the next doubling would need about {needed:.0f} s (with margin), "
+                   f"{max(left, 0.0):.0f} s left")
+
+
+def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_key=None,
+                     deadline=None) -> Reference:
     runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
     settings = config.sampler_settings()
     attempts = []
@@ -232,14 +265,23 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_
             draws, runner.sample_stats(extra), diagnosed, runner, settings)
         attempts.append(_attempt(draws, certified, failures, diagnostics, seconds))
         doublings = 0
+        # the cost of the next doubling, predicted from the last stretch of draws (the first
+        # one's includes warm-up and compilation, so the first prediction is generous)
+        n_drawn = next(iter(draws.values())).shape[1]
+        seconds_per_draw = seconds / n_drawn
+        stop_reason = ""
         # More draws may fix too-small ESS or a slowly mixing chain; they cannot fix
         # divergences (a geometry problem) or a sampler fault, so those stop the loop.
-        while (not certified and kinds <= {"rhat", "ess_bulk", "ess_tail", "sampler_count"}
-               and doublings < config.max_doublings):
+        while not certified and kinds <= {"rhat", "ess_bulk", "ess_tail", "sampler_count"}:
             n_more = next(iter(draws.values())).shape[1]
+            go, stop_reason = _may_double(doublings, config.max_doublings, deadline, seconds_per_draw * n_more)
+            if not go:
+                break
             start = time.perf_counter()
             more_draws, more_extra = runner.more(n_more)
-            seconds += time.perf_counter() - start
+            stretch = time.perf_counter() - start
+            seconds += stretch
+            seconds_per_draw = stretch / n_more
             draws = {k: np.concatenate([draws[k], more_draws[k]], axis=1) for k in draws}
             extra = {k: np.concatenate([extra[k], more_extra[k]], axis=1) for k in extra}
             doublings += 1
@@ -250,6 +292,8 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_
 
     sampler = dict(settings, **runner.layout(), num_samples_total=int(
         next(iter(draws.values())).shape[1]), doublings=doublings)
+    if stop_reason:  # an uncertified run that could have gone on: why it stopped
+        sampler["doublings_stopped"] = stop_reason
     provenance = {
         "sampler": sampler,
         "seed": config.seed,

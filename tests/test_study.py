@@ -2,6 +2,7 @@
 on a 2-worker Dask LocalCluster, are written atomically, and are not redone on a rerun."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -148,12 +149,11 @@ draws = 19
 """
 
 
-@pytest.mark.slow
-def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_cluster(tmp_path):
-    """A real cluster: `dask scheduler` and two `dask worker` processes. One worker (with its
-    nanny) is killed with SIGKILL while cells run: the scheduler reruns its cell on the other
-    worker and the study completes. Then the driver itself is killed mid-study: the rerun
-    redoes no finished cell."""
+@contextlib.contextmanager
+def separate_cluster(tmp_path, n_workers: int = 2):
+    """A real cluster started apart from the study, as a user would: `dask scheduler` and
+    ``n_workers`` `dask worker` processes (one thread each). Yields (scheduler address,
+    the processes: scheduler first); every process group is killed on the way out."""
     import signal
     import subprocess
     import sys
@@ -166,12 +166,32 @@ def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_clus
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         wait_until(sched_file.exists, 60, "the scheduler")
-        for _ in range(2):
+        for _ in range(n_workers):
             procs.append(subprocess.Popen([os.path.join(bindir, "dask"), "worker", "--scheduler-file", str(sched_file),
                                            "--nthreads", "1", "--nworkers", "1", "--dashboard-address", ":0"], env=env,
                                           start_new_session=True, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
-        address = json.loads(sched_file.read_text())["address"]
+        yield json.loads(sched_file.read_text())["address"], procs
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.slow
+def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_cluster(tmp_path):
+    """A real cluster: `dask scheduler` and two `dask worker` processes. One worker (with its
+    nanny) is killed with SIGKILL while cells run: the scheduler reruns its cell on the other
+    worker and the study completes. Then the driver itself is killed mid-study: the rerun
+    redoes no finished cell."""
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    with separate_cluster(tmp_path) as (address, procs):
         (tmp_path / "s.toml").write_text(KILLABLE)
         out = tmp_path / "out"
         cells_dir = out / "cells"
@@ -209,12 +229,61 @@ def test_a_study_survives_a_killed_worker_and_a_killed_driver_on_a_separate_clus
         assert ran + reused == n_all and reused >= len(kept) and ran >= 1
         assert all(os.stat(cells_dir / f).st_mtime_ns == t for f, t in kept.items())
         assert len(done()) == n_all
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+
+
+FIVE_CELLS_ONE_BAD = """
+name = "five cells, one bad"
+
+[[compare]]
+models = ["pcvm"]
+data = ["ripley"]
+engines = ["ep"]
+params = { width = -1.0 }
+
+[[sbc]]
+model = "pcvm"
+engines = ["ep"]
+replicates = 4
+sims = 10
+draws = 19
+"""
+
+
+@pytest.mark.parametrize("where", [pytest.param("local", id="local-cluster"),
+                                   pytest.param("scheduler", id="separate-scheduler", marks=pytest.mark.slow)])
+def test_a_five_cell_study_with_one_bad_cell_reports_four_results_and_the_reason(where, tmp_path):
+    """The study as a user runs it (`zoo study` in its own process) on a LocalCluster of two
+    worker processes, and on a scheduler and two workers started apart from it: the
+    comparison at width -1 fails (a deterministic error: stored as failed, once), the four
+    SBC cells finish, the report holds their results and the failed cell's reason, and the
+    command exits 1 only at the end."""
+    import subprocess
+    import sys
+
+    (tmp_path / "s.toml").write_text(FIVE_CELLS_ONE_BAD)
+    out = tmp_path / "out"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    study = [sys.executable, "-m", "zoo.cli", "study", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"]
+    with contextlib.ExitStack() as stack:
+        if where == "scheduler":
+            address, _ = stack.enter_context(separate_cluster(tmp_path))
+            study += ["--scheduler", address]
+        else:
+            study += ["--workers", "2"]
+        run = subprocess.run(study, env=env, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    failed = [line for line in run.stderr.splitlines() if "cell failed" in line]
+    assert len(failed) == 1 and "compare pcvm ripley split 0: ValueError: " in failed[0] and "width" in failed[0]
+    assert "5 cells run, 0 already done" in run.stdout
+    report = (out / "report.md").read_text()
+    assert "## Failed cells (1 of 5)" in report and "| compare pcvm ripley split 0 | ValueError: " in report
+    cells = [json.loads((out / "cells" / f).read_text()) for f in os.listdir(out / "cells") if f.endswith(".json")]
+    sbc = [c for c in cells if c["kind"] == "sbc"]
+    assert len(cells) == 5 and len(sbc) == 4 and all("summary" in c and "failed" not in c for c in sbc)
+    # each SBC cell's status is in the report's SBC section
+    section = report[report.index("## SBC"):]
+    assert all(c["summary"]["status"] in section for c in sbc)
 
 
 # --------------------------------------------------------------------------------------

@@ -21,10 +21,10 @@ from typing import Callable
 
 from ..validation.base.atomic import write_json_atomic, write_text_atomic
 from . import bblr_kernel, bblr_uci, bblr_w1a, ggig, gridrvm, horii
-from .cells import CellStore, CellTask
+from .cells import CellsFailed, CellStore, CellTask
 from .entry import Entry, Option, RunContext
 
-__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "run", "CellStore", "CellTask"]
+__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "run", "CellStore", "CellTask", "CellsFailed"]
 
 
 def _entries() -> dict[str, Entry]:
@@ -51,7 +51,10 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
     processes (see :mod:`.cells`), whose workers share the JAX compilation cache
     ``jax_cache`` if given. progress: a progress bar with an ETA on stderr. Returns the
     table.json object plus "files" (the paths written). Raises ValueError for an unknown
-    entry, an unknown option or a bad value.
+    entry, an unknown option or a bad value. Cells that raise do not end the run: the
+    other cells of their step finish and are kept, and the table files say which cells
+    failed and why (``"complete": False``, ``"failed"``: cell and reason) in place of the
+    table (see :class:`.cells.CellsFailed`).
     """
     entry = get_entry(name)
     reps = entry.default_reps if reps is None else reps
@@ -73,7 +76,10 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
     with CellStore(out_dir, jobs=jobs, jax_cache=jax_cache, log=log, progress=progress) as store:
         ctx = RunContext(entry=entry, reps=reps, seed=int(seed), options=parsed, store=store, out_dir=out_dir,
                          log=log)
-        table = getattr(importlib.import_module(module), func)(ctx)
+        try:
+            table = getattr(importlib.import_module(module), func)(ctx)
+        except CellsFailed as err:
+            table = _incomplete_table(err)
     wall = time.perf_counter() - t0
     settings = {"reps": reps, "seed": int(seed), "jobs": jobs, **parsed}
     header = [
@@ -94,6 +100,20 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
     write_text_atomic(files["table.md"], "\n".join(header) + table["markdown"].rstrip() + "\n")
     write_json_atomic(result, files["table.json"])
     return {**result, "files": files}
+
+
+def _incomplete_table(err: CellsFailed) -> dict:
+    """What an entry writes when cells of one of its steps failed: no table (its numbers
+    need every cell), the failed cells with their reasons, and what was kept. The entry
+    stops at the step that failed, so the cells of later steps are not run yet."""
+    rows = "\n".join(f"| {key} | {reason.replace('|', '/')} |" for key, reason in err.failed)
+    markdown = (f"## NOT COMPLETE: {len(err.failed)} of {err.total} cells of a step failed\n\n"
+                "No table: its numbers need every cell. The other cells of that step ran and are kept in "
+                "`cells/`; the entry stopped at that step, so later steps did not run. The same command "
+                "computes only the missing cells (a failed cell is not stored).\n\n"
+                "| cell | reason |\n|---|---|\n" + rows + "\n")
+    return {"markdown": markdown,
+            "json": {"complete": False, "failed": [{"cell": key, "reason": reason} for key, reason in err.failed]}}
 
 
 def _show(v) -> str:

@@ -23,9 +23,22 @@ import time
 from typing import Any, NamedTuple
 
 from ..validation.base.atomic import write_json_atomic
-from ..validation.runs.study import cluster_client, read_cell_file
+from ..validation.runs.study import cluster_client, failure_line, read_cell_file
 
-__all__ = ["CellTask", "CellStore", "cell_key"]
+__all__ = ["CellTask", "CellStore", "CellsFailed", "cell_key"]
+
+
+class CellsFailed(RuntimeError):
+    """Cells of one :meth:`CellStore.run` call raised: every other cell of the call ran
+    and was stored, and ``failed`` holds (key, one-line reason) of each that did not. A
+    failed cell is not stored, so the next run of the entry computes it again (after a
+    fix, or for a worker that was lost)."""
+
+    def __init__(self, failed: list[tuple[str, str]], total: int):
+        self.failed = list(failed)
+        self.total = int(total)
+        super().__init__(f"{len(self.failed)} of {self.total} cells failed; first: {self.failed[0][0]}: "
+                         f"{self.failed[0][1]}")
 
 
 def cell_key(prefix: str, kwargs: dict) -> str:
@@ -99,6 +112,8 @@ class CellStore:
         self.progress = bool(progress)
         self.computed = 0
         self.reused = 0
+        #: (key, one-line reason) of every cell that raised in this store's calls
+        self.failed: list[tuple[str, str]] = []
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self._cluster = contextlib.ExitStack()
         self._client = None
@@ -153,15 +168,28 @@ class CellStore:
             return {k: results[k] for k in keys}
         self._log(f"{what}: {len(todo)} to compute, {len(results)} found on disk")
         todo.sort(key=lambda t: -t.cost)
+        failed: list[tuple[str, str]] = []
         with _Progress(what, len(todo), self.progress, self._log) as bar:
             def done(task, result):
                 results[task.key] = result
                 self.computed += 1
                 bar.update()
 
+            def fail(task, err):
+                # one bad cell (a bad setting, a fit that raises, a lost worker) must not
+                # cost the others: it is named, and the rest of the call goes on
+                failed.append((task.key, failure_line(err)))
+                self._log(f"  cell {task.key} failed: {failed[-1][1]}")
+                bar.update()
+
             if self.jobs <= 1 or len(todo) <= 1:
                 for task in todo:
-                    done(task, _compute_and_store(task.func, task.kwargs, self.path(task.key)))
+                    try:
+                        result = _compute_and_store(task.func, task.kwargs, self.path(task.key))
+                    except Exception as err:  # noqa: BLE001  (reported as the cell's failure)
+                        fail(task, err)
+                    else:
+                        done(task, result)
             else:
                 from distributed import as_completed
 
@@ -170,7 +198,15 @@ class CellStore:
                 futures = {client.submit(_compute_and_store, t.func, t.kwargs, self.path(t.key), pure=False,
                                          priority=len(todo) - n): t for n, t in enumerate(todo)}
                 for fut in as_completed(futures):
-                    done(futures[fut], fut.result())
+                    try:
+                        result = fut.result()
+                    except Exception as err:  # noqa: BLE001  (a worker's error, or a lost worker)
+                        fail(futures[fut], err)
+                    else:
+                        done(futures[fut], result)
+        self.failed.extend(failed)
+        if failed:
+            raise CellsFailed(failed, len(keys))
         return {k: results[k] for k in keys}
 
 

@@ -107,6 +107,64 @@ def test_damaged_cell_files_are_named_and_recomputed(tmp_path):
     assert json.loads(open(empty).read())["k"] == 1  # the damaged file is replaced
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_failing_cell_is_named_and_the_others_are_kept(jobs, tmp_path):
+    """One cell whose function raises (bad JSON: a ValueError) among three: the other two
+    run and are stored, the error names the cell and its reason in one line, and the next
+    run computes only the cell that failed."""
+    tasks = [reproduce.CellTask("t/0", "json:loads", {"s": "{\"k\": 0}"}),
+             reproduce.CellTask("t/bad", "json:loads", {"s": "{not json"}),
+             reproduce.CellTask("t/2", "json:loads", {"s": "{\"k\": 2}"})]
+    lines = []
+    with reproduce.CellStore(str(tmp_path), jobs=jobs, log=lines.append) as store:
+        with pytest.raises(reproduce.CellsFailed) as failed:
+            store.run(tasks)
+    assert failed.value.failed == [("t/bad", "JSONDecodeError: Expecting property name enclosed in double quotes: "
+                                             "line 1 column 2 (char 1)")]
+    assert failed.value.total == 3 and store.failed == failed.value.failed
+    assert "  cell t/bad failed: JSONDecodeError: Expecting property name" in "\n".join(lines)
+    assert store.computed == 2 and store.get("t/0")["k"] == 0 and store.get("t/2")["k"] == 2
+    assert store.get("t/bad") is None  # not stored: the next run tries it again
+    fixed = [t if t.key != "t/bad" else t._replace(kwargs={"s": "{\"k\": 1}"}) for t in tasks]
+    with reproduce.CellStore(str(tmp_path), jobs=1, log=lambda msg: None) as again:
+        out = again.run(fixed)
+    assert again.computed == 1 and again.reused == 2 and [out[t.key]["k"] for t in fixed] == [0, 1, 2]
+
+
+def test_a_reproduce_run_with_a_failing_cell_writes_why_and_exits_1(tmp_path, monkeypatch, capsys):
+    """ggig-table1 at its tiny sizes has three cells (ggig, lap, gj on one split); the gj
+    fit is made to raise. The run finishes the other two (kept on disk), writes table.md
+    and table.json saying which cell failed and why, and `zoo reproduce` exits 1 at the
+    end; once the cell works, the same command completes from the kept cells."""
+    from zoo.reproductions import ggig
+
+    kernel_cell = ggig.kernel_cell
+
+    def gj_breaks(**kw):
+        if kw["method"] == "gj":
+            raise FloatingPointError("a planted failure of the gj fit")
+        return kernel_cell(**kw)
+
+    monkeypatch.setattr(ggig, "kernel_cell", gj_breaks)
+    argv = ["reproduce", "ggig-table1", "--out", str(tmp_path), "--reps", "1", "--jobs", "1", "--no-progress"] + [
+        f"--{k.replace('_', '-')}={v}" for k, v in TINY["ggig-table1"].items()]
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert re.search(r"zoo reproduce ggig-table1: cell failed: t1/cross/split000/gj/\w+: FloatingPointError: a "
+                     r"planted failure of the gj fit", captured.err), captured.err
+    folder = tmp_path / "ggig-table1"
+    table = json.loads((folder / "table.json").read_text())
+    assert table["complete"] is False and len(table["failed"]) == 1
+    assert table["failed"][0]["reason"] == "FloatingPointError: a planted failure of the gj fit"
+    assert "NOT COMPLETE: 1 of 3 cells of a step failed" in (folder / "table.md").read_text()
+    assert table["cells_computed"] == 2 and len(list((folder / "cells").glob("*.json"))) == 2
+
+    monkeypatch.setattr(ggig, "kernel_cell", kernel_cell)
+    assert cli.main(argv) == 0
+    table = json.loads((folder / "table.json").read_text())
+    assert "complete" not in table and table["cells_computed"] == 1 and table["cells_reused"] == 2
+
+
 def test_reproduce_progress_has_an_eta(tmp_path, capsys):
     tasks = [reproduce.CellTask(f"t/{k}", "json:loads", {"s": "{}"}) for k in range(3)]
     lines = []

@@ -288,7 +288,9 @@ def _cmd_reproduce(args) -> int:
     with open(result["files"]["table.md"]) as fh:
         print(fh.read())
     print(f"table: {result['files']['table.md']} and {result['files']['table.json']}")
-    return 0
+    for failed in result.get("failed", []):  # the run went on past them; its status says so at the end
+        print(f"zoo reproduce {args.entry}: cell failed: {failed['cell']}: {failed['reason']}", file=sys.stderr)
+    return 1 if result.get("failed") else 0
 
 
 def _positive_int(text: str) -> int:

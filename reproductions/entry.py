@@ -12,8 +12,9 @@ from .cells import CellStore
 
 @dataclass(frozen=True)
 class Option:
-    """An entry-specific option. kind: "int", "int_list", "float_list", "str_list" or
-    "choice" (one of ``choices``). List options take comma-separated text on the CLI."""
+    """An entry-specific option. kind: "int", "float" (a positive finite number),
+    "int_list", "float_list", "str_list" or "choice" (one of ``choices``). List options
+    take comma-separated text on the CLI."""
 
     name: str
     kind: str
@@ -28,6 +29,11 @@ class Option:
             if self.kind == "int":
                 out = int(value)
                 if out < 1:
+                    raise ValueError
+                return out
+            if self.kind == "float":
+                out = float(value)
+                if not (0 < out < float("inf")):
                     raise ValueError
                 return out
             if self.kind == "choice":
@@ -55,7 +61,7 @@ class Option:
                 return out
         except (TypeError, ValueError):
             pass
-        want = {"int": "a positive integer", "int_list": "comma-separated positive integers",
+        want = {"int": "a positive integer", "float": "a positive number", "int_list": "comma-separated positive integers",
                 "float_list": "comma-separated positive numbers",
                 "str_list": f"comma-separated names from {', '.join(self.choices)}",
                 "choice": f"one of {', '.join(self.choices)}"}[self.kind]

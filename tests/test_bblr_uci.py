@@ -33,6 +33,8 @@ def test_tiny_run_writes_every_table_beside_the_paper(tiny):
     for number in ("| 26 |", "| 15.9 |", "| 15.2 |", "| 4.33 |"):
         assert number in md, number
     assert "PCS / CSA / BnB | not run" in md
+    # the annealing endpoint is the zoo's, and the table says it departs from the paper's
+    assert "**Departure: SLA's annealing ends at gamma = 4.**" in md and "`--gamma 200`" in md
     # the experiments without data say so, each with its reason
     assert [r["table"] for r in table["not_run"]] == ["9-10", "11-12", "13"]
     assert md.count("**not run** - ") == 3 and "w1a" in md
@@ -140,5 +142,43 @@ def test_mcnemar_formula_and_bad_options():
         reproduce.run(NAME, out="/nonexistent", reps=1, noise="gauss")
     with pytest.raises(ValueError, match="--data must be comma-separated names from breast_wisconsin"):
         reproduce.run(NAME, out="/nonexistent", reps=1, data="heart")
+    for bad in ("0", "-4", "inf", "four"):
+        with pytest.raises(ValueError, match="--gamma must be a positive number; got"):
+            reproduce.run(NAME, out="/nonexistent", reps=1, gamma=bad)
     with pytest.raises(ValueError, match="--folds must lie in 2..20"):
         bblr_uci.cv_folds(np.tile([0.0, 1.0], 10), 1, "liver", 0, 0)
+
+
+def test_the_annealing_endpoint_reaches_every_sla_fit_and_keeps_default_keys(tmp_path):
+    """--gamma sets where SLA's stages end for SLA, BBLR1, BBLR2 and BBLR3 (each fit's spec
+    has it and its last stage runs at it); at the default the cells' settings, and so their
+    keys, are those of runs made before the option existed."""
+    from zoo.inference import sla
+
+    X, y = bblr_uci.pool("statlog_heart")
+    fits = bblr_uci.fit_methods(X[:80], y[:80], [X[:80]], ("sla", "bblr1", "bblr2", "bblr3"), seed=0,
+                                lam_grid=[1.0], gamma=200.0)
+    assert {m: rec["gamma"] for m, rec in fits.items()} == dict.fromkeys(fits, 200.0)
+    spec = bblr_uci.BBLR.from_counts(y[:80], gamma=200.0, lam=bblr_uci.LAM)
+    Phi = np.column_stack([np.ones(80), (X[:80] - X[:80].mean(0)) / X[:80].std(0)])
+    stages = sla.fit(spec, Phi, y[:80]).info.extra["stages"]
+    assert [s["gamma"] for s in stages] == [2.0, 20.0, 200.0]
+
+    seen = []
+    entry = reproduce.ENTRIES[NAME]
+
+    class Store:  # records the cells the entry asks for, computes none
+        def run(self, tasks, what=""):
+            seen.append(tasks)
+            raise reproduce.CellsFailed([("stop", "recorded")], len(tasks))
+
+    options = {o.name: o.parse(TINY.get(o.name, o.default)) for o in entry.options}
+    for gamma in (bblr_uci.GAMMA, 200.0):
+        ctx = reproduce.RunContext(entry=entry, reps=1, seed=0, options={**options, "gamma": gamma}, store=Store(),
+                                   out_dir=str(tmp_path), log=lambda msg: None)
+        with pytest.raises(reproduce.CellsFailed):
+            bblr_uci.run_entry(ctx)
+    default, paper = seen
+    assert all("gamma" not in t.kwargs for t in default)
+    assert all(t.kwargs["gamma"] == 200.0 for t in paper)
+    assert not {t.key for t in default} & {t.key for t in paper}

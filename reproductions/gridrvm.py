@@ -360,8 +360,9 @@ def run_fig3(ctx) -> dict:
 
     figure = os.path.join(ctx.out_dir, "fig3.png")
     fig3_figure(pick, noise, bases, figure, reps=ctx.reps)
-    table["figure"] = figure
-    md += [f"Figure: `{figure}` — panels (a), (b), (d): train (dotted) and test (solid) error against the "
+    # named as a file beside the table, so a copied or moved folder still reads right
+    table["figure"] = os.path.basename(figure)
+    md += [f"Figure: `{os.path.basename(figure)}` (beside this table) — panels (a), (b), (d): train (dotted) and test (solid) error against the "
            "number of noise features, band ± 1 sd over repetitions, the Bayes error dashed; (e): weights in use "
            "(solid) and the effective number (dotted) for the per-dimension table, log scale."]
     return {"markdown": "\n".join(md), "json": table}
@@ -809,9 +810,9 @@ def run_digits(ctx) -> dict:
     digits_curve_figure(pick, sizes, curve, reps=ctx.reps, n_test=n_test)
     digits_relevance_figure([c for c in cells if c["size"] == o["relevance_size"] and c["repetition"] == 0],
                             relevance, size=o["relevance_size"])
-    table["figures"] = {"learning_curve": curve, "relevance": relevance}
-    md += [f"Figures: `{curve}` (test error against training images, ± 1 sd over repetitions, one panel per "
-           f"hyper-prior, the baselines in both); `{relevance}` (the paper's Fig. 2b/c idea on the digits: the "
+    table["figures"] = {"learning_curve": os.path.basename(curve), "relevance": os.path.basename(relevance)}
+    md += [f"Figures (beside this table): `{os.path.basename(curve)}` (test error against training images, ± 1 sd over repetitions, one panel per "
+           f"hyper-prior, the baselines in both); `{os.path.basename(relevance)}` (the paper's Fig. 2b/c idea on the digits: the "
            f"posterior-mean weight image and VB's row and column relevances 1/alpha_i, 1/beta_j — median, 5 % "
            f"and 95 % quantiles of q — for the p-grid and the s-grid at {o['relevance_size']} training images, "
            "repetition 0, both hyper-priors; no reference posterior here). A missing bar is an infinite "

@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from ..validation.base.atomic import write_json_atomic, write_text_atomic
-from . import bblr_kernel, bblr_uci, bblr_w1a, ggig, gridrvm, horii
+from . import bblr_fig7, bblr_kernel, bblr_table14, bblr_uci, bblr_w1a, ggig, gridrvm, horii
 from .cells import CellsFailed, CellStore, CellTask
 from .entry import Entry, Option, RunContext
 
@@ -29,7 +29,7 @@ __all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "run", "Cell
 
 def _entries() -> dict[str, Entry]:
     return {e.name: e for e in ggig.ENTRIES + horii.ENTRIES + gridrvm.ENTRIES + bblr_uci.ENTRIES + bblr_w1a.ENTRIES
-            + bblr_kernel.ENTRIES}
+            + bblr_kernel.ENTRIES + bblr_table14.ENTRIES + bblr_fig7.ENTRIES}
 
 
 ENTRIES: dict[str, Entry] = _entries()

@@ -877,7 +877,8 @@ def _apply_reestimates(actions, active: np.ndarray, alpha: np.ndarray, alpha_bia
 
 
 def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionConfig | None = None,
-                 score: Callable[[Gaussianized], float] | None = None) -> SelectionResult:
+                 score: Callable[[Gaussianized], float] | None = None,
+                 progress: Callable[[int, dict[str, Any]], None] | None = None) -> SelectionResult:
     """Tipping & Faul's sequential add / re-estimate / delete for PCVM.
 
     Phi_all: (N, K) candidate columns (label-signed basis; no bias column - the bias is
@@ -887,6 +888,9 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
     score: optional; if given, the returned state is the visited one with the smallest
         score(Gaussianized) (EPCVM_EP keeps the model with the smallest leave-one-out
         error); by default the last one.
+    progress: optional; called after every step as ``progress(step, state)`` with state
+        {"basis functions": M, "log evidence": after the step, "scan": "full" or
+        "working-set"} (the scikit-learn classifier's verbose lines). It only reads.
 
     Returns a :class:`SelectionResult`.
     """
@@ -1018,6 +1022,8 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
         record["log_evidence_after"] = trace[-1]
         record["n_active"] = int(len(active))
         history.append(record)
+        if progress is not None:
+            progress(n_iter, {"basis functions": int(len(active)), "log evidence": trace[-1], "scan": scan})
         if score is not None:
             sc = score(g)
             if sc <= best[0]:
@@ -1089,6 +1095,7 @@ def fit_with_selection(
     extra: Callable[[SelectionResult, Gaussianized], dict[str, Any]],
     config: SelectionConfig | None = None, score: Callable[[Gaussianized], float] | None = None,
     refit: Callable[[SelectionResult], Gaussianized | None] | None = None,
+    progress: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> tuple[GaussianPosterior, SelectionResult]:
     """The selection driver both PCVM engines share (EPCVM_Lap and EPCVM_EP): run
     :func:`select_basis`, optionally refit the selected model, and assemble the
@@ -1105,6 +1112,7 @@ def fit_with_selection(
     score: as in :func:`select_basis`;
     refit(selection): an optional final fit of the selected model (EP refits with its
         paper settings); None keeps the selection's own Gaussianization.
+    progress: as in :func:`select_basis`.
 
     Returns (posterior, selection) with ``posterior.spec = selection.spec``; predict with
     ``posterior.predict_proba(Phi_new[:, selection.active])``.
@@ -1112,7 +1120,7 @@ def fit_with_selection(
     config = SelectionConfig() if config is None else config
     (n_engine, s_engine), (n_factors, s_factors) = engine_compile_stats(), compile_stats()
     t0 = time.perf_counter()
-    selection = select_basis(Phi_all, y, gaussianize, config=config, score=score)
+    selection = select_basis(Phi_all, y, gaussianize, config=config, score=score, progress=progress)
     selected = selection.posterior
     g = refit(selection) if refit is not None else None
     if g is not None:

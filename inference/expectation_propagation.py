@@ -1092,7 +1092,7 @@ SELECTION_EP_CONFIG = EPConfig(schedule="parallel")
 
 def fit_with_selection(
     Phi_all, y, *, config: SelectionConfig | None = None, ep_config: EPConfig | None = None,
-    selection_ep_config: EPConfig | None = None,
+    selection_ep_config: EPConfig | None = None, progress=None,
 ) -> tuple[GaussianPosterior, SelectionResult]:
     """EPCVM_EP: sequential basis selection with EP Gaussianization.
 
@@ -1102,6 +1102,8 @@ def fit_with_selection(
 
     selection_ep_config: EP settings of the many runs inside the selection loop (default
         :data:`SELECTION_EP_CONFIG`, the parallel schedule at tolerance 1e-6).
+    progress: ``progress(step, state)`` after every selection step
+        (``basis_selection.select_basis``), or None.
     ep_config: EP settings of the final fit of the returned model (default ``EPConfig()``:
         the sequential EP of the paper, as :func:`fit` runs it), warm-started from the
         sites the selection found for it. Skipped when equal to ``selection_ep_config``.
@@ -1156,13 +1158,14 @@ def fit_with_selection(
     return basis_selection.fit_with_selection(
         Phi_all, y, gaussianize_and_log, engine="ep", objective="log Z_EP per selection iteration",
         engine_compile_stats=compile_stats, cholesky_of=lambda g: g.state.chol, extra=ep_details,
-        config=config, score=loo_score, refit=refit_with_paper_settings,
+        config=config, score=loo_score, refit=refit_with_paper_settings, progress=progress,
     )
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SelectionConfig | None = None,
-                   ep_config: EPConfig | None = None, selection_ep_config: EPConfig | None = None):
+                   ep_config: EPConfig | None = None, selection_ep_config: EPConfig | None = None,
+                   progress=None):
     """Registry form of :func:`fit_with_selection` (deterministic: ``seed`` is unused)."""
     posterior, selection = fit_with_selection(Phi_all, y, config=config, ep_config=ep_config,
-                                              selection_ep_config=selection_ep_config)
+                                              selection_ep_config=selection_ep_config, progress=progress)
     return EndToEndFit(posterior=posterior, spec=selection.spec, active=np.asarray(selection.active))

@@ -424,8 +424,9 @@ def _shrink_threshold(width: int, min_bucket: int) -> int:
     return _next_pow2(width) // 2
 
 
-def _top_down_single(Phi, s, key, config: TopDownEMConfig):
-    """One top-down run from the random start of ``key``; host loop over jitted chunks."""
+def _top_down_single(Phi, s, key, config: TopDownEMConfig, progress=None):
+    """One top-down run from the random start of ``key``; host loop over jitted chunks
+    (``progress(iteration, state)`` after each chunk, if given)."""
     n, M = Phi.shape
     k_w, k_b, k_h1, k_h2 = jax.random.split(key, 4)
     # initialization of pcvm_train.m: w ~ U(0,1) + 0.2, b ~ N(0,1), and the first
@@ -465,6 +466,8 @@ def _top_down_single(Phi, s, key, config: TopDownEMConfig):
         seconds += run_s
         compile_seconds += comp_s
         n_chunks += 1
+        if progress is not None:
+            progress(int(state.it), {"basis functions": int(np.sum(np.asarray(state.active)))})
         if int(state.status) != RUNNING:
             break
         # compact to the next power-of-two width: few distinct shapes (few compiles),
@@ -509,7 +512,8 @@ def _top_down_single(Phi, s, key, config: TopDownEMConfig):
     )
 
 
-def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key) -> tuple[PointPosterior, PCVM, np.ndarray]:
+def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key,
+                 progress=None) -> tuple[PointPosterior, PCVM, np.ndarray]:
     """The 2009 PCVM_EM: start with every basis column, re-estimate alpha, prune.
 
     Each iteration (as in the authors' pcvm_train.m, kernel width fixed):
@@ -566,6 +570,9 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key) -> tuple
         y: (n,) labels 0/1 or -1/+1.
         config: :class:`TopDownEMConfig`.
         key: a jax PRNG key (or an int seed).
+        progress: ``progress(iteration, state)`` whenever the host regains control (after
+            each compiled chunk: at every compaction of the active set and at the end),
+            state {"basis functions": the active count}; or None.
 
     Returns:
         (posterior, spec_selected, active_columns): ``spec_selected`` is
@@ -580,7 +587,7 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key) -> tuple
         key = jax.random.PRNGKey(int(key))
     s = 2.0 * y01 - 1.0
     keys = jax.random.split(key, config.n_restarts)
-    runs = [_top_down_single(Phi, s, k, config) for k in keys]
+    runs = [_top_down_single(Phi, s, k, config, progress) for k in keys]
 
     def final_value(run):
         return run["trace"][-1] if run["status"] != NON_FINITE and run["trace"].size else -np.inf
@@ -660,7 +667,8 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key) -> tuple
     return posterior, spec, run["columns"]
 
 
-def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: TopDownEMConfig | None = None):
+def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: TopDownEMConfig | None = None, progress=None):
     """Registry form of :func:`fit_top_down` (``seed`` seeds the random initializations)."""
-    posterior, spec, active = fit_top_down(Phi_all, y, config=config, key=jax.random.PRNGKey(int(seed)))
+    posterior, spec, active = fit_top_down(Phi_all, y, config=config, key=jax.random.PRNGKey(int(seed)),
+                                           progress=progress)
     return EndToEndFit(posterior=posterior, spec=spec, active=np.asarray(active))

@@ -472,11 +472,14 @@ def make_gaussianizer(config: LaplaceConfig | None = None):
 # ---------------------------------------------------------------------------------
 def fit_with_selection(
     Phi_all, y, *, config: SelectionConfig | None = None, laplace_config: LaplaceConfig | None = None,
+    progress=None,
 ) -> tuple[GaussianPosterior, SelectionResult]:
     """EPCVM_Lap: sequential basis selection + Laplace posterior at the selected alpha.
 
     Phi_all: (N, K) candidate columns (e.g. ``pcvm_basis(X, y, width).transform(X)``), or
     ``basis_selection.KernelCandidates`` for large N (the same columns, never formed).
+    progress: ``progress(step, state)`` after every selection step
+    (``basis_selection.select_basis``), or None.
     Returns (posterior, selection). The posterior is over [b, w_active] with
     ``posterior.spec = selection.spec`` (probit PCVM with the selected alpha); predict
     with ``posterior.predict_proba(Phi_new[:, selection.active])``.
@@ -497,12 +500,13 @@ def fit_with_selection(
         Phi_all, y, make_gaussianizer(laplace_config), engine=ENGINE_NAME,
         objective="Laplace log evidence (normalized surrogate prior) after each selection step",
         engine_compile_stats=compile_stats, cholesky_of=lambda g: g.state.cov_chol,
-        extra=newton_details, config=config,
+        extra=newton_details, config=config, progress=progress,
     )
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SelectionConfig | None = None,
-                   laplace_config: LaplaceConfig | None = None):
+                   laplace_config: LaplaceConfig | None = None, progress=None):
     """Registry form of :func:`fit_with_selection` (deterministic: ``seed`` is unused)."""
-    posterior, selection = fit_with_selection(Phi_all, y, config=config, laplace_config=laplace_config)
+    posterior, selection = fit_with_selection(Phi_all, y, config=config, laplace_config=laplace_config,
+                                              progress=progress)
     return EndToEndFit(posterior=posterior, spec=selection.spec, active=np.asarray(selection.active))

@@ -313,8 +313,11 @@ def _rel_change(new: EMStep, pi, s2, ell) -> float:
     return max(abs(new.pi - pi) / pi, abs(new.s2 - s2) / s2, abs(new.ell - ell) / ell)
 
 
-def run_sparse_sla(spec: BBLR, Phi, y, config: SparseConfig, w0=None) -> tuple[np.ndarray, BBLR, dict[str, Any]]:
-    """Algorithm 3 from the spec's (pi, s2, ell) and w0 (None: the configured start).
+def run_sparse_sla(spec: BBLR, Phi, y, config: SparseConfig, w0=None,
+                   progress=None) -> tuple[np.ndarray, BBLR, dict[str, Any]]:
+    """Algorithm 3 from the spec's (pi, s2, ell) and w0 (None: the configured start);
+    ``progress(round, state)`` after every (descent, probe, EM) round if given, state
+    {"gamma", "E" (the objective), "gaussian" (the EM's Gaussian members)}.
 
     Returns (w, final spec, record). The record holds ``trace`` (E after every descent and
     probe phase and at the start of every segment), ``segment_of`` (a segment: one gamma
@@ -370,6 +373,9 @@ def run_sparse_sla(spec: BBLR, Phi, y, config: SparseConfig, w0=None) -> tuple[n
             em_log.append({"stage": i, "round": rounds, "pi": step_em.pi, "s2": step_em.s2, "ell": step_em.ell,
                            "n_gaussian": int(step_em.gaussian.sum()), "floors": list(step_em.floors),
                            "change": change, "probe_moves": moves})
+            if progress is not None:
+                progress(len(em_log), {"gamma": float(gamma), "E": trace[-1],
+                                       "gaussian": int(step_em.gaussian.sum())})
             if moves == 0 and same and change < config.em_tol:
                 settled = True
                 break
@@ -436,11 +442,11 @@ def fit(spec, Phi, y, *, config: SparseConfig | None = None) -> PointPosterior:
 AB_RULES = ("counts", "weak")
 
 
-def run_from_own_start(spec: BBLR, Phi, y, config: SparseConfig | None = None):
+def run_from_own_start(spec: BBLR, Phi, y, config: SparseConfig | None = None, progress=None):
     """Algorithm 3 from SLA's start (the L2-LR solution with the spec's lam) and the EM's
     own initial constants: (pi, s2, ell) = (init_pi, (init_sd u)^2, init_ell u), u the
     start's RMS weight. a, b, gamma are the spec's. Returns (w, final spec, record, the
-    spec the EM started from)."""
+    spec the EM started from). progress: as in :func:`run_sparse_sla`."""
     Phi, y = check_design(Phi, y)
     config = config or SparseConfig()
     w0 = logistic_start(Phi, y, spec.lam) if config.sla.start == "lr" else np.zeros(Phi.shape[1])
@@ -448,26 +454,27 @@ def run_from_own_start(spec: BBLR, Phi, y, config: SparseConfig | None = None):
     unit = unit if unit > 0 else 1.0
     spec0 = dataclass_replace(spec, prior="gauss-laplace", pi=config.init_pi, s2=(config.init_sd * unit) ** 2,
                               ell=config.init_ell * unit)
-    w, final, rec = run_sparse_sla(spec0, Phi, y, config, w0=w0)
+    w, final, rec = run_sparse_sla(spec0, Phi, y, config, w0=w0, progress=progress)
     return w, final, rec, spec0
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, config: SparseConfig | None = None, gamma: float | None = None,
-                   ab: str = "counts") -> EndToEndFit:
+                   ab: str = "counts", progress=None) -> EndToEndFit:
     """Sparse KBBLR as the zoo runs it: a, b by ``ab`` ("counts": BBLR2, a = N+ / 2N,
     b = 1/2; "weak": BBLR1's alpha = beta = 1, n = 100), gamma (None: the zoo's default 4),
     Algorithm 3 from :func:`run_from_own_start` on all columns, and the answer restricted
     to the kept ones (the members of the broader component; the dropped weights are those
     the Laplace spike holds - exactly 0 but for any the probe left a step away: their
     number and the largest change of a training score from dropping them are recorded).
-    No random numbers are drawn (``seed`` is the contract's)."""
+    No random numbers are drawn (``seed`` is the contract's). progress: as in
+    :func:`run_sparse_sla`."""
     Phi_all, y = check_design(Phi_all, y)
     if ab not in AB_RULES:
         raise ValueError(f"ab must be one of {AB_RULES}, got {ab!r}")
     t0 = time.perf_counter()
     kwargs = {"gamma": DEFAULT_GAMMA if gamma is None else float(gamma), "prior": "gauss-laplace"}
     spec = BBLR.from_counts(y, **kwargs) if ab == "counts" else BBLR.weak_prior(**kwargs)
-    w, final, rec, spec0 = run_from_own_start(spec, Phi_all, y, config)
+    w, final, rec, spec0 = run_from_own_start(spec, Phi_all, y, config, progress=progress)
     kept = rec["kept"]
     post = _posterior(final, w, rec, time.perf_counter() - t0, columns=kept)
     dropped = np.setdiff1d(np.arange(w.size), kept)

@@ -50,8 +50,8 @@ def fitted(request, ripley):
 def test_get_set_params_and_clone():
     clf = SparseBayesClassifier(engine="em", width=0.5, seed=3)
     assert clf.get_params() == {"model": "pcvm", "engine": "em", "width": 0.5, "seed": 3,
-                                "basis": "rbf", "q": None, "gamma": None, "table_shape": None, "delta": None,
-                                "k": None, "theta": None, "rho": None}
+                                "basis": "rbf", "verbose": 0, "scan": None, "q": None, "gamma": None,
+                                "table_shape": None, "delta": None, "k": None, "theta": None, "rho": None}
     assert clf.set_params(width=0.9) is clf and clf.width == 0.9
     twin = clone(clf)
     assert twin is not clf and twin.get_params() == clf.get_params()

@@ -234,7 +234,7 @@ def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registe
     assert np.linalg.norm(weak.posterior_.mean_flat()) > np.linalg.norm(clf.posterior_.mean_flat())
     with pytest.raises(ValueError, match=r"^alpha must be a positive number or None, got -1.0$"):
         clone(clf).set_params(alpha=-1.0).fit(X, y)
-    with pytest.raises(ValueError, match=r"^alpha does not apply to pcvm \(it takes none\)$"):
+    with pytest.raises(ValueError, match=r"^alpha does not apply to pcvm \(it takes scan\)$"):
         SparseBayesClassifier(model="pcvm", alpha=1.0).fit(X, y)
 
     # SBC from the record's sbc_spec (alpha = 2), the toy's engine as registered

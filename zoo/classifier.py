@@ -33,11 +33,21 @@ continuous, multiclass, missing or mixed labels are refused), and keeps
 ``n_features_in_`` / ``feature_names_in_`` through scikit-learn's own ``validate_data``.
 ``tests/test_sklearn_checks.py`` runs scikit-learn's estimator checks on every
 (model, engine) pair.
+
+What a fit costs is said before it runs (docs/classifier.md, "What a fit costs"): the
+model's record plans the fit (``ModelRecord.classifier_plan``: the candidate count, the
+path the engine takes, its memory and a time estimate from the engine's cost model);
+``verbose=1`` prints that plan, progress lines during the fit and a last line to stderr;
+an estimate above :data:`WARN_SECONDS` is a :class:`FitCostWarning` whatever ``verbose``
+says, and a fit whose arrays exceed the machine's memory is refused before any work.
 """
 from __future__ import annotations
 
 import inspect
 import numbers
+import os
+import sys
+import time
 import warnings
 
 import numpy as np
@@ -53,14 +63,33 @@ except ImportError:  # scikit-learn < 1.6 has it as a method of BaseEstimator
         return estimator._validate_data(X, **check_params)
 
 import zoo  # noqa: F401  (float64 on)
-from zoo.models.basis import median_heuristic_width
+from zoo.models.basis import median_heuristic_width, squared_distances
 from zoo.models.checks import check_features
 from zoo.validation.records import registry
+from zoo.validation.records.fit_cost import FLOAT64, FitPlan, duration, size_text
 
 #: the bases a model's classifier design may offer (each model says which it takes)
 BASES = ("rbf", "linear", "table", "per-dimension-rbf")
 #: seeds are handed to NumPy and JAX generators; both take any 32-bit unsigned integer
 SEED_LIMIT = 2**32
+#: a fit estimated to take longer than this (seconds, on the reference machine of the
+#: cost models, compilation left out: it is paid once per data shape in a process, and a
+#: warning on every small first fit would teach users to ignore it) is announced by a
+#: FitCostWarning even with verbose=0: a minute is where a user starts to wonder whether
+#: anything is happening
+WARN_SECONDS = 60.0
+#: verbose=1 prints a progress line at most this often (seconds); verbose >= 2 every one
+PROGRESS_EVERY = 10.0
+#: rows of X the verbose line's typical-distance figure is taken from (its cost: this
+#: many squared distances, negligible beside any fit)
+DISTANCE_SAMPLE = 256
+
+
+class FitCostWarning(UserWarning):
+    """A classifier fit is estimated to take long (more than :data:`WARN_SECONDS`).
+
+    Raised as an error with ``warnings.simplefilter("error", FitCostWarning)``: the fit is
+    then refused before any work is done."""
 
 
 class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
@@ -101,6 +130,14 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       "linear" (a one-column table);
                                       bblr: "linear" with a bias column, or "rbf" with
                                       engine "sla-sparse" (sparse kernel BBLR)
+    verbose : int, default 0          0: silent (but a fit estimated to take more than a
+                                      minute still warns, FitCostWarning); 1: before the fit
+                                      one line with the design's size, the candidate count,
+                                      the path the engine takes and the time estimate, during
+                                      it a progress line every 10 s (engines whose loop runs
+                                      in Python: pcvm's three, bblr's sla-sparse), after it
+                                      the time taken; 2: a progress line at every step.
+                                      Lines go to stderr.
     **hyper-parameters                each model's own, declared in its registry record
                                       (``ModelRecord.classifier_params``; listed below for
                                       the models registered when this module was imported),
@@ -111,6 +148,8 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       ``fit``, and so is a bad value, in one line naming it.
 
     Attributes after fit: ``classes_``, ``posterior_`` (a zoo Posterior), ``spec_``,
+    ``fit_plan_`` (a dict: the candidate count, the path taken, the estimate and the
+    seconds the fit took),
     ``active_`` (indices of the design columns kept: training points for a kernel basis;
     with a bias column, column 0 is the bias), ``n_basis_``, ``n_features_in_`` (and
     ``feature_names_in_`` when X has string column names).
@@ -120,12 +159,13 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
-                 basis: str = "rbf", **hyper):
+                 basis: str = "rbf", verbose: int = 0, **hyper):
         self.model = model
         self.engine = engine
         self.width = width
         self.seed = seed
         self.basis = basis
+        self.verbose = verbose
         known = hyper_param_names()
         for name, value in hyper.items():
             if name not in known:  # what Python says of a keyword the signature lacks
@@ -167,7 +207,7 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     # fit / predict
     # ----------------------------------------------------------------------------------
     def fit(self, X, y):
-        record, entry, options, seed = self._checked_params()
+        record, entry, options, seed, verbose = self._checked_params()
         X_arr = check_features(X, min_features=1)
         # feature names and n_features_in_ the scikit-learn way (X is known to be clean
         # here, so this can no longer fail; it only records what X looked like)
@@ -178,8 +218,31 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         if isinstance(options["width"], str):
             options["width"] = median_heuristic_width(X_arr)
         basis, kwargs = record.classifier(X_arr, y01, self.engine, options)
-        Phi_all = _checked_design(basis, X_arr, "fit")
-        fit = entry.fit_end_to_end()(Phi_all, y01, seed=seed, **kwargs)
+        plan = _plan(record, self.engine, X_arr, basis, kwargs, options)
+        say = _Lines(verbose, f"{self.model}/{self.engine}")
+        say.unit = plan.unit or say.unit
+        _announce(plan, say, X_arr, basis, self.model, self.engine)
+        kwargs = {**kwargs, **plan.fit_kwargs}
+        Phi_all = plan.design(basis, X_arr) if plan.design is not None else _checked_design(basis, X_arr, "fit")
+        fit_end_to_end = entry.fit_end_to_end()
+        if verbose and _takes_progress(fit_end_to_end):
+            kwargs["progress"] = say.progress
+        t0 = time.perf_counter()
+        fit = fit_end_to_end(Phi_all, y01, seed=seed, **kwargs)
+        seconds = time.perf_counter() - t0
+        info = getattr(fit.posterior, "info", None)
+        compiled = float(getattr(info, "compile_seconds", 0.0) or 0.0)
+        # the estimate of what was done: with compilation where this fit compiled
+        expected = None if plan.seconds is None else plan.seconds + (plan.compile_seconds if compiled > 0 else 0.0)
+        say.line(f"done in {duration(seconds)}"
+                 + (f" (estimate ~{duration(expected)})" if expected is not None else "")
+                 + f": {np.asarray(fit.active).size} of {plan.candidates} basis functions kept"
+                 + ("" if info is None or info.converged else f"; not converged: {info.reason}"))
+        self.fit_plan_ = {"n_samples": int(X_arr.shape[0]), "n_features": int(X_arr.shape[1]),
+                          "candidates": plan.candidates, "path": plan.path, "estimate_seconds": plan.seconds,
+                          "factor": plan.factor, "compile_estimate_seconds": plan.compile_seconds,
+                          "cost_key": plan.cost_key, "work": plan.work, "seconds": seconds,
+                          "compile_seconds": compiled}
         self.classes_ = classes
         self.posterior_ = fit.posterior
         self.spec_ = fit.spec
@@ -215,6 +278,11 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         if not (isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
                 and 0 <= seed < SEED_LIMIT):
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+        verbose = self.verbose
+        # True / False are the 1 / 0 scikit-learn users pass; anything else must be a count
+        if not (isinstance(verbose, (numbers.Integral, np.bool_)) and verbose >= 0):
+            raise ValueError(f"verbose must be a non-negative integer (0: silent, 1: plan and progress, 2: every "
+                             f"step), got {verbose!r}")
         own = {p.name: p for p in record.classifier_params}
         extra = [name for name in hyper_param_names() if name not in own and getattr(self, name) is not None]
         if extra:
@@ -225,7 +293,7 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         for name, param in own.items():
             value = getattr(self, name)
             options[name] = value if value is None or param.check is None else param.check(name, value)
-        return record, entry, options, int(seed)
+        return record, entry, options, int(seed), int(verbose)
 
     def predict_proba(self, X):
         check_is_fitted(self, "posterior_")
@@ -241,6 +309,114 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X):
         return self.predict_proba(X)[:, 1] - 0.5
+
+
+class _Lines:
+    """The verbose lines of one fit, to stderr: scikit-learn's estimators print their
+    verbose output rather than log it, and a user who asks for ``verbose=1`` must see the
+    lines without configuring ``logging`` first (stderr: stdout stays the user's). Warnings
+    go through ``warnings`` instead, where they can be filtered or made errors."""
+
+    def __init__(self, verbose: int, name: str):
+        self.verbose = verbose
+        self.name = name
+        self.unit = "step"
+        self.t0 = time.perf_counter()
+        self.last = -np.inf
+
+    def line(self, text: str) -> None:
+        if self.verbose:
+            print(f"[SparseBayesClassifier] {self.name}: {text}", file=sys.stderr, flush=True)
+
+    def progress(self, count: int, state: dict) -> None:
+        """The engines' progress callback: ``progress(step, {name: value})``."""
+        now = time.perf_counter()
+        if self.verbose >= 2 or now - self.last >= PROGRESS_EVERY:
+            self.last = now
+            shown = ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in state.items())
+            self.line(f"{self.unit} {count}: {shown} ({duration(now - self.t0)})")
+
+
+def _takes_progress(fn) -> bool:
+    """Whether an end-to-end fit takes a ``progress`` callback (engines whose loop runs in
+    Python do; a loop compiled whole cannot report from inside)."""
+    try:
+        return "progress" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _plan(record, engine: str, X: np.ndarray, basis, kwargs: dict, options: dict) -> FitPlan:
+    """The record's plan for this fit, or what the classifier can say without one."""
+    n, d = X.shape
+    if record.classifier_plan is not None:
+        return record.classifier_plan(engine, n, d, basis, kwargs, options)
+    m = int(basis.n_basis)
+    return FitPlan(candidates=m, path=f"the engine's end-to-end fit on all {m} columns",
+                   memory_bytes=n * m * FLOAT64)
+
+
+def _announce(plan: FitPlan, say: _Lines, X: np.ndarray, basis, model: str, engine: str) -> None:
+    """Say the plan (verbose), warn when it is long (always), refuse when it cannot fit in
+    memory (always) - all before any work."""
+    n, d = X.shape
+    head = f"{model}/{engine} on {n} x {d}"
+    memory = max(plan.memory_bytes, 0.0)
+    available = physical_memory()
+    if available is not None and memory > available:
+        advice = _sentence(plan.advice or "use fewer rows or a smaller basis")
+        raise ValueError(f"{head}: {plan.path}; it needs about {size_text(memory)} of memory, more than this "
+                         f"machine's {size_text(available)}. {advice}")
+    long = plan.seconds is not None and plan.seconds > WARN_SECONDS
+    width, narrow = _width_note(basis, X) if (say.verbose or long) else ("", "")
+    if say.verbose:
+        say.line(f"design {n} x {d} -> {plan.candidates} candidate basis functions{width}")
+        if narrow:
+            say.line(f"note: {narrow}")
+        say.line(f"path: {plan.path}")
+        say.line(f"estimate: {plan.estimate_text()}; memory ~{size_text(memory)}"
+                 + (f"; a progress line every {PROGRESS_EVERY:g} s" if plan.unit and say.verbose == 1 else "")
+                 + ("" if plan.unit else "; no progress lines (this engine does not report from inside its loops)"))
+    if long:
+        warnings.warn(FitCostWarning(
+            f"{head}: estimated {plan.estimate_text()} - {plan.path}. {_sentence(narrow) + '. ' if narrow else ''}"
+            f"{_sentence(plan.advice) + '. ' if plan.advice else ''}verbose=1 shows "
+            f"{'progress' if plan.unit else 'the plan and the time taken'}"), stacklevel=3)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _width_note(basis, X: np.ndarray) -> tuple[str, str]:
+    """For an RBF basis: (its width beside the typical distance between inputs, for the
+    verbose line; a warning's sentence when the width is far below that distance). Such a
+    kernel is nearly the identity: every training point is then a basis function of its
+    own, which the kernel engines keep many of and take long over (and which predicts
+    nothing away from the training points). ("", "") for other bases."""
+    inner = getattr(basis, "inner", basis)
+    width = getattr(inner, "width", None)
+    if width is None:
+        return "", ""
+    sample = X[:DISTANCE_SAMPLE]
+    d2 = squared_distances(sample, sample)[np.triu_indices(len(sample), 1)]
+    if not d2.size:
+        return f" (RBF, width {width:.3g})", ""
+    typical = float(np.sqrt(np.median(d2)))
+    narrow = ""
+    if typical > 0 and width < typical / 5:
+        narrow = (f"the kernel is nearly the identity: width {width:.3g} against a median distance of "
+                  f"{typical:.3g} between inputs (k = {np.exp(-typical ** 2 / (2 * width ** 2)):.1g} there); "
+                  "width='median' takes the median")
+    return f" (RBF, width {width:.3g}; median distance between inputs {typical:.3g})", narrow
+
+
+def physical_memory() -> float | None:
+    """Bytes of physical memory of this machine, None where the system does not say."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _is_real(value) -> bool:

@@ -22,11 +22,13 @@ import numpy as np
 from ...data import flipped_labels
 from ...inference import sparse_kbblr
 from ...inference.contracts import EngineEntry
+from ...inference.sla import ETA0_GRID, LAM_GRID, STEP_GRID
 from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.bblr import BBLR, DEFAULT_GAMMA
 from ..judge.defects import Defect, config_defect
 from ..references.parallel_tempering import PARALLEL_TEMPERING
 from .bblr_figures import comparison_figures
+from .fit_cost import FLOAT64, CostModel, FitPlan, estimate
 from .model_record import ClassifierParam, ModelRecord, positive_number
 from .protocol import Prepared, auto_laplace_engine, check_basis
 
@@ -160,6 +162,49 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     return WithBias(LinearBasis.fit(X)), kwargs
 
 
+#: SLA runs of each end-to-end engine on a linear design: one per lam of SLAM's grid on
+#: four fifths of the points, then the fit on all of them (slam: also its 3 x 3 grid of
+#: learning parameters)
+SLA_RUNS = {"sla": len(LAM_GRID) + 1, "laplace": len(LAM_GRID) + 1,
+            "slam": len(LAM_GRID) + len(ETA0_GRID) * len(STEP_GRID) + 1}
+#: cost models (seconds = fixed + coef * work / 1e9), constants fitted to the classifier's
+#: fits of benchmarks/classifier_cost.py (fit_cost.REFERENCE_MACHINE). Work:
+#: * "sla" (linear engines): SLA runs x N^1.5 M^2 - SLA's coordinate probe evaluates the
+#:   whole objective, O(N M), for each of ~80 steps of each of the M coordinates per pass,
+#:   and on the benchmark's (separable) data the passes and descent steps grew with N too
+#:   (its seconds grew as N^1.5 at M = 1001, not as N);
+#: * "sla-sparse": (N M)^1.5 - its probe moves f = Phi w by one column per candidate, O(N)
+#:   each, and its descent steps are O(N M), but the descents also took more steps as N
+#:   grew (the benchmark's seconds grew as (N M)^1.5 for the kernel's M = N, not as N M);
+#:   how many passes and steps depends on the data.
+COSTS = {"sla": CostModel(fixed=1.1, coef=107.0, factor=4.0),
+         "sla-sparse": CostModel(fixed=6.1, coef=53.0, factor=4.0)}
+
+
+def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
+    """The linear engines' SLA runs (lam by SLAM's validation) or sparse KBBLR's one
+    annealed run with its hard EM, each on every column of the design."""
+    n, m = int(n_samples), int(basis.n_basis)
+    memory = n * m * FLOAT64
+    if engine == "sla-sparse":
+        return estimate(
+            COSTS, "sla-sparse", 1e9 * (n * m / 1e6) ** 1.5, candidates=m, unit="round", memory_bytes=memory,
+            path=(f"sparse kernel BBLR (Algorithm 3) on all {m} columns: SLA's gamma annealed (2 stages), rounds "
+                  "of gradient descent (O(N M) a step), a coordinate probe (O(N) a candidate) and a hard-EM step of "
+                  "the mixture prior, at most 100 rounds a stage"),
+            advice="the descents grow as N M a step, with more steps as N grows (M = N for the kernel): subsample "
+                   "the rows")
+    runs = SLA_RUNS[engine]
+    return estimate(
+        COSTS, "sla", runs * n * (n / 1000) ** 0.5 * m * m, candidates=m, memory_bytes=memory,
+        path=(f"{runs} SLA runs on all {m} columns (lam by validation on a held-out fifth: one run per lam of "
+              f"{len(LAM_GRID)}{', then the 3 x 3 learning-parameter grid' if engine == 'slam' else ''}, then all "
+              "points): gamma annealed, gradient descent and a coordinate probe that evaluates the objective, "
+              "O(N M), for each of ~80 steps of each coordinate"),
+        advice=("the probe grows as N M^2 per pass: fewer features (a selection or projection first) or a "
+                "subsample of the rows"))
+
+
 def sbc_spec():
     """SBC draws w from the Gaussian prior (lam = 1) with BBLR2-like constants
     a = 0.25, b = 0.5 and the compare default gamma."""
@@ -200,6 +245,7 @@ RECORD = ModelRecord(
     references=({"sampler": "nuts"}, {"sampler": "parallel-tempering"}),
     samplers=(PARALLEL_TEMPERING,),
     classifier=classifier_design,
+    classifier_plan=classifier_plan,
     classifier_params=(
         ClassifierParam("gamma", "the sigmoid's sharpness (None: 4)", positive_number),
     ),

@@ -8,6 +8,7 @@ posterior moments exist depends on the data (:func:`moments`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.ggsm_probit import GGSMProbit
 from ..judge.moment_existence import likelihood_flat_direction, scale_moments
 from ..references.slice_gibbs import SLICE_GIBBS
+from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
 from .protocol import Prepared, auto_laplace_engine, check_basis
 
@@ -98,6 +100,34 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     return WithBias(inner), kwargs
 
 
+#: iterations the estimate counts: the cap, which every RBF fit of the benchmark reached (MM
+#: creeps on nearly separable data); a fit that meets its tolerance earlier takes less
+TYPICAL_ITERATIONS = 1000
+#: the engine's cap
+MAX_ITERATIONS = 1000
+#: cost model: seconds = fixed + coef * (flops of the iterations' dense Gaussian updates) / 1e9,
+#: constants fitted to the classifier's fits of benchmarks/classifier_cost.py at their
+#: actual iteration counts (fit_cost.REFERENCE_MACHINE)
+COSTS = {"mm": CostModel(fixed=0.3, coef=0.019, factor=4.0, compile=1.1)}
+
+
+def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
+    """Every column in one dense Gaussian update per iteration (the M x M form, or the
+    N x N one when M > N); a loop compiled whole, so no progress lines."""
+    n, m = int(n_samples), int(basis.n_basis)
+    per = gaussian_block_flops(n, m)
+    form = "O(N^2 M + N^3) (the N x N form: M > N)" if m > n else "O(N M^2 + M^3)"
+    plan = estimate(
+        COSTS, "mm", TYPICAL_ITERATIONS * per, candidates=m,
+        # the design and the M-step's min(N, M)-square matrix, its factor and a product
+        memory_bytes=n * m * FLOAT64 + 3 * min(n, m) ** 2 * FLOAT64,
+        path=(f"MM (EM for the scale mixture) on all {m} columns: a dense Gaussian update, {form} per iteration, "
+              f"exact zeros pruned as it goes, at most {MAX_ITERATIONS} iterations"),
+        advice=("every column starts in the model and each iteration factorizes a min(N, M)-square matrix: "
+                "subsample the rows, or basis='linear' (M = features + 1)"))
+    return replace(plan, cap_seconds=COSTS["mm"].seconds(MAX_ITERATIONS * per), iterations=TYPICAL_ITERATIONS)
+
+
 def sbc_spec():
     """SBC draws from the default proper prior (q = 1, lambda ~ InvGamma(1, 1)); the paper's
     InvGamma(1e-3, 1e-3) is nearly improper and its prior draws are mostly astronomically
@@ -170,6 +200,7 @@ RECORD = ModelRecord(
     samplers=(SLICE_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    classifier_plan=classifier_plan,
     classifier_params=(
         ClassifierParam("q", "the prior shape, in (0, 2] (None: 1.0)", finite_number),
         ClassifierParam("gamma", "the lap engine's Laplace rate (None: 1.0)", positive_number),

@@ -8,6 +8,7 @@ the data and the hyper-prior (:func:`moments`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..judge.moment_existence import (
     tail_index,
 )
 from ..references.pg_gibbs import PG_GIBBS
+from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
 from .protocol import Prepared, auto_laplace_engine, check_basis
 
@@ -130,6 +132,36 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     return WithBias(LinearBasis.fit(X)), {"spec": GIGLogistic(parameterization=GIG_REFERENCE_PARAMETERIZATION, **given)}
 
 
+#: sweeps the estimate counts: a fit that settles (a1a and w1a took 444 and 468,
+#: benchmarks/results/gig_vb_costs.json); on separable data - the classifier benchmark's,
+#: 1000 features and at most 2000 points - the VB creeps to its 5000-sweep cap, which the
+#: plan states beside the estimate
+TYPICAL_ITERATIONS = 500
+#: the engine's cap
+MAX_ITERATIONS = 5000
+#: cost model: seconds = fixed + coef * (flops of the sweeps' dense Gaussian updates) / 1e9,
+#: constants fitted to the classifier's fits of benchmarks/classifier_cost.py at their
+#: actual sweep counts (fit_cost.REFERENCE_MACHINE)
+COSTS = {"vb": CostModel(fixed=20.0, coef=0.066, factor=4.0, compile=4.0)}
+
+
+def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
+    """Every column in one dense Gaussian update per iteration (the M x M form, or the
+    N x N one when M > N); a loop compiled whole, so no progress lines."""
+    n, m = int(n_samples), int(basis.n_basis)
+    per = gaussian_block_flops(n, m)
+    form = "O(N^2 M + N^3) (the N x N form: M > N)" if m > n else "O(N M^2 + M^3)"
+    plan = estimate(
+        COSTS, "vb", TYPICAL_ITERATIONS * per, candidates=m,
+        # the design, the update's min(N, M)-square matrices and the posterior's M x M covariance
+        memory_bytes=n * m * FLOAT64 + 3 * min(n, m) ** 2 * FLOAT64 + m * m * FLOAT64,
+        path=(f"Horii's mean-field VB on all {m} columns (nothing is selected): a dense Gaussian update, {form} "
+              f"per sweep, until the ELBO settles (at most {MAX_ITERATIONS} sweeps)"),
+        advice=("every column stays in the model and each sweep factorizes a min(N, M)-square matrix: fewer "
+                "features or a subsample of the rows"))
+    return replace(plan, cap_seconds=COSTS["vb"].seconds(MAX_ITERATIONS * per), iterations=TYPICAL_ITERATIONS)
+
+
 def sbc_spec():
     """SBC draws from the default proper hyper-prior (k = theta = 1, rho = 1, gamma
     mixing); the paper's k = theta = 1e-6 is nearly improper (nearly 1/h), so it has no SBC."""
@@ -175,6 +207,7 @@ RECORD = ModelRecord(
     samplers=(PG_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    classifier_plan=classifier_plan,
     classifier_params=(
         ClassifierParam("k", "shape of the Gamma hyper-prior on each a_i (None: 1, the default proper "
                              "hyper-prior; Horii's experiments use 1e-6, nearly improper)", positive_number),

@@ -16,6 +16,7 @@ Nothing is selected: the hyper-prior is fixed.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from ...models.grid_rvm import GridRVM, check_table_shape
 from ..judge.defects import Defect, config_defect
 from ..judge.moment_existence import flat_support
 from ..references.grid_gibbs import GRID_GIBBS
+from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops, size_text
 from .grid_relevance import comparison_figures
 from .model_record import ClassifierParam, ModelRecord, positive_number
 from .protocol import Prepared, auto_laplace_engine, check_basis
@@ -190,6 +192,43 @@ def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     return basis, {"spec": GridRVM(shape, "p-grid")}
 
 
+#: sweeps a VB fit of the classifier typically takes (the benchmark's RBF tables took
+#: about 100-150; a linear table on more features than rows took thousands, which the
+#: factor does not cover: the plan says the cap's time beside the estimate)
+TYPICAL_SWEEPS = 150
+#: the VB's sweep cap (GridVBConfig.max_iter)
+MAX_SWEEPS = 5000
+#: cost model: seconds = fixed + coef * (flops of the sweeps) / 1e9, constants fitted to the
+#: classifier's fits of benchmarks/classifier_cost.py at their actual sweep counts
+#: (fit_cost.REFERENCE_MACHINE)
+COSTS = {"vb": CostModel(fixed=0.9, coef=0.145, factor=4.0, compile=5.2)}
+
+
+def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
+    """Every weight of the table stays in the model: each sweep is one dense Gaussian
+    update of all M = rows x columns weights (the M x M primal, or the N x N Woodbury form
+    when M > N), and the returned posterior holds the full M x M covariance."""
+    rows, cols = fit_kwargs["spec"].shape
+    n, m = int(n_samples), rows * cols
+    woodbury = m > n
+    sweep = gaussian_block_flops(n, m)
+    # the design, the iteration's square matrices (Sigma or its Woodbury core, a factor
+    # and a product) and the posterior's M x M covariance built once at the end
+    memory = n * m * FLOAT64 + 3 * min(n, m) ** 2 * FLOAT64 + m * m * FLOAT64
+    form = (f"the N x N Woodbury form (M = {m} > N), O(N^2 M + N^3) per sweep" if woodbury
+            else "the M x M primal form, O(N M^2 + M^3) per sweep")
+    plan = estimate(
+        COSTS, "vb", TYPICAL_SWEEPS * sweep, candidates=m,
+        path=(f"mean-field VB on the {rows} x {cols} table: all {m} weights kept (nothing is selected), q(w) by "
+              f"{form}, until the ELBO settles (typically ~{TYPICAL_SWEEPS} sweeps, at most {MAX_SWEEPS}); the "
+              f"{m} x {m} posterior covariance ({size_text(m * m * FLOAT64)}) once at the end"),
+        memory_bytes=memory,
+        advice=("every weight stays in the model, so the cost grows with the table's cells M as N M^2 (basis='rbf' "
+                "has M = N: N^3): subsample the rows, or choose a smaller table (basis='linear': M = features; a "
+                "per-dimension RBF table has features x N cells)"))
+    return replace(plan, cap_seconds=COSTS["vb"].seconds(MAX_SWEEPS * sweep), iterations=TYPICAL_SWEEPS)
+
+
 def sbc_spec():
     """SBC draws from the default proper hyper-prior (a0 = b0 = c0 = d0 = 2) on a small
     4 x 3 table; the paper's 1e-6 constants are nearly improper, so they have no SBC."""
@@ -246,6 +285,7 @@ RECORD = ModelRecord(
     samplers=(GRID_GIBBS,),
     moments=moments,
     classifier=classifier_design,
+    classifier_plan=classifier_plan,
     classifier_params=(
         ClassifierParam("table_shape", "with basis='table': rows and columns of X's features (row-major; "
                                        "rows x columns = X's width)"),

@@ -21,7 +21,7 @@ from ..judge.defects import Defect
 from ..references import ReferenceSampler
 
 #: the classifier's own parameters, which no model may declare again
-CLASSIFIER_BASE_PARAMS = ("model", "engine", "width", "seed", "basis")
+CLASSIFIER_BASE_PARAMS = ("model", "engine", "width", "seed", "basis", "verbose")
 
 
 def _is_real(value) -> bool:
@@ -91,6 +91,11 @@ class ModelRecord:
     classifier_params: the classifier's hyper-parameters of this model
       (:class:`ClassifierParam`: q, gamma, ...); ``SparseBayesClassifier`` takes, checks
       and hands them to ``classifier``, and refuses them for any other model.
+    classifier_plan: ``plan(engine, n_samples, n_features, basis, fit_kwargs, options) ->
+      FitPlan`` (``validation/records/fit_cost.py``): what a classifier fit of this size
+      will do and cost - the candidate count, the path it takes (and any options that
+      path needs), its memory and a time estimate from the engine's cost model - said
+      before the fit runs; None: the classifier says only the design's size.
     defects: planted defects of this model's own engines (``validation/judge/defects.py``
       :class:`Defect`, ``engines`` naming this record's engines), run by the defect battery
       beside the generic ones (``validation/runs/defects.py``).
@@ -120,6 +125,7 @@ class ModelRecord:
     moments: Callable[..., dict[str, Any] | None] | None = None
     classifier: Callable[..., tuple[Any, dict[str, Any]]] | None = None
     classifier_params: tuple[ClassifierParam, ...] = ()
+    classifier_plan: Callable[..., Any] | None = None
     defects: tuple[Defect, ...] = ()
     sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
     figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
@@ -142,6 +148,8 @@ class ModelRecord:
         hyper = [p.name for p in self.classifier_params]
         if hyper and self.classifier is None:
             raise ValueError(f"model {self.name!r}: classifier parameters {hyper} without a classifier design")
+        if self.classifier_plan is not None and self.classifier is None:
+            raise ValueError(f"model {self.name!r}: a classifier plan without a classifier design")
         bad = [n for n in hyper if not n.isidentifier() or n.startswith("_") or n in CLASSIFIER_BASE_PARAMS]
         if bad or len(set(hyper)) != len(hyper):
             raise ValueError(f"model {self.name!r}: classifier parameters {hyper} must be distinct public names, "

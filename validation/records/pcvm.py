@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from ...inference.basis_selection import KernelCandidates, SelectionConfig
 from ...inference.contracts import EngineEntry
 from ...models.basis import pcvm_basis
 from ...models.pcvm import PCVM
 from ..judge.defects import Defect, config_defect
-from .model_record import ModelRecord
+from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, power_work
+from .model_record import ClassifierParam, ModelRecord
 from .protocol import (
     Prepared,
     auto_laplace_engine,
@@ -89,9 +91,112 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
 
 
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
-    """The classifier's basis: an RBF kernel on the training points (PCVM is a kernel model)."""
+    """The classifier's basis: an RBF kernel on the training points (PCVM is a kernel model).
+    The selection's path (``scan``) is :func:`classifier_plan`'s."""
     check_basis("pcvm (a kernel model)", options, ("rbf",))
+    if options.get("scan") is not None and engine not in SELECTING_ENGINES:
+        raise ValueError(f"scan is the sequential selection's ({' and '.join(SELECTING_ENGINES)} engines); "
+                         f"engine {engine!r} prunes top-down from all columns")
     return pcvm_basis(X, y01, options["width"]), {}
+
+
+# ----------------------------------------------------------------------------------------
+# What a classifier fit costs (ModelRecord.classifier_plan; validation/records/fit_cost.py)
+# ----------------------------------------------------------------------------------------
+#: the engines that grow the model by sequential selection (basis_selection.select_basis)
+SELECTING_ENGINES = ("laplace", "ep")
+#: the selection's candidate scans the classifier offers (``scan``; None: by the size)
+SCANS = ("full", "working-set")
+#: with more training points than this the classifier's selection scores a working set
+#: with batch re-estimates (SelectionConfig(scan="working-set", reestimate="batch"): not
+#: the paper's rule, which scores every candidate at every step; scan="full" keeps it).
+#: The working set pays from about here: on the benchmark's problems at 500 points it took
+#: EP a third of the full scan's time and laplace about as long, from 1000 points it was
+#: faster for both and converged where the full scan ran into its 1000-step cap
+#: (benchmarks/results/classifier_cost/); smaller problems - every existing test - keep
+#: the paper's rule and its numbers.
+WORKING_SET_ABOVE = 500
+#: the dense N x K candidate matrix is formed up to this size; above it the candidates are
+#: KernelCandidates (kernel tiles recomputed at each full scan, memory O(N M))
+DENSE_CANDIDATES_BYTES = 2e9
+#: the working set's size and refresh (SelectionConfig's defaults, measured in
+#: benchmarks/epcvm_scaling.py)
+_WORKING_SET = SelectionConfig(scan="working-set", reestimate="batch")
+
+#: cost models, warm seconds = fixed + coef * (N / 1000)^exponent, plus compile on a first
+#: fit; constants fitted to the classifier's fits on the synthetic problems of
+#: benchmarks/classifier_cost.py (RBF at the median width, 250 .. 2000 points, 1000
+#: features; fit_cost.REFERENCE_MACHINE). The selection's step count and kept functions
+#: depend on the data (nearly separable data keep more) and the machine's load moved the
+#: benchmark's seconds by up to 4x between runs, hence the factor.
+COSTS = {
+    "laplace/full": CostModel(fixed=5.4, coef=27.6, factor=4.0, compile=31.0),
+    "laplace/working-set": CostModel(fixed=4.6, coef=18.0, factor=4.0, compile=23.0),
+    "ep/full": CostModel(fixed=12.4, coef=185.0, factor=4.0, compile=53.0),
+    "ep/working-set": CostModel(fixed=0.0, coef=28.3, factor=4.0, compile=32.0),
+    # the EM's warm seconds were 2-5 at every size (its active set collapses within the
+    # first iterations): compilation is most of its first fit
+    "em/top-down": CostModel(fixed=2.1, coef=0.29, factor=4.0, compile=14.0),
+}
+#: growth of each path's seconds with N, from how its work scales: the full scan pays
+#: O(N K M) per step (K = N) for a number of steps that grows with N; the working set scores
+#: all K only every 25 steps; the EM's first iterations are O(N^3). How well the fitted
+#: constants then follow the benchmark's seconds is in its table (ratio column).
+EXPONENTS = {"full": 3.0, "working-set": 2.0, "top-down": 3.0}
+
+
+def selection_config(n_samples: int, scan: str | None) -> SelectionConfig | None:
+    """The SelectionConfig of the classifier's selection at this size (None: the paper's
+    defaults)."""
+    scan = scan or ("working-set" if n_samples > WORKING_SET_ABOVE else "full")
+    return _WORKING_SET if scan == "working-set" else None
+
+
+def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
+    """The classifier's path: the selecting engines' sequential selection (the paper's full
+    scan up to :data:`WORKING_SET_ABOVE` points, the working set above; ``scan`` chooses),
+    or the EM's top-down pruning from every column."""
+    K = int(basis.n_basis)
+    n = int(n_samples)
+    dense = n * K * FLOAT64
+    kernel = dense > DENSE_CANDIDATES_BYTES
+    design = (lambda basis_, X: KernelCandidates.from_basis(basis_, X)) if kernel else None
+    where = (f"kernel columns computed in tiles, never stored ({n} x {K} would be {dense / 1e9:.0f} GB)"
+             if kernel else f"the {n} x {K} kernel matrix in memory")
+    if engine not in SELECTING_ENGINES:
+        # M^2 floats for K^T K and the Cholesky factor at the start (every column active)
+        memory = dense + 3 * K * K * FLOAT64
+        return estimate(
+            COSTS, f"{engine}/top-down", power_work(n, EXPONENTS["top-down"]), candidates=K, unit="iteration",
+            path=(f"top-down EM (the paper's): all {K} columns active at the start, a dense ridge M-step "
+                  f"O(N M^2 + M^3) per iteration while pruning shrinks M, at most 500 iterations"),
+            memory_bytes=memory,
+            advice=("the EM starts from every training point, so its first iterations grow as N^3: subsample the "
+                    "rows, or use engine='laplace' (sequential selection grows the model from one function)"))
+    scan = options.get("scan") or ("working-set" if n > WORKING_SET_ABOVE else "full")
+    config = selection_config(n, scan)
+    if scan == "working-set":
+        path = (f"sequential selection (Tipping & Faul) over {K} candidates: a working set of the "
+                f"{_WORKING_SET.working_set_size} best scored at each step, all {K} every "
+                f"{_WORKING_SET.refresh_every} steps and before stopping, batch re-estimates "
+                f"(not the paper's rule; scan='full' runs it); {where}")
+    else:
+        path = (f"sequential selection (Tipping & Faul, the paper's rule) over {K} candidates: all scored at "
+                f"every step, O(N K M) per step; {where}")
+    return estimate(
+        COSTS, f"{engine}/{scan}", power_work(n, EXPONENTS[scan]), candidates=K, unit="selection step", path=path,
+        # the candidates (or tiles), N x M active columns and the working set's columns
+        memory_bytes=(0 if kernel else dense) + n * _WORKING_SET.working_set_size * FLOAT64,
+        fit_kwargs={} if config is None else {"config": config}, design=design,
+        advice=("subsample the rows, or a wider kernel (nearly separable data keep more basis functions and take "
+                "more steps)" + ("" if scan == "working-set" else "; scan='working-set' scores fewer candidates "
+                                 "per step")))
+
+
+def _check_scan(name: str, value):
+    if value not in SCANS:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, SCANS))} or None, got {value!r}")
+    return value
 
 
 def sbc_spec():
@@ -135,6 +240,13 @@ RECORD = ModelRecord(
     # chains are (cap 4 x 4000, as before)
     references=({"sampler": "nuts", "num_samples": 500, "max_doublings": 3},),
     classifier=classifier_design,
+    classifier_params=(
+        ClassifierParam("scan", "laplace and ep: the selection's candidate scan, 'full' (the paper's: every "
+                                "candidate at every step) or 'working-set' (a working set with batch "
+                                f"re-estimates); None: 'full' up to {WORKING_SET_ABOVE} training points, "
+                                "'working-set' above", _check_scan),
+    ),
+    classifier_plan=classifier_plan,
     defects=(
         Defect("truncation ignored", "PCVM's EP without its truncation sites: the untruncated Gaussian prior",
                config_defect("zoo.inference.expectation_propagation:EPConfig", truncation_sites=False),

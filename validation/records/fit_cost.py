@@ -22,7 +22,7 @@ within its run, widened for the load - a second run at a lighter load was up to 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 #: where the cost models' constants were measured (benchmarks/results/classifier_cost/)
@@ -115,6 +115,22 @@ def estimate(costs: dict[str, CostModel], key: str, work: float, **plan) -> FitP
     model = costs[key]
     return FitPlan(seconds=model.seconds(work), factor=model.factor, compile_seconds=model.compile, cost_key=key,
                    work=float(work), **plan)
+
+
+def dense_update_plan(costs: dict[str, CostModel], key: str, n_samples: int, n_columns: int, *, typical: int,
+                      cap: int, path: Callable[[str], str], advice: str, covariance: bool) -> FitPlan:
+    """The plan of an engine that keeps every column and makes one dense Gaussian update of
+    all of them per iteration (GGSM's MM, GIG's VB): ``typical`` iterations for the
+    estimate, the ``cap``'s time beside it. path(form) words the path around the update's
+    form (the M x M one, or Woodbury's N x N one when M > N); covariance: whether the fit
+    also holds the M x M posterior covariance."""
+    n, m = int(n_samples), int(n_columns)
+    per = gaussian_block_flops(n, m)
+    form = "O(N^2 M + N^3) (the N x N form: M > N)" if m > n else "O(N M^2 + M^3)"
+    # the design, the update's min(N, M)-square matrix, its factor and a product
+    memory = n * m * FLOAT64 + 3 * min(n, m) ** 2 * FLOAT64 + (m * m * FLOAT64 if covariance else 0)
+    plan = estimate(costs, key, typical * per, candidates=m, memory_bytes=memory, path=path(form), advice=advice)
+    return replace(plan, cap_seconds=costs[key].seconds(cap * per), iterations=typical)
 
 
 def gaussian_block_flops(n: int, m: int) -> float:

@@ -8,7 +8,6 @@ posterior moments exist depends on the data (:func:`moments`).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,7 @@ from ...models.basis import LinearBasis, RBFBasis, WithBias
 from ...models.ggsm_probit import GGSMProbit
 from ..judge.moment_existence import likelihood_flat_direction, scale_moments
 from ..references.slice_gibbs import SLICE_GIBBS
-from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops
+from .fit_cost import CostModel, FitPlan, dense_update_plan
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
 from .protocol import Prepared, auto_laplace_engine, check_basis
 
@@ -112,20 +111,15 @@ COSTS = {"mm": CostModel(fixed=0.3, coef=0.019, factor=4.0, compile=1.1)}
 
 
 def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
-    """Every column in one dense Gaussian update per iteration (the M x M form, or the
-    N x N one when M > N); a loop compiled whole, so no progress lines."""
-    n, m = int(n_samples), int(basis.n_basis)
-    per = gaussian_block_flops(n, m)
-    form = "O(N^2 M + N^3) (the N x N form: M > N)" if m > n else "O(N M^2 + M^3)"
-    plan = estimate(
-        COSTS, "mm", TYPICAL_ITERATIONS * per, candidates=m,
-        # the design and the M-step's min(N, M)-square matrix, its factor and a product
-        memory_bytes=n * m * FLOAT64 + 3 * min(n, m) ** 2 * FLOAT64,
-        path=(f"MM (EM for the scale mixture) on all {m} columns: a dense Gaussian update, {form} per iteration, "
-              f"exact zeros pruned as it goes, at most {MAX_ITERATIONS} iterations"),
+    """Every column in one dense Gaussian update per iteration; a loop compiled whole, so
+    no progress lines."""
+    m = int(basis.n_basis)
+    return dense_update_plan(
+        COSTS, "mm", n_samples, m, typical=TYPICAL_ITERATIONS, cap=MAX_ITERATIONS, covariance=False,
+        path=lambda form: (f"MM (EM for the scale mixture) on all {m} columns: a dense Gaussian update, {form} per "
+                           f"iteration, exact zeros pruned as it goes, at most {MAX_ITERATIONS} iterations"),
         advice=("every column starts in the model and each iteration factorizes a min(N, M)-square matrix: "
                 "subsample the rows, or basis='linear' (M = features + 1)"))
-    return replace(plan, cap_seconds=COSTS["mm"].seconds(MAX_ITERATIONS * per), iterations=TYPICAL_ITERATIONS)
 
 
 def sbc_spec():

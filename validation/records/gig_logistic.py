@@ -8,7 +8,6 @@ the data and the hyper-prior (:func:`moments`).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ from ..judge.moment_existence import (
     tail_index,
 )
 from ..references.pg_gibbs import PG_GIBBS
-from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops
+from .fit_cost import CostModel, FitPlan, dense_update_plan
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
 from .protocol import Prepared, auto_laplace_engine, check_basis
 
@@ -146,20 +145,15 @@ COSTS = {"vb": CostModel(fixed=20.0, coef=0.066, factor=4.0, compile=4.0)}
 
 
 def classifier_plan(engine: str, n_samples: int, n_features: int, basis, fit_kwargs, options) -> FitPlan:
-    """Every column in one dense Gaussian update per iteration (the M x M form, or the
-    N x N one when M > N); a loop compiled whole, so no progress lines."""
-    n, m = int(n_samples), int(basis.n_basis)
-    per = gaussian_block_flops(n, m)
-    form = "O(N^2 M + N^3) (the N x N form: M > N)" if m > n else "O(N M^2 + M^3)"
-    plan = estimate(
-        COSTS, "vb", TYPICAL_ITERATIONS * per, candidates=m,
-        # the design, the update's min(N, M)-square matrices and the posterior's M x M covariance
-        memory_bytes=n * m * FLOAT64 + 3 * min(n, m) ** 2 * FLOAT64 + m * m * FLOAT64,
-        path=(f"Horii's mean-field VB on all {m} columns (nothing is selected): a dense Gaussian update, {form} "
-              f"per sweep, until the ELBO settles (at most {MAX_ITERATIONS} sweeps)"),
+    """Every column in one dense Gaussian update per sweep, and the M x M posterior
+    covariance; a loop compiled whole, so no progress lines."""
+    m = int(basis.n_basis)
+    return dense_update_plan(
+        COSTS, "vb", n_samples, m, typical=TYPICAL_ITERATIONS, cap=MAX_ITERATIONS, covariance=True,
+        path=lambda form: (f"Horii's mean-field VB on all {m} columns (nothing is selected): a dense Gaussian "
+                           f"update, {form} per sweep, until the ELBO settles (at most {MAX_ITERATIONS} sweeps)"),
         advice=("every column stays in the model and each sweep factorizes a min(N, M)-square matrix: fewer "
                 "features or a subsample of the rows"))
-    return replace(plan, cap_seconds=COSTS["vb"].seconds(MAX_ITERATIONS * per), iterations=TYPICAL_ITERATIONS)
 
 
 def sbc_spec():

@@ -51,7 +51,7 @@ def test_verbose_lines_name_the_candidates_the_path_and_the_estimate(capsys):
     assert all(line.startswith("[SparseBayesClassifier] pcvm/laplace: ") for line in lines)
     assert "design 40 x 3 -> 40 candidate basis functions (RBF, width 1;" in lines[0]
     assert "path: sequential selection (Tipping & Faul, the paper's rule) over 40 candidates" in lines[1]
-    assert "estimate: ~" in lines[2] and "on a 2-core machine" in lines[2] and "progress line every" in lines[2]
+    assert "estimate: ~" in lines[2] and "on the benchmark's machine (benchmarks/classifier_cost.py)" in lines[2] and "progress line every" in lines[2]
     assert lines[-1].split(": ", 1)[1].startswith("done in ") and "of 40 basis functions kept" in lines[-1]
 
 

@@ -25,9 +25,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-#: where the cost models' constants were measured (benchmarks/results/classifier_cost/)
-REFERENCE_MACHINE = ("a 2-core machine shared with another long job, 2026-11-27 "
-                     "(benchmarks/classifier_cost.py)")
+#: where the cost models' constants were measured: the machine, its load and the date are
+#: recorded with the measurements (benchmarks/results/classifier_cost/table.md), not here,
+#: where they would go stale unseen; a plan names the benchmark so a user can rerun it
+REFERENCE_MACHINE = "the benchmark's machine (benchmarks/classifier_cost.py)"
 #: bytes of one float64
 FLOAT64 = 8
 
@@ -107,7 +108,7 @@ class FitPlan:
         first = (f", plus ~{duration(self.compile_seconds)} compiling on a first fit of this shape"
                  if self.compile_seconds >= 1 else "")
         return (f"~{duration(self.seconds)} ({duration(self.seconds / f)} .. {duration(self.seconds * f)}{cap}"
-                f"{first}) on {REFERENCE_MACHINE.split(' (')[0]}")
+                f"{first}) on {REFERENCE_MACHINE}")
 
 
 def estimate(costs: dict[str, CostModel], key: str, work: float, **plan) -> FitPlan:

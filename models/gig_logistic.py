@@ -67,7 +67,7 @@ MIXINGS = ("gamma", "inverse-gamma")
 PARAMETERIZATIONS = ("noncentred", "centred", "marginal", "collapsed")
 #: trapezoid nodes of log_marginal_prior's integral over u = log(tau / 2 theta)
 _U_STEP = 0.1
-_U_NODES = jnp.arange(-800, 801) * _U_STEP
+_U_NODES = np.arange(-800, 801) * _U_STEP  # numpy: no JAX computation at import (the device is chosen later)
 
 
 @dataclass(frozen=True, eq=False)

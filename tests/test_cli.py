@@ -7,6 +7,7 @@ is written to the output folder).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 
@@ -160,6 +161,9 @@ def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nut
     assert "examples.biased_ep:fit differs from the reference" in out
     assert (out_dir / "report.md").is_file() and (out_dir / "results.json").is_file()
     assert f"report: {out_dir / 'report.md'}" in out
+    # the report names the device and why (--device auto: the CPU for a comparison)
+    assert "Computed on: cpu, " in (out_dir / "report.md").read_text()
+    assert json.loads((out_dir / "results.json").read_text())["config"]["device"].startswith("cpu, ")
     # a cache folder that cannot be written (a shared, read-only one) is still read: the same
     # run again reads its reference from it, with one warning instead of a refusal. Root writes
     # anywhere, so the folder check is told the folder is read-only.

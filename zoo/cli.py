@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+from dataclasses import replace
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ import tempfile
 
 import zoo
 from zoo import data as datasets
+from zoo import devices
 from zoo import reproductions as reproduce
 from zoo.validation.base.atomic import atomic_write, write_json_atomic
 from zoo.validation.judge import verdict
@@ -148,6 +150,7 @@ def _cmd_compare(args) -> int:
             args.model, samplers, num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
             target_accept=args.target_accept, seed=args.seed, time_limit=args.time_limit,
         )
+        device = devices.choose(args.device)
         config = CompareConfig(
             model=args.model, data=args.data, split=args.split,
             engines=None if args.engines is None else tuple(e.strip() for e in args.engines.split(",") if e.strip()),
@@ -169,6 +172,7 @@ def _cmd_compare(args) -> int:
             print(f"zoo compare: warning: {read_only}; its references are read, new ones are not kept", file=sys.stderr)
             reference_cache = []
         _start_compiling([(args.out, "--out"), *reference_cache])
+        config = replace(config, device=devices.describe(device))
         comp = compare(config, progress=progress)
     except ValueError as err:
         print(f"zoo compare: error: {err}", file=sys.stderr)
@@ -318,12 +322,14 @@ def _cmd_sbc(args) -> int:
         settings = SBCSettings(n_sims=args.sims, n_draws=args.draws, seed=args.seed)
         # every name before the first engine runs: a typo in the last one must not wait
         # for the others' simulations
-        for name in names:
-            resolve_engine(record, name, settings)
+        resolved = [resolve_engine(record, name, settings) for name in names]
+        device = devices.choose(args.device, batched=all(r.batched is not None for r in resolved))
         _start_compiling([(args.out, "--out")])
     except ValueError as err:
         print(f"zoo sbc: error: {err}", file=sys.stderr)
         return 2
+    device_line = devices.describe(device)
+    print(f"device: {device_line}", file=sys.stderr)
     problem = {"n": args.n, "n_basis": args.n_basis}
     rows = []
     for name in names:
@@ -360,6 +366,7 @@ def _cmd_sbc(args) -> int:
              f"'{TOO_FEW}' (not calibrated) when every ECDF stays inside but the run is too small to detect, "
              f"80% of the time, a mean off by {USELESS['mean_shift_sd']:g} posterior sd or an sd "
              f"x{USELESS['sd_factor_narrow']:g} in one quantity. Each verdict ends with what its run could detect.", "",
+             f"Computed on: {device_line}.", "",
              "| engine | verdict | fits ok / failed | median fit seconds | figure |", "|---|---|---|---|---|"]
     for name, summary, figure in rows:
         counts = summary.get("counts", {})
@@ -373,6 +380,12 @@ def _cmd_sbc(args) -> int:
     atomic_write(report, lambda tmp: open(tmp, "w").write("\n".join(lines) + "\n"))
     print(f"\nreport: {report}")
     return 0
+
+
+def _add_device_argument(p, auto: str) -> None:
+    p.add_argument("--device", default="auto", choices=devices.DEVICES,
+                   help=f"where JAX computes (default auto: {auto}; cpu hides an accelerator; accelerator "
+                        "leaves JAX's own choice). The report says which was used and why")
 
 
 def _add_sbc_parser(sub, records) -> None:
@@ -399,6 +412,8 @@ def _add_sbc_parser(sub, records) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="zoo-sbc", help="output folder (default ./zoo-sbc)")
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    _add_device_argument(p, "an accelerator when every engine runs its simulations as one program (nuts), "
+                            "else the CPU")
     p.set_defaults(func=_cmd_sbc)
 
 
@@ -537,6 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "~/.cache/sparse-bayes-zoo; `zoo cache --clear` empties it)")
     c.add_argument("--no-cache", action="store_true", help="always rerun the reference sampler")
     c.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_device_argument(c, "the CPU: the posteriors are small and their loops latency-bound")
     c.set_defaults(func=_cmd_compare)
 
     d = sub.add_parser("datasets", help="list the embedded data sets")

@@ -23,6 +23,7 @@ from ...inference.posterior import DrawsPosterior
 from ...models.checks import check_design
 from ..base import arviz_adapter as adapter
 from ..base.atomic import _jsonable
+from ..base.compile_timer import CompileTimer
 from ..base.processes import die_with_parent
 from .cache import (
     _array_digest,
@@ -47,31 +48,6 @@ from .certification import (
 )
 from .config import Reference, ReferenceConfig, _fit_info
 from .sampler import get_sampler
-
-_COMPILE_EVENTS = (
-    "/jax/core/compile/jaxpr_trace_duration",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    "/jax/core/compile/backend_compile_duration",
-)
-
-
-class _CompileTimer:
-    """Sum of JAX's own tracing/lowering/compilation durations while active."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def _listener(self, event: str, duration: float, **_):
-        if event in _COMPILE_EVENTS:
-            self.seconds += float(duration)
-
-    def __enter__(self):
-        jax.monitoring.register_event_duration_secs_listener(self._listener)
-        return self
-
-    def __exit__(self, *exc):
-        jax.monitoring.unregister_event_duration_listener(self._listener)
-        return False
 
 
 class ReferenceTimeout(RuntimeError):
@@ -255,7 +231,7 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_
     runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
     settings = config.sampler_settings()
     attempts = []
-    with _CompileTimer() as compile_timer:
+    with CompileTimer() as compile_timer:
         # seconds counts the sampler only (not the diagnostics between attempts)
         start = time.perf_counter()
         draws, extra = runner.first()

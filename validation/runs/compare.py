@@ -65,6 +65,9 @@ class CompareConfig:
     seed: int = 0
     metric_draws: int = 4000
     cache_dir: str | None = None
+    # the device the computation ran on and why (the command line's --device choice,
+    # zoo/devices.py), for the report; None: the platform JAX used, without a why
+    device: str | None = None
 
     def __post_init__(self):
         record = registry.get_model(self.model)  # ValueError naming the known models
@@ -355,6 +358,7 @@ def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: di
             "reference": [asdict(r) for r in config.reference],
             "seed": config.seed,
             "metric_draws": config.metric_draws,
+            "device": config.device or f"{jax.default_backend()}, {jax.local_device_count()} devices",
         },
     )
 

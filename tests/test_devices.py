@@ -1,0 +1,58 @@
+"""The device a command computes on (zoo/devices.py, ``--device``): chosen before JAX
+starts, said in the report. Accelerator figures are in benchmarks/results/accelerator_check/;
+here the choice logic runs on the CPU, each case in a fresh process (the platform can be
+set only before JAX's first computation)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from zoo import devices
+
+
+def _fresh(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_command_line_starts_no_jax_backend():
+    # the device can be chosen only before JAX starts; a module that computes at import
+    # (a jnp constant) would take the choice away from every command
+    got = _fresh("import json, zoo.cli; from zoo import devices; p = zoo.cli.build_parser(); "
+                 "p.parse_args(['compare', '--device', 'cpu']); print(json.dumps(devices.backend_started()))")
+    assert got is False
+
+
+@pytest.mark.parametrize("requested, batched, wanted", [
+    ("auto", False, "cpu"), ("auto", True, "accelerator"), ("cpu", True, "cpu"), ("accelerator", False, "accelerator")])
+def test_the_choice_by_command(requested, batched, wanted):
+    got = _fresh("import json, jax, zoo; from zoo import devices; "
+                 f"c = devices.choose({requested!r}, batched={batched}); "
+                 "print(json.dumps([c, jax.config.jax_platforms, devices.describe(c)]))")
+    choice, platforms, line = got
+    assert choice["wanted"] == wanted and choice["requested"] == requested
+    # cpu hides any accelerator from JAX; the others leave JAX's own choice
+    assert (platforms == "cpu") == (wanted == "cpu")
+    assert line.startswith("cpu, ") and choice["why"] in line
+    if wanted == "accelerator":  # this machine has none, and the line says so
+        assert "no accelerator found, so the CPU" in line
+
+
+def test_a_choice_after_jax_started_says_it_was_not_applied():
+    got = _fresh("import json, jax, zoo; jax.numpy.ones(2).sum(); from zoo import devices; "
+                 "print(json.dumps(devices.choose('cpu')))")
+    assert "not applied: JAX had already started" in got["why"]
+
+
+def test_an_unknown_device_is_refused_in_one_line(capsys):
+    with pytest.raises(ValueError, match="--device must be one of auto, cpu, accelerator; got 'tpu'"):
+        devices.choose("tpu")
+    from zoo import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["compare", "--device", "tpu"])
+    assert stop.value.code == 2 and "invalid choice: 'tpu'" in capsys.readouterr().err

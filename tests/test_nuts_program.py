@@ -1,0 +1,144 @@
+"""NUTS as one compiled program over many data sets (validation/references/nuts_program.py)
+and SBC of NUTS on it (validation/runs/sbc.py, ``simulate_batch``).
+
+The program's draws are not MCMC's (another random stream, and a vectorized batch rounds
+differently), so they are checked for what they must share with it: the same posterior
+(means within Monte Carlo error of a reference run's), the same draws for the same keys
+whatever the batch, and SBC's bookkeeping (a resumed run recomputes exactly the missing
+simulations, with the ranks they had)."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import jax
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64, host devices)
+from zoo.validation.records import registry
+from zoo.validation.references import ReferenceConfig, run_reference
+from zoo.validation.references import nuts_program as P
+from zoo.validation.references.nuts import nuts_posteriors
+from zoo.validation.runs import sbc as S
+
+SHORT = ReferenceConfig(num_warmup=150, num_samples=150, seed=0)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    record = registry.get_model("pcvm")
+    prob = S.problem_for(record)
+    ys = []
+    for i in range(3):
+        _, y, _ = S.draw_from_prior(prob.spec, prob.Phi, jax.random.fold_in(jax.random.PRNGKey(5), i))
+        ys.append(y)
+    keys = np.stack([P.as_numpy_key(jax.random.PRNGKey(100 + i)) for i in range(3)])
+    return prob, np.stack(ys), keys
+
+
+def test_the_program_s_posterior_is_the_reference_s(problem):
+    # one data set, 4 chains x 1000 draws each way: every coordinate's mean from the
+    # program against run_reference's (MCMC), within 4.5 Monte Carlo standard errors of the
+    # difference (each side's sd / sqrt(its bulk ESS)); 4.5 keeps a family of 7 coordinates
+    # at a false-alarm rate below 1e-4 under independence
+    prob, ys, keys = problem
+    config = ReferenceConfig(num_warmup=1000, num_samples=1000, seed=3, max_doublings=0)
+    ours, = nuts_posteriors(prob.spec, prob.Phi, ys[:1], keys[:1], config=config)
+    theirs = run_reference(prob.spec, prob.Phi, ys[0], config=config)
+    assert ours.info.converged and theirs.certified, (ours.info.reason, theirs.failures)
+    from zoo.validation.base import arviz_adapter as adapter
+
+    def mean_se(post):
+        flat = post.flat_draws()
+        idata = adapter.draws_to_idata(post.draws, post.sites)
+        ess = np.concatenate([np.ravel(v["ess_bulk"]) for v in
+                              adapter.summary_diagnostics(idata, sites=post.sites)["per_site"].values()])
+        return flat.mean(0), flat.std(0) / np.sqrt(ess)
+
+    (m1, se1), (m2, se2) = mean_se(ours), mean_se(theirs.posterior)
+    z = np.abs(m1 - m2) / np.hypot(se1, se2)
+    assert z.max() < 4.5, z
+    # the program keeps the sites MCMC keeps, with the reference's shapes
+    assert {k: v.shape for k, v in ours.draws.items()} == {k: v.shape for k, v in theirs.posterior.draws.items()}
+
+
+# the vectorized layout is the accelerator's; on the CPU its compilation alone takes about a
+# minute, so its case is in the slow tier
+@pytest.mark.parametrize("layout", ["parallel", pytest.param("vectorized", marks=pytest.mark.slow)])
+def test_the_same_keys_give_the_same_draws_in_any_batch(problem, layout):
+    prob, ys, keys = problem
+    if layout == "parallel" and jax.local_device_count() < SHORT.num_chains:
+        pytest.skip("needs a CPU device per chain (import zoo asks for them)")
+    alone = P.sample_many(prob.spec, prob.Phi, ys[2:], keys[2:], SHORT, layout=layout)
+    together = P.sample_many(prob.spec, prob.Phi, ys, keys, SHORT, batch=3, layout=layout)
+    for site in alone[0][0]:
+        np.testing.assert_array_equal(alone[0][0][site], together[2][0][site])
+    # and different keys give different chains
+    assert not np.array_equal(together[0][0]["w"], together[1][0]["w"])
+
+
+def test_the_layout_follows_the_device(monkeypatch):
+    monkeypatch.setattr(P.jax, "default_backend", lambda: "gpu")
+    assert P.default_layout(4) == "vectorized"
+    monkeypatch.setattr(P.jax, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(P.jax, "local_device_count", lambda: 4)
+    assert P.default_layout(4) == "parallel"
+    monkeypatch.setattr(P.jax, "local_device_count", lambda: 1)
+    assert P.default_layout(4) == "sequential"
+
+
+def test_bad_shapes_are_named(problem):
+    prob, ys, keys = problem
+    with pytest.raises(ValueError, match="ys \\(D, n\\) and keys \\(D, 2\\)"):
+        P.sample_many(prob.spec, prob.Phi, ys[:, :10], keys, SHORT)
+
+
+def test_sbc_of_nuts_runs_batched_and_resumes_exactly(tmp_path):
+    settings = S.SBCSettings(n_sims=12, n_draws=19, reference_draws=100)
+    first = S.run_sbc("pcvm", "nuts", settings=settings, out_dir=tmp_path)
+    assert first["counts"]["ok"] == 12, first
+    folder = first["folder"]
+    stored = {f: json.load(open(os.path.join(folder, f))) for f in sorted(os.listdir(folder))}
+    assert {r["layout"] for r in stored.values()} == {P.default_layout(4)}
+    # three simulations lost: the rerun computes exactly those, and their ranks are the
+    # ones they had (each simulation's chains are keyed by its own key, not its batch)
+    lost = sorted(stored)[3:6]
+    for f in lost:
+        os.remove(os.path.join(folder, f))
+    again = S.run_sbc("pcvm", "nuts", settings=settings, out_dir=tmp_path)
+    assert again["reused"] == 9
+    for f in lost:
+        redone = json.load(open(os.path.join(folder, f)))
+        assert redone["ranks"] == stored[f]["ranks"]
+    assert again["ranks"] == first["ranks"]
+
+
+def test_a_failing_batch_fails_each_of_its_simulations_with_the_reason():
+    record = registry.get_model("pcvm")
+    prob = S.problem_for(record)
+
+    def broken(spec, Phi, ys, keys):
+        raise FloatingPointError("the program overflowed")
+
+    out = S.simulate_batch(prob.spec, prob.Phi, prob.Phi_new, broken, [0, 1, 2], S.SBCSettings(n_sims=10))
+    assert [r["index"] for r in out] == [0, 1, 2]
+    assert all(r["status"] == "failed" and "FloatingPointError: the program overflowed" in r["message"] for r in out)
+
+
+def test_the_batched_path_is_nuts_only():
+    record = registry.get_model("ggsm-probit")
+    settings = S.SBCSettings()
+    assert S.resolve_engine(record, "nuts", settings).batched is not None
+    assert S.resolve_engine(record, "slice-gibbs", settings).batched is None
+    assert S.resolve_engine(record, "mm-laplace", settings).batched is None
+
+
+def test_the_batched_nuts_keeps_the_sbc_reference_settings():
+    record = registry.get_model("gig-logistic")
+    resolved = S.resolve_engine(record, "nuts", S.SBCSettings(reference_draws=200))
+    config = resolved.batched.keywords["config"]
+    assert config == resolved.fit.keywords["reference"]
+    assert (config.target_accept, config.num_warmup, config.num_samples) == (0.95, 200, 200)
+    assert replace(config, max_doublings=0) == config

@@ -1,0 +1,245 @@
+"""NUTS as one compiled program that takes the data as arguments: many data sets and their
+chains in one vmapped call, compiled once per shape.
+
+Why: ``numpyro.infer.MCMC.run`` compiles its sampling loop anew on every call, even for a
+kept MCMC object (it jits a fresh wrapper that it passes as a static argument). On the
+zoo's SBC problem (60 points, 6 basis functions) that compilation is about 90 % of a
+reference's time, so SBC of NUTS over 100 simulated data sets spent most of its time
+compiling the same program 100 times. Here the program is built from NumPyro's own
+pieces - :func:`numpyro.infer.util.initialize_model` with ``dynamic_args=True``, which
+gives the potential energy as a function of the data, and the functional NUTS kernel
+:func:`numpyro.infer.hmc.hmc` driven by that generator - so the data are traced
+arguments, and one compiled program serves every data set, seed and batch of one shape.
+
+What is the same as :class:`~zoo.validation.references.nuts.NutsRun` (``MCMC`` with
+``NUTS``): the model's potential, the kernel (multinomial NUTS, diagonal mass matrix and
+step size adapted by NumPyro's windowed warm-up, target acceptance and tree depth from the
+:class:`ReferenceConfig`), the initialization rule (NumPyro's ``init_to_uniform``: every
+unconstrained coordinate uniform on (-2, 2), redrawn until the potential and its gradient
+are finite), and the draws kept (the constrained sites, via the model's own transforms).
+What differs: the random stream (each chain's key is split here, not as ``MCMC`` splits it)
+and the arithmetic of a vectorized batch (batched matrix products may round differently
+from single ones, and a NUTS trajectory amplifies the last bit). The draws are therefore
+*equivalent in distribution* to ``MCMC``'s, not identical - tested in
+``tests/test_nuts_program.py`` against ``MCMC`` on one posterior, and by SBC itself.
+
+Under ``vmap`` every lane of a batch runs until the slowest lane's tree is built (a
+``while_loop`` of a vmapped NUTS step continues while any lane continues), so a batch
+costs its deepest tree at each step; :data:`DEFAULT_BATCH` bounds the waste and the memory.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: NumPyro's HMC-state fields kept per draw (numpyro names, as NutsRun's extra fields)
+STATE_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
+#: init_to_uniform's radius (NumPyro's default) and its number of tries
+INIT_RADIUS = 2.0
+INIT_TRIES = 100
+#: compiled programs kept per process (one per spec, shape and settings)
+_PROGRAMS: dict[str, "NutsProgram"] = {}
+_MAX_PROGRAMS = 8
+
+
+@dataclass(frozen=True)
+class NutsSettings:
+    """What the compiled program depends on besides the model and the data's shape."""
+
+    num_chains: int
+    num_warmup: int
+    num_samples: int
+    target_accept: float
+    max_tree_depth: int
+
+    @classmethod
+    def of(cls, config) -> "NutsSettings":
+        """From a :class:`~zoo.validation.references.config.ReferenceConfig`."""
+        return cls(int(config.num_chains), int(config.num_warmup), int(config.num_samples),
+                   float(config.target_accept), int(config.max_tree_depth))
+
+
+class NutsProgram:
+    """NUTS on ``spec.model`` for data of shape (n, M), compiled once.
+
+    ``run(keys, Phi, ys)`` samples D data sets at once: ``Phi`` (n, M) shared, ``ys`` (D, n)
+    labels 0/1, ``keys`` (D, 2) one PRNG key per data set (its chains' keys are split from
+    it). Returns ``(draws, stats)``: draws {site: (D, chains, num_samples, *shape)} of the
+    model's sampled sites (constrained), stats {field: (D, chains, num_samples)} of
+    :data:`STATE_FIELDS` plus ``adapt_state.step_size``, all NumPy.
+    """
+
+    def __init__(self, spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",
+                 keep: tuple[str, ...] = ()):
+        from numpyro.infer.hmc import hmc
+        from numpyro.infer.util import initialize_model
+
+        self.spec, self.settings = spec, settings
+        # a data set of the right shape with both labels: only the structure is used
+        Phi0 = jnp.zeros((n, M))
+        y0 = jnp.zeros(n).at[0].set(1.0)
+        info = initialize_model(jax.random.PRNGKey(0), spec.model, model_args=(Phi0,), model_kwargs={"y": y0},
+                                dynamic_args=True)
+        potential_gen, postprocess_gen = info.potential_fn, info.postprocess_fn
+        template = info.param_info.z
+        # the measured sites (deterministic ones included) and every site NUTS moves
+        sampled = list(dict.fromkeys(list(keep) + _sampled_sites(spec, Phi0, y0)))
+        init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
+        s = settings
+
+        def uniform_init(key, potential):
+            """init_to_uniform: unconstrained coordinates U(-2, 2), redrawn until finite."""
+            leaves, tree = jax.tree_util.tree_flatten(template)
+
+            def draw(k):
+                ks = jax.random.split(k, len(leaves))
+                return jax.tree_util.tree_unflatten(tree, [
+                    jax.random.uniform(ki, jnp.shape(x), minval=-INIT_RADIUS, maxval=INIT_RADIUS)
+                    for ki, x in zip(ks, leaves)])
+
+            def finite(z):
+                pe, grad = jax.value_and_grad(potential)(z)
+                ok = jnp.isfinite(pe)
+                for g in jax.tree_util.tree_leaves(grad):
+                    ok = ok & jnp.all(jnp.isfinite(g))
+                return ok
+
+            def body(carry):
+                i, k, _, _ = carry
+                k, sub = jax.random.split(k)
+                z = draw(sub)
+                return i + 1, k, z, finite(z)
+
+            k0, sub0 = jax.random.split(key)
+            z0 = draw(sub0)
+            _, _, z, _ = jax.lax.while_loop(lambda c: (c[0] < INIT_TRIES) & ~c[3], body, (1, k0, z0, finite(z0)))
+            return z
+
+        def one_chain(key, Phi, y):
+            k_init, k_run = jax.random.split(key)
+            args, kwargs = (Phi,), {"y": y}
+            z0 = uniform_init(k_init, potential_gen(Phi, y=y))
+            state = init_kernel(z0, num_warmup=s.num_warmup, target_accept_prob=s.target_accept,
+                                max_tree_depth=s.max_tree_depth, model_args=args, model_kwargs=kwargs, rng_key=k_run)
+
+            def warm(st, _):
+                return sample_kernel(st, model_args=args, model_kwargs=kwargs), None
+
+            def draw(st, _):
+                st = sample_kernel(st, model_args=args, model_kwargs=kwargs)
+                kept = {f: getattr(st, f) for f in STATE_FIELDS}
+                kept["adapt_state.step_size"] = st.adapt_state.step_size
+                return st, (st.z, kept)
+
+            state, _ = jax.lax.scan(warm, state, None, length=s.num_warmup)
+            _, (zs, stats) = jax.lax.scan(draw, state, None, length=s.num_samples)
+            constrained = jax.vmap(postprocess_gen(Phi, y=y))(zs)
+            return {k: constrained[k] for k in sampled}, stats
+
+        def per_data_set(key, Phi, y):
+            return jax.vmap(one_chain, in_axes=(0, None, None))(jax.random.split(key, s.num_chains), Phi, y)
+
+        self.layout = layout
+        if layout == "vectorized":
+            self._run = jax.jit(jax.vmap(per_data_set, in_axes=(0, None, 0)))
+        elif layout == "parallel":
+            self._chains = jax.pmap(one_chain, in_axes=(0, None, None))
+        else:
+            self._chain = jax.jit(one_chain)
+        self.sites = tuple(sampled)
+
+    def run(self, keys, Phi, ys) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        Phi, ys, keys = jnp.asarray(Phi, dtype=float), jnp.asarray(ys, dtype=float), jnp.asarray(keys)
+        if self.layout == "vectorized":
+            draws, stats = self._run(keys, Phi, ys)
+        else:
+            parts = []
+            for d in range(ys.shape[0]):
+                chain_keys = jax.random.split(keys[d], self.settings.num_chains)
+                if self.layout == "parallel":
+                    parts.append(self._chains(chain_keys, Phi, ys[d]))
+                else:
+                    outs = [self._chain(k, Phi, ys[d]) for k in chain_keys]
+                    parts.append(jax.tree_util.tree_map(lambda *a: jnp.stack(a), *outs))
+            draws, stats = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *parts)
+        return ({k: np.asarray(v, dtype=float) for k, v in draws.items()},
+                {k: np.asarray(v) for k, v in stats.items()})
+
+
+def _sampled_sites(spec, Phi, y) -> list[str]:
+    """The latent sites the model samples (not observed, not deterministic), in order."""
+    from numpyro import handlers
+
+    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
+
+
+def program_for(spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",
+                keep: tuple[str, ...] = ()) -> NutsProgram:
+    """The process's compiled program of this spec, shape and settings (built on first use;
+    JAX compiles it on its first call per batch size)."""
+    key = hashlib.sha256(json.dumps([type(spec).__module__, type(spec).__qualname__, spec.to_dict(), n, M,
+                                     settings.__dict__, layout, list(keep)], sort_keys=True, default=str).encode()).hexdigest()
+    if key not in _PROGRAMS:
+        if len(_PROGRAMS) >= _MAX_PROGRAMS:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = NutsProgram(spec, n, M, settings, layout, tuple(keep))
+    return _PROGRAMS[key]
+
+
+def sample_many(spec, Phi, ys, keys, config, *, batch: int | None = None, layout: str = "vectorized", keep=(),
+                on_batch: Callable[[int, int], None] | None = None) -> list[tuple[dict, dict]]:
+    """NUTS on ``spec``'s posterior for each data set ``(Phi, ys[d])`` with key ``keys[d]``,
+    ``batch`` data sets per call of the compiled program (None: all at once). Returns one
+    ``(draws, stats)`` per data set, draws {site: (chains, draws, *shape)} and stats
+    {numpyro field: (chains, draws)} as :class:`NutsRun` gives them."""
+    Phi = np.asarray(Phi, dtype=float)
+    ys = np.asarray(ys, dtype=float)
+    keys = np.asarray(keys)
+    if ys.ndim != 2 or ys.shape[1] != Phi.shape[0] or keys.shape[0] != ys.shape[0]:
+        raise ValueError(f"sample_many needs ys (D, n) and keys (D, 2) for Phi {Phi.shape}; "
+                         f"got ys {ys.shape}, keys {keys.shape}")
+    program = program_for(spec, Phi.shape[0], Phi.shape[1], NutsSettings.of(config), layout, tuple(keep))
+    size = ys.shape[0] if batch is None else max(1, int(batch))
+    out: list[tuple[dict, dict]] = []
+    for start in range(0, ys.shape[0], size):
+        draws, stats = program.run(keys[start:start + size], Phi, ys[start:start + size])
+        for d in range(next(iter(draws.values())).shape[0]):
+            out.append(({k: v[d] for k, v in draws.items()}, {k: v[d] for k, v in stats.items()}))
+        if on_batch is not None:
+            on_batch(len(out), ys.shape[0])
+    return out
+
+
+def default_layout(num_chains: int) -> str:
+    """How the program lays out chains and data sets on this process's devices:
+
+    * "vectorized" where JAX's default device is an accelerator: every chain of every data
+      set of a batch is one lane of one program (the GPU's width pays for the lanes that
+      wait for the batch's deepest tree);
+    * "parallel" on the CPU with a device per chain (``import zoo`` asks for them): the
+      chains of a data set run side by side, one per device, as ``MCMC``'s "parallel";
+    * "sequential" on the CPU otherwise: one chain after another.
+
+    Measured on the 2-core machine (benchmarks/sbc_speed.py): vectorizing on the CPU was
+    several times slower than "parallel" - vmapped tree building computes both sides of
+    every branch and waits for the deepest lane - so the CPU never vectorizes."""
+    if jax.default_backend() != "cpu":
+        return "vectorized"
+    return "parallel" if jax.local_device_count() >= int(num_chains) else "sequential"
+
+
+def as_numpy_key(key) -> np.ndarray:
+    """A PRNG key as the (2,) uint32 array the program takes (new-style typed keys too)."""
+    if jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return np.asarray(key, dtype=np.uint32)
+
+
+__all__ = ["NutsProgram", "NutsSettings", "program_for", "sample_many", "default_layout", "as_numpy_key", "STATE_FIELDS"]

@@ -227,7 +227,7 @@ def default_layout(num_chains: int) -> str:
       chains of a data set run side by side, one per device, as ``MCMC``'s "parallel";
     * "sequential" on the CPU otherwise: one chain after another.
 
-    Measured on the 2-core machine (benchmarks/sbc_speed.py): vectorizing on the CPU was
+    Measured (benchmarks/results/sbc_speed/table.md): vectorizing on the CPU was
     several times slower than "parallel" - vmapped tree building computes both sides of
     every branch and waits for the deepest lane - so the CPU never vectorizes."""
     if jax.default_backend() != "cpu":

@@ -30,13 +30,15 @@ def test_importing_the_command_line_starts_no_jax_backend():
 @pytest.mark.parametrize("requested, batched, wanted", [
     ("auto", False, "cpu"), ("auto", True, "accelerator"), ("cpu", True, "cpu"), ("accelerator", False, "accelerator")])
 def test_the_choice_by_command(requested, batched, wanted):
-    got = _fresh("import json, jax, zoo; from zoo import devices; "
+    got = _fresh("import json, os, jax, zoo; from zoo import devices; "
                  f"c = devices.choose({requested!r}, batched={batched}); "
-                 "print(json.dumps([c, jax.config.jax_platforms, devices.describe(c)]))")
-    choice, platforms, line = got
+                 "print(json.dumps([c, jax.config.jax_platforms, os.environ.get('JAX_PLATFORMS'), "
+                 "devices.describe(c)]))")
+    choice, platforms, env, line = got
     assert choice["wanted"] == wanted and choice["requested"] == requested
-    # cpu hides any accelerator from JAX; the others leave JAX's own choice
-    assert (platforms == "cpu") == (wanted == "cpu")
+    # cpu hides any accelerator from JAX, in this process and in the ones it starts (a
+    # LocalCluster's workers read the environment); the others leave JAX's own choice
+    assert (platforms == "cpu") == (wanted == "cpu") == (env == "cpu")
     assert line.startswith("cpu, ") and choice["why"] in line
     if wanted == "accelerator":  # this machine has none, and the line says so
         assert "no accelerator found, so the CPU" in line
@@ -56,3 +58,12 @@ def test_an_unknown_device_is_refused_in_one_line(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["compare", "--device", "tpu"])
     assert stop.value.code == 2 and "invalid choice: 'tpu'" in capsys.readouterr().err
+
+
+def test_every_computing_command_takes_the_device():
+    from zoo import cli
+
+    parser = cli.build_parser()
+    for argv in (["compare"], ["sbc"], ["study", "example"], ["reproduce", "gridrvm-fig3"]):
+        assert parser.parse_args(argv + ["--device", "cpu"]).device == "cpu"
+        assert parser.parse_args(argv).device == "auto"

@@ -282,7 +282,9 @@ def _cmd_reproduce(args) -> int:
         # are checked here first, since they are only written after the cells
         for o in entry.options:
             o.parse(options[o.name])
+        device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
+        print(f"device: {devices.describe(device)}", file=sys.stderr)
         result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
                                jax_cache=jax_cache, progress=not args.no_progress and bars_fit(sys.stderr),
                                **options)
@@ -423,7 +425,9 @@ def _cmd_study(args) -> int:
     try:
         config = load_config(args.config)
         expand(config)  # every name checked before a cluster starts
+        device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
+        print(f"device: {devices.describe(device)}", file=sys.stderr)
     except ValueError as err:
         print(f"zoo study: error: {err}", file=sys.stderr)
         return 2
@@ -452,6 +456,8 @@ def _add_study_parser(sub) -> None:
     p.add_argument("--workers", type=_positive_int, default=None,
                    help="LocalCluster worker processes (default: the number of cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    _add_device_argument(p, "the CPU, for this process and the LocalCluster's workers; the workers of a "
+                            "--scheduler keep their own")
     p.set_defaults(func=_cmd_study)
 
 
@@ -479,6 +485,7 @@ def _add_reproduce_parser(sub) -> None:
         p.add_argument("--seed", type=int, default=0,
                        help="seed of every random choice of the run: CV folds, noise, solvers (default 0)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        _add_device_argument(p, "the CPU, for this process and the LocalCluster's workers")
         for o in e.options:
             p.add_argument("--" + o.name.replace("_", "-"), dest=o.name, default=o.default,
                            help=f"{o.help} (default {o.default})".replace("%", "%%"))

@@ -13,7 +13,9 @@ NUTS runs its simulated data sets' chains as lanes of one vectorized program
 So ``auto`` chooses per command:
 
 * ``compare``, ``study``, ``reproduce``: the CPU (one chain per CPU device, engines whose
-  loops are latency-bound);
+  loops are latency-bound), for the command's own process and the worker processes it
+  starts (a study's or a reproduction's LocalCluster; a ``--scheduler``'s workers keep
+  their own);
 * ``sbc``: whatever JAX finds (an accelerator if there is one) when every engine of the
   run has a batched form (NUTS), else the CPU.
 
@@ -23,6 +25,8 @@ platform before its first computation, which is why importing the zoo computes n
 :func:`choose` refuses to choose once JAX has started (the device is then what it is).
 """
 from __future__ import annotations
+
+import os
 
 import jax
 
@@ -61,6 +65,9 @@ def choose(requested: str, *, batched: bool = False) -> dict:
                 "why": why + " (not applied: JAX had already started in this process)"}
     if wanted == "cpu":
         jax.config.update("jax_platforms", "cpu")
+        # and for the processes this one starts (a LocalCluster's workers, a time-limited
+        # reference's child), which read the environment, not this process's config
+        os.environ["JAX_PLATFORMS"] = "cpu"
     return {"requested": requested, "wanted": wanted, "why": why}
 
 

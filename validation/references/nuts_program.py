@@ -71,8 +71,15 @@ class NutsProgram:
     ``run(keys, Phi, ys)`` samples D data sets at once: ``Phi`` (n, M) shared, ``ys`` (D, n)
     labels 0/1, ``keys`` (D, 2) one PRNG key per data set (its chains' keys are split from
     it). Returns ``(draws, stats)``: draws {site: (D, chains, num_samples, *shape)} of the
-    model's sampled sites (constrained), stats {field: (D, chains, num_samples)} of
-    :data:`STATE_FIELDS` plus ``adapt_state.step_size``, all NumPy.
+    ``keep`` sites and every site the model samples (constrained), stats {field: (D, chains,
+    num_samples)} of :data:`STATE_FIELDS` plus ``adapt_state.step_size``, all NumPy.
+
+    layout: "vectorized" (every chain of every data set one lane of one vmapped program,
+    compiled per batch size), "parallel" (a data set's chains pmapped over the CPU devices,
+    one per device; the data sets one after another) or "sequential" (one jitted chain,
+    called per chain); :func:`default_layout` chooses. Whatever the layout and batch, a
+    data set's draws depend on its key only (within a layout: vectorized arithmetic may
+    round differently from the others).
     """
 
     def __init__(self, spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",

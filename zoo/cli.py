@@ -282,9 +282,9 @@ def _cmd_reproduce(args) -> int:
         # are checked here first, since they are only written after the cells
         for o in entry.options:
             o.parse(options[o.name])
-        device = devices.choose(args.device)
+        # the choice is applied, not yet written in the table or the study's report
+        devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
-        print(f"device: {devices.describe(device)}", file=sys.stderr)
         result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
                                jax_cache=jax_cache, progress=not args.no_progress and bars_fit(sys.stderr),
                                **options)
@@ -425,9 +425,9 @@ def _cmd_study(args) -> int:
     try:
         config = load_config(args.config)
         expand(config)  # every name checked before a cluster starts
-        device = devices.choose(args.device)
+        # the choice is applied, not yet written in the table or the study's report
+        devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
-        print(f"device: {devices.describe(device)}", file=sys.stderr)
     except ValueError as err:
         print(f"zoo study: error: {err}", file=sys.stderr)
         return 2

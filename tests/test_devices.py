@@ -67,3 +67,12 @@ def test_every_computing_command_takes_the_device():
     for argv in (["compare"], ["sbc"], ["study", "example"], ["reproduce", "gridrvm-fig3"]):
         assert parser.parse_args(argv + ["--device", "cpu"]).device == "cpu"
         assert parser.parse_args(argv).device == "auto"
+
+
+def test_the_study_report_names_the_device(tmp_path):
+    from zoo.validation.runs.study import write_study_report
+
+    path = write_study_report({"name": "s"}, [], str(tmp_path), device="cpu (auto: small posteriors)")
+    assert "Device: cpu (auto: small posteriors)" in open(path).read()
+    path = write_study_report({"name": "s"}, [], str(tmp_path))
+    assert "Device:" not in open(path).read()

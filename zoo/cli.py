@@ -282,7 +282,7 @@ def _cmd_reproduce(args) -> int:
         # are checked here first, since they are only written after the cells
         for o in entry.options:
             o.parse(options[o.name])
-        # the choice is applied, not yet written in the table or the study's report
+        # the choice is applied; the table does not state it yet
         devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
         result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
@@ -425,14 +425,14 @@ def _cmd_study(args) -> int:
     try:
         config = load_config(args.config)
         expand(config)  # every name checked before a cluster starts
-        # the choice is applied, not yet written in the table or the study's report
-        devices.choose(args.device)
+        device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
     except ValueError as err:
         print(f"zoo study: error: {err}", file=sys.stderr)
         return 2
     out = run_study(config, args.out, scheduler=args.scheduler, n_workers=args.workers,
-                    progress=not args.no_progress, jax_cache=jax_cache)
+                    progress=not args.no_progress, jax_cache=jax_cache,
+                    device=f"{device['wanted']} ({device['why']})")
     print(f"{out['ran']} cells run, {out['reused']} already done; report: {out['report']}")
     for label, reason in out["failed"]:
         print(f"zoo study: cell failed: {label}: {reason}", file=sys.stderr)

@@ -501,14 +501,16 @@ def _study_cell_problem(cell: Cell):
 
 
 def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int | None = None,
-              progress: bool = True, client=None, jax_cache: str | None = None) -> dict[str, Any]:
+              progress: bool = True, client=None, jax_cache: str | None = None,
+              device: str | None = None) -> dict[str, Any]:
     """Run every cell of ``config`` (a dict or a TOML path) not yet done, on Dask.
 
     scheduler: address of an existing Dask scheduler ("tcp://host:8786"); None starts a
     LocalCluster of ``n_workers`` single-threaded worker processes (default: the number of
     cores; see :func:`cluster_client`). client: an existing ``distributed.Client`` (tests).
     jax_cache: the JAX compilation cache folder the LocalCluster's workers share (None:
-    none). A cell that fails is recorded with its reason and the others go on. Writes
+    none). device: how the command line chose the device (zoo/devices.py), for the report.
+    A cell that fails is recorded with its reason and the others go on. Writes
     ``OUT/report.md`` and returns {"cells": [...results], "ran": n, "reused": n, "report":
     path, "failed": [(cell label, reason), ...]}.
     """
@@ -546,7 +548,7 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                                             "tries the cell again)"}
                 bar.update(cells[i].label() + (" FAILED" if "failed" in results[i] else ""))
     ordered = [results[i] for i in range(len(cells))]
-    report = write_study_report(config, ordered, out_dir)
+    report = write_study_report(config, ordered, out_dir, device=device)
     failed = [(cells[i].label(), r["failed"]) for i, r in enumerate(ordered) if "failed" in r]
     return {"cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo), "report": report,
             "failed": failed}
@@ -563,13 +565,16 @@ def _cell_label(stored: dict[str, Any]) -> str:
     return Cell(stored["kind"], _frozen(stored["cell"])).label()
 
 
-def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_dir: str) -> str:
+def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_dir: str,
+                       device: str | None = None) -> str:
     """OUT/report.md: the failed cells with their reasons, the compare cells as engine x
     data tables (pred_mae, verdicts), the SBC cells as a table with their figures, the
     defect batteries as detection tables."""
 
     lines = [f"# Study: {config.get('name', 'unnamed')}", "",
-             f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", ""]
+             f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", "",
+             *([f"Device: {device} (each comparison's own report names the device its worker used).", ""]
+               if device else [])]
     failed = [c for c in cells if "failed" in c]
     if failed:
         lines += [f"## Failed cells ({len(failed)} of {len(cells)})", "",

@@ -70,7 +70,7 @@ def test_the_program_s_posterior_is_the_reference_s(problem):
 def test_the_same_keys_give_the_same_draws_in_any_batch(problem, layout):
     prob, ys, keys = problem
     if layout == "parallel" and jax.local_device_count() < SHORT.num_chains:
-        pytest.skip("needs a CPU device per chain (import zoo asks for them)")
+        pytest.skip("the parallel layout needs a CPU device per chain; this process has fewer (JAX started before `import zoo` could ask for them, or ZOO_HOST_DEVICES=1), so the zoo runs the sequential layout")
     alone = P.sample_many(prob.spec, prob.Phi, ys[2:], keys[2:], SHORT, layout=layout)
     together = P.sample_many(prob.spec, prob.Phi, ys, keys, SHORT, batch=3, layout=layout)
     for site in alone[0][0]:

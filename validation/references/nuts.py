@@ -7,14 +7,13 @@ import warnings
 
 import jax
 import numpy as np
-from numpyro import handlers
 from numpyro.infer import MCMC, NUTS
 
 from ...inference.posterior import DrawsPosterior
 from ..base.compile_timer import CompileTimer
 from .certification import _certify_run, _diagnosed_sites, nuts_energy_checks
 from .config import ReferenceConfig, _fit_info
-from .nuts_program import default_layout, sample_many
+from .nuts_program import default_layout, sample_many, sampled_site_names
 from .sampler import ReferenceRunner, ReferenceSampler, register_sampler
 
 #: NumPyro per-draw fields kept as ArviZ sample_stats (numpyro name -> arviz name)
@@ -117,13 +116,6 @@ class NutsRun(ReferenceRunner):
 
     def layout(self) -> dict:
         return {"chain_method": self.method}
-
-
-def sampled_site_names(spec, Phi, y) -> list[str]:
-    """The latent sites the model samples (not observed, not deterministic), in order."""
-
-    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
-    return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
 
 
 def nuts_posteriors(spec, Phi, ys, keys, *, config: ReferenceConfig, batch: int | None = None) -> list:

@@ -37,6 +37,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro import handlers
+from numpyro.infer.hmc import hmc
+from numpyro.infer.util import initialize_model
 
 #: NumPyro's HMC-state fields kept per draw (numpyro names, as NutsRun's extra fields)
 STATE_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
@@ -65,6 +68,12 @@ class NutsSettings:
                    float(config.target_accept), int(config.max_tree_depth))
 
 
+def sampled_site_names(spec, Phi, y) -> list[str]:
+    """The latent sites the model samples (not observed, not deterministic), in order."""
+    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
+
+
 class NutsProgram:
     """NUTS on ``spec.model`` for data of shape (n, M), compiled once.
 
@@ -84,9 +93,6 @@ class NutsProgram:
 
     def __init__(self, spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",
                  keep: tuple[str, ...] = ()):
-        from numpyro.infer.hmc import hmc
-        from numpyro.infer.util import initialize_model
-
         self.spec, self.settings = spec, settings
         # a data set of the right shape with both labels: only the structure is used
         Phi0 = jnp.zeros((n, M))
@@ -96,7 +102,7 @@ class NutsProgram:
         potential_gen, postprocess_gen = info.potential_fn, info.postprocess_fn
         template = info.param_info.z
         # the measured sites (deterministic ones included) and every site NUTS moves
-        sampled = list(dict.fromkeys(list(keep) + _sampled_sites(spec, Phi0, y0)))
+        sampled = list(dict.fromkeys(list(keep) + sampled_site_names(spec, Phi0, y0)))
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
         s = settings
 
@@ -177,14 +183,6 @@ class NutsProgram:
             draws, stats = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *parts)
         return ({k: np.asarray(v, dtype=float) for k, v in draws.items()},
                 {k: np.asarray(v) for k, v in stats.items()})
-
-
-def _sampled_sites(spec, Phi, y) -> list[str]:
-    """The latent sites the model samples (not observed, not deterministic), in order."""
-    from numpyro import handlers
-
-    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
-    return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
 
 
 def program_for(spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",

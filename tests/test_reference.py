@@ -403,20 +403,23 @@ def test_a_pilot_that_meets_the_rule_is_the_reference(problem, tmp_path, monkeyp
 
 
 def test_nuts_continuations_in_pieces_are_one_long_run(problem):
-    """NUTS continues its chains in pieces of the first run's length (one compiled program
-    for every piece): the draws are those of one continuation of the whole length."""
+    """NUTS continues its chains with one compiled program that draws pieces of the first
+    run's length; however the draws are asked for (40 at once, or 30 then 10, the last
+    piece's surplus kept for the next call), they are those of one long continuation."""
     from zoo.validation.references import NutsRun
 
     spec, Phi, y = problem
     config = ReferenceConfig(num_chains=2, num_warmup=50, num_samples=20, seed=4)
-    pieces, whole = NutsRun(spec, Phi, y, config, False), NutsRun(spec, Phi, y, config, False)
-    whole.chunk = 40
-    for run in (pieces, whole):
-        run.first()
-    (a, a_stats), (b, b_stats) = pieces.more(40), whole.more(40)
-    assert a["mu"].shape == (2, 40, 2)
-    np.testing.assert_array_equal(a["mu"], b["mu"])
-    np.testing.assert_array_equal(a_stats["diverging"], b_stats["diverging"])
+    whole, split = NutsRun(spec, Phi, y, config, False), NutsRun(spec, Phi, y, config, False)
+    first_whole, first_split = whole.first(), split.first()
+    np.testing.assert_array_equal(first_whole[0]["mu"], first_split[0]["mu"])
+    a, a_stats = whole.more(40)
+    (b1, s1), (b2, s2) = split.more(30), split.more(10)
+    assert a["mu"].shape == (2, 40, 2) and b1["mu"].shape == (2, 30, 2) and b2["mu"].shape == (2, 10, 2)
+    np.testing.assert_array_equal(a["mu"], np.concatenate([b1["mu"], b2["mu"]], axis=1))
+    np.testing.assert_array_equal(a_stats["diverging"], np.concatenate([s1["diverging"], s2["diverging"]], axis=1))
+    # and the continuation moved on: not the first run's draws again
+    assert not np.array_equal(a["mu"][:, :20], first_whole[0]["mu"])
 
 
 def test_a_model_with_latents_beyond_its_sites_reads_back_from_the_cache(tmp_path):

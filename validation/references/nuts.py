@@ -1,5 +1,6 @@
-"""NUTS on the model itself: the reference sampler of every model (NumPyro's MCMC), its
-chain layout and its own checks (E-BFMI, tree depth)."""
+"""NUTS on the model itself: the reference sampler of every model (NumPyro's NUTS kernel,
+run as compiled programs that take the data as arguments: ``nuts_program.py``), its chain
+layout and its own checks (E-BFMI, tree depth)."""
 from __future__ import annotations
 
 import time
@@ -7,13 +8,12 @@ import warnings
 
 import jax
 import numpy as np
-from numpyro.infer import MCMC, NUTS
 
 from ...inference.posterior import DrawsPosterior
 from ..base.compile_timer import CompileTimer
 from .certification import _certify_run, _diagnosed_sites, nuts_energy_checks
 from .config import ReferenceConfig, _fit_info
-from .nuts_program import default_layout, sample_many, sampled_site_names
+from .nuts_program import NutsSettings, as_numpy_key, default_layout, program_for, sample_many, sampled_site_names
 from .sampler import ReferenceRunner, ReferenceSampler, register_sampler
 
 #: NumPyro per-draw fields kept as ArviZ sample_stats (numpyro name -> arviz name)
@@ -41,10 +41,9 @@ def effective_chain_method(config: ReferenceConfig) -> str:
     return config.chain_method
 
 
-def _collect(mcmc) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    draws = {k: np.asarray(v, dtype=float) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-    return draws, extra
+def _length(part) -> int:
+    """Draws per chain in a (draws, extra) pair."""
+    return next(iter(part[0].values())).shape[1]
 
 
 def _sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -58,52 +57,56 @@ def _sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 class NutsRun(ReferenceRunner):
-    """NUTS on ``spec.model``: a first run, then continuations of the same chains."""
+    """NUTS on ``spec.model``: a first run, then continuations of the same chains.
+
+    Both are compiled programs that take the data as arguments (``nuts_program.py``),
+    built once per model, shape and settings in a process: a second reference of the same
+    shape (the next data set of a battery, the twin run with another seed, a continuation)
+    reuses them instead of compiling again, as ``MCMC.run`` did on every call. Its draws
+    are those of NumPyro's NUTS kernel with ``MCMC``'s warm-up and initialization, from a
+    different random stream (equivalent in distribution, not identical)."""
 
     name = "numpyro.NUTS"
 
     def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
-        self.Phi, self.y = Phi, y
+        self.Phi, self.y = np.asarray(Phi, dtype=float), np.asarray(y, dtype=float)
         # keep the measured sites and every site NUTS moves (not the deterministic ones):
         # all of them are diagnosed
-        measured = [s.name for s in spec.sites(Phi.shape[1])]
+        measured = [s.name for s in spec.sites(self.Phi.shape[1])]
         self.keep = tuple(dict.fromkeys(measured + sampled_site_names(spec, Phi, y)))
         self.method = effective_chain_method(config)
-        kernel = NUTS(spec.model, target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth)
-        self.mcmc = MCMC(
-            kernel, num_warmup=config.num_warmup, num_samples=config.num_samples,
-            num_chains=config.num_chains, chain_method=self.method, progress_bar=progress,
-        )
-        self.seed = config.seed
-        self.chunk = int(config.num_samples)
+        self.program = program_for(spec, *self.Phi.shape, NutsSettings.of(config), self.method, self.keep)
+        self.key = as_numpy_key(jax.random.PRNGKey(config.seed))[None]
+        self.states = None
+        # draws of the last continuation piece beyond what was asked (see more)
+        self._surplus: tuple[dict, dict] | None = None
 
     def first(self):
-        self.mcmc.run(jax.random.PRNGKey(self.seed), self.Phi, y=self.y, extra_fields=tuple(_EXTRA_FIELDS))
-        return self._kept(*_collect(self.mcmc))
+        draws, extra, self.states = self.program.run_with_states(self.key, self.Phi, self.y[None])
+        self._surplus = None
+        return self._kept(draws, extra)
 
     def _kept(self, draws, extra):
-        return {k: draws[k] for k in self.keep}, extra
+        return {k: draws[k][0] for k in self.keep}, {k: v[0] for k, v in extra.items()}
 
     def more(self, n_more: int):
         """The next n_more draws of every chain: continued from its last state with the
         adapted step size and mass matrix, so the new draws extend the same Markov chains.
-        They are drawn in pieces of the first run's length: NumPyro compiles its loop for
-        every run, and pieces of one length are one program, which JAX's persistent
-        compilation cache (on in the command line) then compiles once. Each piece starts
-        from the last one's state and key, so the draws are those of one long run."""
-        parts = []
-        left = int(n_more)
-        while left > 0:
-            n = min(self.chunk, left)
-            self.mcmc.post_warmup_state = self.mcmc.last_state
-            self.mcmc.num_samples = n
-            self.mcmc.run(self.mcmc.post_warmup_state.rng_key, self.Phi, y=self.y,
-                          extra_fields=tuple(_EXTRA_FIELDS))
-            parts.append(self._kept(*_collect(self.mcmc)))
-            left -= n
-        if len(parts) == 1:
-            return parts[0]
-        return tuple({k: np.concatenate([p[i][k] for p in parts], axis=1) for k in parts[0][i]} for i in (0, 1))
+        The continuation program draws pieces of the first run's length (one program per
+        shape); draws of a last piece beyond n_more are kept and handed out first by the
+        next call, so that the draws are always those of one long run."""
+        parts = [] if self._surplus is None else [self._surplus]
+        self._surplus = None
+        have = 0 if not parts else _length(parts[0])
+        while have < int(n_more):
+            draws, extra, self.states = self.program.continue_chains(self.states, self.Phi, self.y[None])
+            parts.append(self._kept(draws, extra))
+            have += _length(parts[-1])
+        joined = tuple({k: np.concatenate([p[i][k] for p in parts], axis=1) for k in parts[0][i]} for i in (0, 1))
+        if have > n_more:
+            self._surplus = tuple({k: v[:, n_more:] for k, v in part.items()} for part in joined)
+            joined = tuple({k: v[:, :n_more] for k, v in part.items()} for part in joined)
+        return joined
 
     @staticmethod
     def sample_stats(extra):
@@ -154,7 +157,7 @@ def nuts_posteriors(spec, Phi, ys, keys, *, config: ReferenceConfig, batch: int 
 
 
 #: NUTS on the model itself: the reference sampler of every model
-NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, clear_compiled_after_run=True,
+NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, code_modules=("zoo.validation.references.nuts_program",),
                                 description="NUTS on the NumPyro model")
 
 

@@ -134,55 +134,93 @@ class NutsProgram:
             _, _, z, _ = jax.lax.while_loop(lambda c: (c[0] < INIT_TRIES) & ~c[3], body, (1, k0, z0, finite(z0)))
             return z
 
+        def step(args, kwargs, st):
+            st = sample_kernel(st, model_args=args, model_kwargs=kwargs)
+            kept = {f: getattr(st, f) for f in STATE_FIELDS}
+            kept["adapt_state.step_size"] = st.adapt_state.step_size
+            return st, (st.z, kept)
+
+        def kept_draws(Phi, y, state, length):
+            """``length`` draws from ``state`` on: (last state, constrained draws, stats)."""
+            args, kwargs = (Phi,), {"y": y}
+            state, (zs, stats) = jax.lax.scan(lambda st, _: step(args, kwargs, st), state, None, length=length)
+            constrained = jax.vmap(postprocess_gen(Phi, y=y))(zs)
+            return state, {k: constrained[k] for k in sampled}, stats
+
         def one_chain(key, Phi, y):
             k_init, k_run = jax.random.split(key)
             args, kwargs = (Phi,), {"y": y}
             z0 = uniform_init(k_init, potential_gen(Phi, y=y))
             state = init_kernel(z0, num_warmup=s.num_warmup, target_accept_prob=s.target_accept,
                                 max_tree_depth=s.max_tree_depth, model_args=args, model_kwargs=kwargs, rng_key=k_run)
+            state, _ = jax.lax.scan(lambda st, _: (sample_kernel(st, model_args=args, model_kwargs=kwargs), None),
+                                    state, None, length=s.num_warmup)
+            return kept_draws(Phi, y, state, s.num_samples)
 
-            def warm(st, _):
-                return sample_kernel(st, model_args=args, model_kwargs=kwargs), None
-
-            def draw(st, _):
-                st = sample_kernel(st, model_args=args, model_kwargs=kwargs)
-                kept = {f: getattr(st, f) for f in STATE_FIELDS}
-                kept["adapt_state.step_size"] = st.adapt_state.step_size
-                return st, (st.z, kept)
-
-            state, _ = jax.lax.scan(warm, state, None, length=s.num_warmup)
-            _, (zs, stats) = jax.lax.scan(draw, state, None, length=s.num_samples)
-            constrained = jax.vmap(postprocess_gen(Phi, y=y))(zs)
-            return {k: constrained[k] for k in sampled}, stats
+        def continued_chain(state, Phi, y):
+            # past warm-up (state.i >= num_warmup) the kernel adapts nothing: these draws
+            # extend the same Markov chain with its adapted step size and mass matrix
+            return kept_draws(Phi, y, state, s.num_samples)
 
         def per_data_set(key, Phi, y):
             return jax.vmap(one_chain, in_axes=(0, None, None))(jax.random.split(key, s.num_chains), Phi, y)
 
+        def per_data_set_continued(states, Phi, y):
+            return jax.vmap(continued_chain, in_axes=(0, None, None))(states, Phi, y)
+
         self.layout = layout
         if layout == "vectorized":
             self._run = jax.jit(jax.vmap(per_data_set, in_axes=(0, None, 0)))
+            self._continue = jax.jit(jax.vmap(per_data_set_continued, in_axes=(0, None, 0)))
         elif layout == "parallel":
             self._chains = jax.pmap(one_chain, in_axes=(0, None, None))
+            self._chains_continued = jax.pmap(continued_chain, in_axes=(0, None, None))
         else:
             self._chain = jax.jit(one_chain)
+            self._chain_continued = jax.jit(continued_chain)
         self.sites = tuple(sampled)
 
     def run(self, keys, Phi, ys) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        draws, stats, _ = self.run_with_states(keys, Phi, ys)
+        return draws, stats
+
+    def run_with_states(self, keys, Phi, ys):
+        """As :meth:`run`, plus the chains' last states (a pytree with leading axes (D,
+        chains), kept where JAX put them) for :meth:`continue_chains`."""
         Phi, ys, keys = jnp.asarray(Phi, dtype=float), jnp.asarray(ys, dtype=float), jnp.asarray(keys)
         if self.layout == "vectorized":
-            draws, stats = self._run(keys, Phi, ys)
+            return self._numpy(*self._run(keys, Phi, ys))
+        chain_keys = [jax.random.split(keys[d], self.settings.num_chains) for d in range(ys.shape[0])]
+        if self.layout == "parallel":
+            parts = [self._chains(k, Phi, ys[d]) for d, k in enumerate(chain_keys)]
         else:
-            parts = []
-            for d in range(ys.shape[0]):
-                chain_keys = jax.random.split(keys[d], self.settings.num_chains)
-                if self.layout == "parallel":
-                    parts.append(self._chains(chain_keys, Phi, ys[d]))
-                else:
-                    outs = [self._chain(k, Phi, ys[d]) for k in chain_keys]
-                    parts.append(jax.tree_util.tree_map(lambda *a: jnp.stack(a), *outs))
-            draws, stats = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *parts)
+            parts = [_stacked([self._chain(k, Phi, ys[d]) for k in ks]) for d, ks in enumerate(chain_keys)]
+        return self._numpy(*_stacked(parts))
+
+    def continue_chains(self, states, Phi, ys):
+        """``num_samples`` more draws of every chain from ``states`` (as
+        :meth:`run_with_states` or this method returned them): the same Markov chains
+        continued, with their adapted step sizes and mass matrices, by a second program
+        compiled once per shape. Returns (draws, stats, states) as run_with_states."""
+        Phi, ys = jnp.asarray(Phi, dtype=float), jnp.asarray(ys, dtype=float)
+        if self.layout == "vectorized":
+            return self._numpy(*self._continue(states, Phi, ys))
+        take = lambda tree, *i: jax.tree_util.tree_map(lambda a: a[i], tree)  # noqa: E731
+        if self.layout == "parallel":
+            parts = [self._chains_continued(take(states, d), Phi, ys[d]) for d in range(ys.shape[0])]
+        else:
+            parts = [_stacked([self._chain_continued(take(states, d, c), Phi, ys[d])
+                               for c in range(self.settings.num_chains)]) for d in range(ys.shape[0])]
+        return self._numpy(*_stacked(parts))
+
+    @staticmethod
+    def _numpy(states, draws, stats):
         return ({k: np.asarray(v, dtype=float) for k, v in draws.items()},
-                {k: np.asarray(v) for k, v in stats.items()})
+                {k: np.asarray(v) for k, v in stats.items()}, states)
+
+
+def _stacked(outs):
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *outs)
 
 
 def program_for(spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",

@@ -178,16 +178,14 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
                               "reference is sampled but not cached")
             return _sample(spec, Phi, y, config, cache_dir if writable else None, key, sites, progress)
     finally:
-        # NumPyro's MCMC.run compiles its sampling loop anew on every call (it jits a fresh
-        # wrapper that it passes as a static argument), and JAX keeps every compiled
-        # program (and its memory mappings, ~4,400 per NUTS run here) for the life of the
-        # process: a battery or an SBC of NUTS died with "LLVM compilation error: Cannot
-        # allocate memory" after ~15 runs per process, at the kernel's 65,530 mappings.
-        # None of them is reusable, so they are dropped after a NUTS run. The Gibbs
-        # samplers' sweeps are module-level programs that take the data as arguments: they
-        # are compiled once per shape and reused by every later data set of that shape
-        # (clearing them after each run made a PG-Gibbs run of GIG's SBC problem take
-        # ~40 s instead of ~8 s), so a Gibbs run keeps them.
+        # A sampler whose programs cannot be reused by the next data set may ask for JAX's
+        # compiled programs to be dropped after its run: JAX keeps every one (and its memory
+        # mappings) for the life of the process, and NumPyro's MCMC.run, which compiled its
+        # loop anew on every call, once killed a battery with "LLVM compilation error:
+        # Cannot allocate memory" after ~15 runs. None of the zoo's samplers asks any more:
+        # NUTS (nuts_program.py) and the Gibbs sweeps are programs that take the data as
+        # arguments, compiled once per shape and reused by every later data set of that
+        # shape (clearing them made a PG-Gibbs run of GIG's SBC problem take ~40 s, not ~8).
         if get_sampler(config.sampler).clear_compiled_after_run:
             jax.clear_caches()
 

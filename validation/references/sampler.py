@@ -93,8 +93,9 @@ class ReferenceSampler:
     runner: type[ReferenceRunner]
     code_modules: tuple[str, ...] = ()
     #: whether run_reference drops JAX's compiled programs after a run of this sampler:
-    #: True where they cannot be reused by the next data set (NUTS: NumPyro re-jits its
-    #: loop on every run), False where they take the data as arguments (the Gibbs sweeps)
+    #: True where they cannot be reused by the next data set (a sampler built on
+    #: ``MCMC.run``, which re-jits its loop on every run), False where they take the data
+    #: as arguments (NUTS's program, the Gibbs sweeps)
     clear_compiled_after_run: bool = False
     #: what the sampler is, in a few words, for the report ("Reference: **name** (description)");
     #: not part of the code digest or the sampler settings: it changes no draw

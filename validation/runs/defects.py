@@ -130,10 +130,8 @@ class BatterySettings:
 def battery_references(model: str, settings: BatterySettings, index: int):
     """The reference samplers tried on data set ``index``, in order: the model's chain (or
     ``settings.reference_samplers``), NUTS with ``settings.reference_draws``, each run
-    seeded by the data set. The chains keep the default layout (one per CPU device) even
-    in a one-core worker: NumPyro compiles its sampling loop once per run that way, and
-    once per chain when the chains run one after another - 3x the time of a run on the
-    SBC problem, for the same draws."""
+    seeded by the data set. NUTS's programs (``references/nuts_program.py``) are compiled
+    on a worker's first data set and reused by every later one and by the twin run."""
 
     return default_references(model, settings.reference_samplers or None, nuts_draws=settings.reference_draws,
                               seed=2 * index)

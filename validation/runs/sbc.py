@@ -198,11 +198,7 @@ def _reference_fit(spec, Phi, y, *, config=None, reference=None):
     run has a bulk and tail ESS of at least the rule's minimum (400), above the ranked
     draws (99 by default). The chain length so depends on the data set (on its
     autocorrelation, not on where the truth lies); a run that never certifies ends at the
-    record's cap and is ranked all the same, so SBC sees the sampler as users get it.
-    The chains run in the default layout, one per
-    CPU device: NumPyro compiles its sampling loop once per run in that layout but once
-    per chain when the chains run one after another (measured on PCVM's SBC problem: 15 s
-    against 50 s a run, the same draws)."""
+    record's cap and is ranked all the same, so SBC sees the sampler as users get it.""" 
 
     return run_reference(spec, Phi, y, config=reference).posterior
 
@@ -261,8 +257,30 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
 # --------------------------------------------------------------------------------------
 # One simulation
 # --------------------------------------------------------------------------------------
+def _spec_key(spec, *extra) -> str:
+    """A digest of the spec (class and hyper-parameters) and ``extra``: the key of the
+    per-process programs below, each built once per spec and design."""
+    h = hashlib.sha256(json.dumps([type(spec).__module__, type(spec).__qualname__, spec.to_dict()],
+                                  sort_keys=True, default=str).encode())
+    for x in extra:
+        h.update(np.ascontiguousarray(x).tobytes() if isinstance(x, np.ndarray) else repr(x).encode())
+    return h.hexdigest()
+
+
+_OBSERVED: dict[str, str] = {}
+
+
 def observed_site(spec, Phi) -> str:
-    """The name of the model's observed (label) site."""
+    """The name of the model's observed (label) site (found by tracing the model once per
+    spec and design shape: a trace costs ~8 ms, paid by every simulation before)."""
+    key = _spec_key(spec, tuple(np.shape(Phi)))
+    if key not in _OBSERVED:
+        _OBSERVED.clear() if len(_OBSERVED) > 64 else None
+        _OBSERVED[key] = _find_observed_site(spec, Phi)
+    return _OBSERVED[key]
+
+
+def _find_observed_site(spec, Phi) -> str:
     import jax
     from numpyro import handlers
     from numpyro.distributions.distribution import Unit
@@ -286,14 +304,44 @@ def quantity_names(spec, Phi, Phi_new) -> list[str]:
     return names + [f"f_new[{j}]" for j in range(Phi_new.shape[0])] + ["log_lik"]
 
 
-def _quantities(spec, params: dict[str, np.ndarray], Phi, Phi_new, y) -> np.ndarray:
-    """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta)."""
+_QUANTITY_PROGRAMS: dict[str, Callable] = {}
+
+
+def _quantity_program(spec, M: int) -> Callable:
+    """(params, Phi, Phi_new) -> (flat sites, f at Phi_new, p(y = 1) at Phi), jitted once
+    per spec and number of basis functions (op by op, these small array operations cost a
+    few ms of dispatch per simulation)."""
+    import jax
     import jax.numpy as jnp
 
+    key = _spec_key(spec, M)
+    if key not in _QUANTITY_PROGRAMS:
+        sites = spec.sites(M)
+
+        def quantities(params, Phi, Phi_new):
+            flat = flatten({s.name: jnp.asarray(params[s.name]) for s in sites}, sites)
+            return (flat, spec.linear_predictor(params, Phi_new),
+                    spec.prob(spec.linear_predictor(params, Phi)))
+
+        _QUANTITY_PROGRAMS.clear() if len(_QUANTITY_PROGRAMS) > 16 else None
+        _QUANTITY_PROGRAMS[key] = jax.jit(quantities)
+    return _QUANTITY_PROGRAMS[key]
+
+
+def _quantities(spec, params: dict[str, np.ndarray], Phi, Phi_new, y) -> np.ndarray:
+    """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta)."""
+    import jax
+
     sites = spec.sites(Phi.shape[1])
-    flat = np.asarray(flatten({s.name: jnp.asarray(params[s.name]) for s in sites}, sites))
-    f_new = np.asarray(spec.linear_predictor(params, jnp.asarray(Phi_new)))
-    p = np.clip(np.asarray(spec.prob(spec.linear_predictor(params, jnp.asarray(Phi)))), 1e-300, 1.0)
+    args = ({s.name: params[s.name] for s in sites}, np.asarray(Phi, dtype=float), np.asarray(Phi_new, dtype=float))
+    try:
+        flat, f_new, p = _quantity_program(spec, Phi.shape[1])(*args)
+    except jax.errors.JAXTypeError:
+        # a user's model whose linear predictor converts to NumPy cannot be traced: op by op
+        with jax.disable_jit():
+            flat, f_new, p = _quantity_program(spec, Phi.shape[1])(*args)
+    flat, f_new = np.asarray(flat), np.asarray(f_new)
+    p = np.clip(np.asarray(p), 1e-300, 1.0)
     q = np.clip(1.0 - p, 1e-300, 1.0)
     log_lik = (y * np.log(p) + (1.0 - y) * np.log(q)).sum(-1)
     return np.concatenate([flat, f_new, log_lik[:, None]], axis=1)
@@ -347,9 +395,7 @@ def _prior_sampler(spec, Phi, obs: str) -> Callable:
     import jax
     from numpyro.infer import Predictive
 
-    h = hashlib.sha256(json.dumps([type(spec).__qualname__, spec.to_dict()], sort_keys=True, default=str).encode())
-    h.update(np.ascontiguousarray(Phi, dtype=float).tobytes())
-    key = h.hexdigest()
+    key = _spec_key(spec, np.asarray(Phi, dtype=float))
     if key not in _PRIOR_SAMPLERS:
         Phi_j = jax.numpy.asarray(Phi)
 

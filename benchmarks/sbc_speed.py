@@ -3,7 +3,9 @@ compilation, and the verdict, per model, in one run on one machine.
 
 * before: every simulation's fit is a fresh ``run_reference`` (NumPyro's ``MCMC.run``,
   which compiles its sampling loop anew on each call) - SBC as it ran until 2026-11-27,
-  driven here through ``sbc.simulate_one`` with the engine's per-simulation fit;
+  driven here through ``sbc.simulate_one`` with the engine's per-simulation fit, in the
+  zoo at ``--before-rev`` (default e67ca18: since then ``run_reference`` runs the compiled
+  program too), imported from an exported copy (``revision_tree.py``);
 * after: ``zoo``'s SBC as it runs now (``sbc.run_sbc``): the simulations of a batch share
   one compiled NUTS program (validation/references/nuts_program.py).
 
@@ -120,6 +122,7 @@ def main(argv=None):
     parser.add_argument("--sims", type=int, default=100)
     parser.add_argument("--before-sims", type=int, default=None, help="simulations of the before path (default --sims)")
     parser.add_argument("--paths", default="before,after")
+    parser.add_argument("--before-rev", default="e67ca18", help="the revision the before cells import")
     parser.add_argument("--out", default=OUT)
     parser.add_argument("--redo", action="store_true")
     parser.add_argument("--report", action="store_true")
@@ -142,9 +145,15 @@ def main(argv=None):
                 dest = os.path.join(args.out, "cells", f"{model}--{path}.json")
                 if os.path.exists(dest) and not args.redo:
                     continue
+                env = dict(os.environ)
+                if path == "before":
+                    sys.path.insert(0, HERE)
+                    import revision_tree
+
+                    env["PYTHONPATH"] = revision_tree.tree_at(args.before_rev)
                 t0 = time.perf_counter()
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--cell", f"{model}|{path}|{sims}|{dest}"],
-                               check=True)
+                               check=True, env=env)
                 print(f"{model} {path}: {time.perf_counter() - t0:.0f} s", flush=True)
     text = report(args.out)
     with open(os.path.join(args.out, "table.md"), "w") as fh:

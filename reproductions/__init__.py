@@ -43,13 +43,14 @@ def get_entry(name: str) -> Entry:
 
 def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs: int = 1, seed: int = 0,
         jax_cache: str | None = None, log: Callable[[str], None] | None = None, progress: bool = False,
-        **options) -> dict:
+        device: str | None = None, **options) -> dict:
     """Run entry ``name``; write ``<out>/<name>/table.md`` and ``table.json``.
 
     ``options`` are the entry's own (see ``ENTRIES[name].options``); missing ones take
     their defaults. jobs > 1: the cells run on a Dask LocalCluster of that many worker
     processes (see :mod:`.cells`), whose workers share the JAX compilation cache
-    ``jax_cache`` if given. progress: a progress bar with an ETA on stderr. Returns the
+    ``jax_cache`` if given. progress: a progress bar with an ETA on stderr. device: where
+    the run computed, in words (``zoo.devices.describe``), stated under the settings. Returns the
     table.json object plus "files" (the paths written). Raises ValueError for an unknown
     entry, an unknown option or a bad value. Cells that raise do not end the run: the
     other cells of their step finish and are kept, and the table files say which cells
@@ -91,11 +92,12 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
         f"(defaults: {entry.default_sizes}).",
         f"Cells: {store.computed} computed in this run, {store.reused} found on disk; wall time of this "
         f"run {wall:.0f} s with {jobs} job(s).",
+        *([f"Computed on: {device}."] if device else []),
         "",
     ]
     result = {"entry": name, "settings": settings, "defaults": entry.default_sizes,
               "cells_computed": store.computed, "cells_reused": store.reused,
-              "wall_seconds_this_run": wall, **table["json"]}
+              "wall_seconds_this_run": wall, **({"device": device} if device else {}), **table["json"]}
     files = {"table.md": os.path.join(out_dir, "table.md"), "table.json": os.path.join(out_dir, "table.json")}
     write_text_atomic(files["table.md"], "\n".join(header) + table["markdown"].rstrip() + "\n")
     write_json_atomic(result, files["table.json"])

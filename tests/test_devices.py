@@ -76,3 +76,26 @@ def test_the_study_report_names_the_device(tmp_path):
     assert "Device: cpu (auto: small posteriors)" in open(path).read()
     path = write_study_report({"name": "s"}, [], str(tmp_path))
     assert "Device:" not in open(path).read()
+
+
+def test_a_reference_s_chains_are_vectorized_on_an_accelerator_and_keyed_by_backend(monkeypatch):
+    # on an accelerator "parallel" (one chain per device) cannot be had, and one chain after
+    # another on a GPU was the slowest layout measured: the chains become lanes of one
+    # program there; the draws then differ from the CPU's, so the cache key names the backend
+    import jax
+    import numpy as np
+
+    from zoo.models.pcvm import PCVM
+    from zoo.validation.references import ReferenceConfig
+    from zoo.validation.references.cache import cache_key
+    from zoo.validation.references.nuts import effective_chain_method
+
+    config = ReferenceConfig()
+    Phi, y = np.eye(4, 2), np.array([0.0, 1.0, 0.0, 1.0])
+    on_cpu = (effective_chain_method(config), cache_key(PCVM(), Phi, y, config))
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    on_gpu = (effective_chain_method(config), cache_key(PCVM(), Phi, y, config))
+    assert on_cpu[0] == "parallel" and on_gpu[0] == "vectorized"
+    assert on_cpu[1] != on_gpu[1]
+    # a layout asked for by name is kept
+    assert effective_chain_method(ReferenceConfig(chain_method="sequential")) == "sequential"

@@ -163,6 +163,8 @@ def test_a_reproduce_run_with_a_failing_cell_writes_why_and_exits_1(tmp_path, mo
     assert cli.main(argv) == 0
     table = json.loads((folder / "table.json").read_text())
     assert "complete" not in table and table["cells_computed"] == 1 and table["cells_reused"] == 2
+    # the table says where it was computed (the CLI's --device, auto: the CPU here)
+    assert table["device"].startswith("cpu") and "Computed on: cpu" in (folder / "table.md").read_text()
 
 
 def test_reproduce_progress_has_an_eta(tmp_path, capsys):

@@ -282,12 +282,11 @@ def _cmd_reproduce(args) -> int:
         # are checked here first, since they are only written after the cells
         for o in entry.options:
             o.parse(options[o.name])
-        # the choice is applied; the table does not state it yet
-        devices.choose(args.device)
+        device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
         result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
                                jax_cache=jax_cache, progress=not args.no_progress and bars_fit(sys.stderr),
-                               **options)
+                               device=devices.describe(device), **options)
     except ValueError as err:
         print(f"zoo reproduce {args.entry}: error: {err}", file=sys.stderr)
         return 2

@@ -256,6 +256,9 @@ def cache_key(spec, Phi: np.ndarray, y: np.ndarray, config: ReferenceConfig) -> 
         "sampler_code": get_sampler(config.sampler).code_digest(),
         "certification_rule": asdict(CERTIFICATION),
         "versions": package_versions(),
+        # the draws depend on where they were computed (an accelerator runs NUTS's chains
+        # vectorized, and its arithmetic rounds differently): an entry is the backend's
+        "backend": jax.default_backend(),
         "cache_format": CACHE_FORMAT,
     }
     text = json.dumps(_jsonable(payload), sort_keys=True)

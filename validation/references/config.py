@@ -20,8 +20,9 @@ class ReferenceConfig:
     target_accept and max_tree_depth do not, and their chains need no layout choice.
 
     chain_method: "parallel" by default (one chain per CPU device; falls back to
-    "sequential" when the process has fewer devices than chains); the fastest layout in
-    wall time (benchmarks/README.md, "Measurements behind design choices").
+    "sequential" when the process has fewer devices than chains, and runs "vectorized"
+    where JAX's default device is an accelerator); the fastest layout in wall time
+    (benchmarks/README.md, "Measurements behind design choices").
     "parallel" and "sequential" give identical draws (verified bit for bit);
     "vectorized" draws differ (batched arithmetic changes the last bits, and NUTS
     trajectories amplify that), so the layout is part of the cache key.

@@ -28,8 +28,13 @@ _EXTRA_FIELDS = {
 
 
 def effective_chain_method(config: ReferenceConfig) -> str:
-    """The layout actually used. "parallel" needs one device per chain; without them the
-    chains run "sequential" - the same draws bit for bit, only slower - with a warning."""
+    """The layout actually used. "parallel" needs one device per chain: on the CPU without
+    them the chains run "sequential" - the same draws bit for bit, only slower - with a
+    warning; where JAX's default device is an accelerator they run "vectorized", as lanes
+    of one program on it (one after another, a GPU computed a small posterior slower than
+    the CPU: issue 37's measurements in benchmarks/results/accelerator_check/)."""
+    if config.chain_method == "parallel" and jax.default_backend() != "cpu":
+        return "vectorized"
     if config.chain_method == "parallel" and jax.local_device_count() < config.num_chains:
         warnings.warn(
             f"chain_method='parallel' needs {config.num_chains} CPU devices but JAX has "

@@ -220,10 +220,15 @@ def test_refuses_another_model():
         G.PGGibbsChains(GIGLogistic(), X, y, num_warmup=0)
 
 
-def test_a_gibbs_reference_keeps_its_compiled_sweeps_and_a_nuts_run_frees_its_programs(monkeypatch):
-    # The sweeps are module-level programs that take the data as arguments, compiled once
-    # per shape and reused by the next data set, so run_reference must not clear JAX's
-    # caches after a Gibbs run; NumPyro's NUTS programs cannot be reused and are cleared.
+def test_a_reference_keeps_its_compiled_programs_and_the_next_data_set_compiles_nothing(monkeypatch):
+    # The Gibbs sweeps and NUTS's program (nuts_program.py) take the data as arguments,
+    # compiled once per shape and reused by the next data set, so run_reference must not
+    # clear JAX's caches after a run; a second data set of the same shape (another seed,
+    # other labels) then compiles no program at all.
+    import dataclasses
+
+    import jax
+
     from zoo.validation.references import run as R  # the module whose jax.clear_caches the run calls
 
     cleared = []
@@ -231,8 +236,20 @@ def test_a_gibbs_reference_keeps_its_compiled_sweeps_and_a_nuts_run_frees_its_pr
     rng = np.random.default_rng(2)
     X = rng.standard_normal((30, 3))
     y = (rng.uniform(size=30) < 0.5).astype(float)
-    R.run_reference(GIGLogistic(), X, y, config=R.ReferenceConfig(sampler="pg-gibbs", num_warmup=100,
-                                                                   num_samples=100, max_doublings=0))
+    configs = {"pg-gibbs": R.ReferenceConfig(sampler="pg-gibbs", num_warmup=100, num_samples=100, max_doublings=0),
+               "nuts": R.ReferenceConfig(num_warmup=50, num_samples=50, max_doublings=0)}
+    for name, config in configs.items():
+        R.run_reference(GIGLogistic(), X, y, config=config)
+        compiled = []
+
+        def listener(event, duration, **_):
+            if event == "/jax/core/compile/backend_compile_duration":
+                compiled.append(duration)
+
+        jax.monitoring.register_event_duration_secs_listener(listener)
+        try:
+            R.run_reference(GIGLogistic(), X, 1.0 - y, config=dataclasses.replace(config, seed=7))
+        finally:
+            jax.monitoring.unregister_event_duration_listener(listener)
+        assert compiled == [], (name, compiled)
     assert cleared == []
-    R.run_reference(GIGLogistic(), X, y, config=R.ReferenceConfig(num_warmup=50, num_samples=50, max_doublings=0))
-    assert cleared == [True]

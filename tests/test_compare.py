@@ -309,12 +309,15 @@ def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):
         assert v["detectable_mean_shift"] > 0 and len(v["worst"]) == 3
     # what the verdicts say here, measured (2 x 1000 NUTS draws, 20 tests, threshold 4.33):
     # Laplace's probit-model sds are far off (an sd +69%, z = 26: the surrogate's change of
-    # model), and against its own surrogate its means are (-0.22 sd, z = -21); EP is close
-    # but its sds are told apart (-17%, z = -8.5). Each margin is at least twice the
-    # threshold, so these are facts of the engines, not of the reference's Monte Carlo draw.
+    # model), and against its own surrogate both its means and its sds are (w[1]'s mean
+    # -0.42 sd, z = -18; w[5]'s sd +63%, z = 26); EP is close but its sds are told apart
+    # (-14%, z = -11.5). Each margin is at least twice the threshold, so these are facts of
+    # the engines, not of the reference's Monte Carlo draw - which of the two tests is the
+    # worst is not (it changed with the reference's random stream), so it is not asserted.
     assert lap["status"] == "differs" and lap["statistic"] > 3 * lap["threshold"]
     vs_surrogate = res["engines"]["laplace"]["vs_surrogate"]["verdict"]
-    assert vs_surrogate["status"] == "differs" and vs_surrogate["worst"][0]["test"] == "mean"
+    assert vs_surrogate["status"] == "differs"
+    assert any(w["test"] == "mean" and abs(w["z"]) > 2 * vs_surrogate["threshold"] for w in vs_surrogate["worst"])
     assert ep["status"] == "differs" and ep["worst"][0]["test"] == "sd" and ep["worst"][0]["difference"] < 0
     md = open(files["report"]).read()
     assert "## Verdicts" in md and "Targets of the issue" not in md

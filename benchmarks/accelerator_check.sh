@@ -4,6 +4,8 @@
 # the machine's own JAX and NumPyro (PYTHONPATH; the zoo's pins are not installed there)
 # and writes logs and the SBC summaries under OUT (default ./accelerator-check):
 #   1. SBC of PCVM's NUTS, 1,000 simulations, --device auto (the GPU: vectorized lanes);
+#      sbc_gpu_1000_again: the same command into another folder, after it (JAX's
+#      persistent compilation cache then holds the programs: a user's second run);
 #   2. the same SBC, 100 simulations, --device cpu (one chain per CPU device);
 #   3. the default `zoo compare` with --device auto (the CPU) and --device accelerator,
 #      each with an empty cache, the latter stopped at COMPARE_LIMIT seconds.
@@ -36,13 +38,15 @@ STEPS=${STEPS:-sbc_gpu_1000 sbc_cpu_100 compare_auto compare_accelerator}
 for step in $STEPS; do case $step in
   sbc_gpu_1000) timed $step 400 $PY -m zoo.cli sbc --model pcvm --engine nuts --sims 1000 --out "$OUT/sbc-gpu" \
                   --no-progress ;;
+  sbc_gpu_1000_again) timed $step 400 $PY -m zoo.cli sbc --model pcvm --engine nuts --sims 1000 \
+                        --out "$OUT/sbc-gpu-again" --no-progress ;;
   sbc_cpu_100) timed $step 200 $PY -m zoo.cli sbc --model pcvm --engine nuts --sims 100 --device cpu \
                  --out "$OUT/sbc-cpu" --no-progress ;;
   compare_auto) timed $step 200 $PY -m zoo.cli compare --no-progress --no-cache --out "$OUT/compare-auto" ;;
   compare_accelerator) timed $step "$COMPARE_LIMIT" $PY -m zoo.cli compare --no-progress --no-cache \
                          --device accelerator --out "$OUT/compare-accelerator" ;;
 esac; done
-for f in sbc-gpu sbc-cpu; do cp "$OUT/$f/pcvm/sbc.md" "$OUT/$f.md" 2>/dev/null; done
+for f in sbc-gpu sbc-gpu-again sbc-cpu; do cp "$OUT/$f/pcvm/sbc.md" "$OUT/$f.md" 2>/dev/null; done
 for f in compare-auto compare-accelerator; do
   grep -h "Computed on\|^| reference\|certified" "$OUT/$f/report.md" 2>/dev/null | head -5 > "$OUT/$f.txt"
 done

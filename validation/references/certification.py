@@ -163,19 +163,19 @@ def certify(idata_or_draws, sites: tuple[Site, ...], divergences, *, rule: Certi
     diag = adapter.summary_diagnostics(idata, sites=sites)
     n_div = _count_divergences(divergences)
     failures, _ = _check_failures(diag, sites, n_div, rule)
-    diagnostics = _diagnostics_dict(diag, n_div, idata)
+    post = idata.posterior
+    diagnostics = _diagnostics_dict(diag, n_div, post.sizes["chain"], post.sizes["draw"])
     return not failures, failures, diagnostics
 
 
-def _diagnostics_dict(diag: dict, n_div: int, idata) -> dict:
-    post = idata.posterior
+def _diagnostics_dict(diag: dict, n_div: int, n_chains: int, n_draws: int) -> dict:
     return {
         "rhat_max": diag["rhat_max"],
         "ess_bulk_min": diag["ess_bulk_min"],
         "ess_tail_min": diag["ess_tail_min"],
         "divergences": n_div,
-        "n_chains": int(post.sizes["chain"]),
-        "n_draws": int(post.sizes["draw"]),
+        "n_chains": int(n_chains),
+        "n_draws": int(n_draws),
         "per_site": {
             name: {k: np.asarray(v).tolist() for k, v in vals.items()} for name, vals in diag["per_site"].items()
         },
@@ -190,12 +190,15 @@ def _diagnosed_sites(measured: tuple[Site, ...], draws: dict[str, np.ndarray]) -
     return tuple(measured) + others
 
 
-def _certify_run(draws, stats, diagnosed, runner, settings):
+def _certify_run(draws, stats, diagnosed, runner, settings, diag: dict | None = None):
     """(certified, failures, diagnostics, kinds) of a run: R-hat, ESS and divergences over
     every diagnosed site, then the sampler's own checks (NUTS: E-BFMI, tree depth; Gibbs:
-    slice shrinkage). ``stats`` are the sampler statistics as stored (ArviZ names)."""
-    idata = adapter.draws_to_idata(draws, diagnosed)
-    diag = adapter.summary_diagnostics(idata, sites=diagnosed)
+    slice shrinkage). ``stats`` are the sampler statistics as stored (ArviZ names).
+    ``diag``: the R-hat/ESS summary if already computed (``batched_diagnostics.summaries``,
+    the same numbers as ArviZ's for many runs at once); None: ArviZ computes it here."""
+    if diag is None:
+        diag = adapter.summary_diagnostics(adapter.draws_to_idata(draws, diagnosed), sites=diagnosed)
+    n_chains, n_draws = np.shape(draws[diagnosed[0].name])[:2]
     n_div = _count_divergences(stats["diverging"])
     failures, kinds = _check_failures(diag, diagnosed, n_div, CERTIFICATION)
     sampler_failures, sampler_numbers = runner.sampler_checks(stats, settings, CERTIFICATION)
@@ -205,7 +208,7 @@ def _certify_run(draws, stats, diagnosed, runner, settings):
         # be met by more draws; a fault of the sampler (a capped slice update, NUTS's
         # energy) cannot
         kinds = kinds | {"sampler_count" if getattr(runner, "checks_count_events", False) else "sampler"}
-    diagnostics = _diagnostics_dict(diag, n_div, idata)
+    diagnostics = _diagnostics_dict(diag, n_div, n_chains, n_draws)
     diagnostics.update(sampler_numbers)
     diagnostics["diagnosed_sites"] = [s.name for s in diagnosed]
     return not failures, failures, diagnostics, kinds

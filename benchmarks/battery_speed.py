@@ -169,10 +169,11 @@ def main(argv=None):
         meta["commands"] = list(dict.fromkeys(meta.get("commands", []) + [command.strip()]))
         with open(meta_path, "w") as fh:
             json.dump(meta, fh, indent=1)
-    text = report(args.out)
-    with open(os.path.join(args.out, "table.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    from zoo.validation.base.atomic import write_text_atomic
+
+    # the table is rebuilt from every stored cell, so an interrupted run leaves the old one whole
+    write_text_atomic(os.path.join(args.out, "table.md"), report(args.out))
+    print(open(os.path.join(args.out, "table.md")).read())
     return 0
 
 

@@ -142,9 +142,6 @@ def rank_diagnostics(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rhat, bulk, tail
 
 
-
-
-
 def summaries(draws_list, sites) -> list[dict]:
     """``adapter.summary_diagnostics`` of many runs at once: for each ``draws`` of
     ``draws_list`` ({site: (chains, draws, *site.shape)}, all of one shape), {"rhat_max",
@@ -174,4 +171,6 @@ def summaries(draws_list, sites) -> list[dict]:
         out.append({"rhat_max": float(np.max(rhat[r])), "ess_bulk_min": float(np.min(bulk[r])),
                     "ess_tail_min": float(np.min(tail[r])), "per_site": per_site})
     return out
+
+
 __all__ = ["rank_diagnostics", "summaries", "TAIL_PROBS"]

@@ -16,9 +16,12 @@ import hashlib
 import importlib.util
 import inspect
 import io
+import json
 import keyword
 import pathlib
 import tokenize
+
+import numpy as np
 
 _PACKAGE = "zoo"
 
@@ -164,3 +167,16 @@ def code_digest(modules, *, exclude: tuple[str, ...] = (), objects=()) -> str:
         h.update(f"{obj.__module__}.{obj.__qualname__}".encode())
         h.update(inspect.getsource(obj).encode())
     return h.hexdigest()
+
+
+def spec_key(spec, *extra) -> str:
+    """A digest of a model spec's identity (its class and hyper-parameters) and of
+    ``extra`` (arrays by their bytes, anything else by its repr): the key of the programs a
+    process compiles once per spec, shape and settings (SBC's prior sampler and ranked
+    quantities, NUTS's program)."""
+    h = hashlib.sha256(json.dumps([type(spec).__module__, type(spec).__qualname__, spec.to_dict()],
+                                  sort_keys=True, default=str).encode())
+    for x in extra:
+        h.update(np.ascontiguousarray(x).tobytes() if isinstance(x, np.ndarray) else repr(x).encode())
+    return h.hexdigest()
+

@@ -29,8 +29,6 @@ costs its deepest tree at each step; :data:`DEFAULT_BATCH` bounds the waste and 
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,6 +38,8 @@ import numpy as np
 from numpyro import handlers
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model
+
+from ..base.code_digest import spec_key
 
 #: NumPyro's HMC-state fields kept per draw (numpyro names, as NutsRun's extra fields)
 STATE_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy")
@@ -227,8 +227,7 @@ def program_for(spec, n: int, M: int, settings: NutsSettings, layout: str = "vec
                 keep: tuple[str, ...] = ()) -> NutsProgram:
     """The process's compiled program of this spec, shape and settings (built on first use;
     JAX compiles it on its first call per batch size)."""
-    key = hashlib.sha256(json.dumps([type(spec).__module__, type(spec).__qualname__, spec.to_dict(), n, M,
-                                     settings.__dict__, layout, list(keep)], sort_keys=True, default=str).encode()).hexdigest()
+    key = spec_key(spec, n, M, sorted(settings.__dict__.items()), layout, tuple(keep))
     if key not in _PROGRAMS:
         if len(_PROGRAMS) >= _MAX_PROGRAMS:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))

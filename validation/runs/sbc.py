@@ -70,7 +70,7 @@ from scipy.special import betaincinv, ndtr, ndtri
 from ...inference.contracts import checked_fit, contract_problems
 from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write, write_json_atomic
-from ..base.code_digest import code_digest
+from ..base.code_digest import code_digest, spec_key
 from ..records import registry
 from ..references import run_reference
 from ..references.nuts import nuts_posteriors
@@ -198,7 +198,7 @@ def _reference_fit(spec, Phi, y, *, config=None, reference=None):
     run has a bulk and tail ESS of at least the rule's minimum (400), above the ranked
     draws (99 by default). The chain length so depends on the data set (on its
     autocorrelation, not on where the truth lies); a run that never certifies ends at the
-    record's cap and is ranked all the same, so SBC sees the sampler as users get it.""" 
+    record's cap and is ranked all the same, so SBC sees the sampler as users get it."""
 
     return run_reference(spec, Phi, y, config=reference).posterior
 
@@ -257,23 +257,13 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
 # --------------------------------------------------------------------------------------
 # One simulation
 # --------------------------------------------------------------------------------------
-def _spec_key(spec, *extra) -> str:
-    """A digest of the spec (class and hyper-parameters) and ``extra``: the key of the
-    per-process programs below, each built once per spec and design."""
-    h = hashlib.sha256(json.dumps([type(spec).__module__, type(spec).__qualname__, spec.to_dict()],
-                                  sort_keys=True, default=str).encode())
-    for x in extra:
-        h.update(np.ascontiguousarray(x).tobytes() if isinstance(x, np.ndarray) else repr(x).encode())
-    return h.hexdigest()
-
-
 _OBSERVED: dict[str, str] = {}
 
 
 def observed_site(spec, Phi) -> str:
     """The name of the model's observed (label) site (found by tracing the model once per
     spec and design shape: a trace costs ~8 ms, paid by every simulation before)."""
-    key = _spec_key(spec, tuple(np.shape(Phi)))
+    key = spec_key(spec, tuple(np.shape(Phi)))
     if key not in _OBSERVED:
         _OBSERVED.clear() if len(_OBSERVED) > 64 else None
         _OBSERVED[key] = _find_observed_site(spec, Phi)
@@ -314,7 +304,7 @@ def _quantity_program(spec, M: int) -> Callable:
     import jax
     import jax.numpy as jnp
 
-    key = _spec_key(spec, M)
+    key = spec_key(spec, M)
     if key not in _QUANTITY_PROGRAMS:
         sites = spec.sites(M)
 
@@ -395,7 +385,7 @@ def _prior_sampler(spec, Phi, obs: str) -> Callable:
     import jax
     from numpyro.infer import Predictive
 
-    key = _spec_key(spec, np.asarray(Phi, dtype=float))
+    key = spec_key(spec, np.asarray(Phi, dtype=float))
     if key not in _PRIOR_SAMPLERS:
         Phi_j = jax.numpy.asarray(Phi)
 

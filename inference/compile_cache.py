@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..models.checks import check_binary_labels
+
 #: Programs kept per engine. Generous for one comparison (a basis selection touches a
 #: handful of padded sizes), small enough that a long study cannot hoard executables.
 DEFAULT_MAX_ENTRIES = 64
@@ -120,3 +122,94 @@ def padded_size(n: int, minimum: int = 1, step: int = PADDING_STEP) -> int:
     if size < n:
         size = step * -(-int(n) // step)
     return size
+
+
+# --------------------------------------------------------------------------------------
+# Many data sets of one shape in one program (an engine's ``fit.many``)
+# --------------------------------------------------------------------------------------
+def batch_size_for(n: int) -> int:
+    """The batch a run of ``n`` data sets is padded to, so that a few batch sizes share one
+    program each (the last, shorter chunk of an SBC run does not compile anew):
+    :func:`padded_size` with no step cap below 1,024."""
+    return padded_size(n, 1, step=1024)
+
+
+def run_batched(cache: CompiledPrograms, key: Hashable, fn: Callable, per_item: tuple, shared: tuple = ()
+                ) -> tuple[Any, float, float]:
+    """``fn(*item_i, *shared)`` for every item, as one compiled ``jax.vmap`` program.
+
+    per_item: arguments whose leaves carry the items on a leading axis (all of one length
+    B); shared: arguments every item uses as they are. ``key`` names the program apart from
+    the shapes (the engine's static settings); the batch is padded to
+    :func:`batch_size_for` (B) by repeating the last item, and the padding is cut from the
+    output. Returns (output with leading axis B, warm seconds of the whole batch, compile
+    seconds spent in this call).
+
+    Why vmap gives each item its own fit: an engine's loop is a ``lax.while_loop``, which
+    under vmap runs until every item has stopped and keeps each finished item's state as
+    it was when its own condition turned false, so item i ends where ``fn`` alone would
+    (to round-off: batched products may sum in another order)."""
+    leaves = jax.tree_util.tree_leaves(per_item)
+    if not leaves:
+        raise ValueError("run_batched needs at least one per-item argument")
+    B = int(np.shape(leaves[0])[0])
+    if B == 0 or any(int(np.shape(x)[0]) != B for x in leaves):
+        raise ValueError("every per-item argument needs the same non-zero leading length, got "
+                         f"{sorted({int(np.shape(x)[0]) for x in leaves})}")
+    size = batch_size_for(B)
+    if size > B:
+        per_item = jax.tree_util.tree_map(
+            lambda x: np.concatenate([np.asarray(x), np.repeat(np.asarray(x)[-1:], size - B, axis=0)]), per_item)
+    args = (*per_item, *shared)
+    in_axes = (0,) * len(per_item) + (None,) * len(shared)
+    full_key = (key, "batched", signature_key(None, *args))
+    executable, compile_seconds = cache.get(
+        full_key, lambda: jax.jit(jax.vmap(fn, in_axes=in_axes)).lower(*args).compile())
+    start = time.perf_counter()
+    out = jax.block_until_ready(executable(*args))
+    seconds = time.perf_counter() - start
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[:B], out), seconds, compile_seconds
+
+
+# an engine's fit.many around run_batched: the label rows checked one by one, the outputs
+# finished one by one, a failure kept in its own row
+def fit_rows(ys, n_samples: int, run_rows) -> list:
+    """The entries of a batched fit over the label vectors ``ys`` (D, n_samples): each row's
+    labels are checked as ``fit`` checks its ``y`` (the ValueError of a refused row is that
+    row's entry, returned, not raised), and the accepted rows, as 0/1 floats (K, n), go to
+    ``run_rows``, which returns their K entries in order. A ``ys`` that is not a table of
+    n_samples columns concerns the whole call and is raised."""
+    ys = np.asarray(ys)
+    if ys.ndim != 2 or ys.shape[1] != n_samples:
+        raise ValueError(f"ys must be a table (data sets, {n_samples}) of label vectors, one a row; "
+                         f"got shape {ys.shape}")
+    entries: list = [None] * ys.shape[0]
+    accepted, rows = [], []
+    for i, y in enumerate(ys):
+        try:
+            rows.append(check_binary_labels(y, n_samples=n_samples))
+            accepted.append(i)
+        except ValueError as err:
+            entries[i] = err
+    if rows:
+        done = run_rows(np.stack(rows))
+        if len(done) != len(rows):
+            raise RuntimeError(f"a batched fit returned {len(done)} entries for {len(rows)} data sets")
+        for i, entry in zip(accepted, done):
+            entries[i] = entry
+    return entries
+
+
+def finish_each(batched, n: int, finish) -> list:
+    """``[finish(i, item i of batched)]`` for the first n items of a pytree of arrays with a
+    leading item axis, the exception ``finish`` raised standing in for item i's entry: one
+    data set whose post-processing fails (a covariance that is not positive definite, a
+    non-finite mean) is not the batch's failure."""
+    entries = []
+    for i in range(n):
+        item = jax.tree_util.tree_map(lambda a: a[i], batched)
+        try:
+            entries.append(finish(i, item))
+        except Exception as err:  # noqa: BLE001 - whatever fit would have raised is this row's entry
+            entries.append(err)
+    return entries

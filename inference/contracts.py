@@ -13,6 +13,17 @@
 
   The classifier, ``zoo reproduce`` and the benchmarks use it.
 
+A fixed-spec fit may also carry a **batched form** as its attribute ``many``::
+
+      fit.many(spec, Phi, ys, *, config=None) -> list   # one entry per row of ys (D, n)
+
+  the fits of D data sets that share one design, as one compiled program (``jax.vmap`` of
+  the engine's loop: :func:`~zoo.inference.compile_cache.run_batched`). Entry i is what
+  ``fit(spec, Phi, ys[i], config=config)`` returns, to round-off, or the exception it
+  would have raised (one data set's failure is not the batch's). SBC and the defect
+  battery use it where it exists (many simulated data sets of one design) and fall back
+  to one fit at a time where not; a user's engine may carry one too (:func:`many_of`).
+
 ``y`` is a 0/1 vector; ``config`` is the engine's own frozen settings dataclass with the
 paper's defaults (None: those defaults), never hyper-parameters, which are in the spec
 (CONTRIBUTING.md, "What `config` means", says what every other config of the zoo is). Further keyword-only options are allowed when they have defaults (e.g. the
@@ -142,7 +153,12 @@ class EngineEntry:
 
     def _resolve(self, target: str | Callable) -> Callable:
         fn = _import_target(target) if isinstance(target, str) else target
-        return functools.partial(fn, **dict(self.options)) if self.options else fn
+        if not self.options:
+            return fn
+        bound = functools.partial(fn, **dict(self.options))
+        if many_of(fn) is not None:  # the options bind into the batched form as well
+            bound.many = functools.partial(fn.many, **dict(self.options))
+        return bound
 
     def fit(self) -> Callable:
         """The fixed-spec fit (:class:`FixedSpecFit`)."""
@@ -221,4 +237,35 @@ def checked_fit(fit: Callable, label: str) -> Callable:
 
     fit_checked.__name__ = getattr(fit, "__name__", "fit")
     fit_checked.__wrapped_engine__ = fit  # the user's function, for code digests of caches
+    many = many_of(fit)
+    if many is not None:
+        def many_checked(spec, Phi, ys, *, config=None):
+            try:
+                results = list(many(spec, Phi, ys, config=config))
+            except Exception as err:  # noqa: BLE001 - the whole batch failed: each of its fits did
+                text = " ".join(str(err).split())
+                failed = EngineReturnError(f"{label}.many raised {type(err).__name__}" + (f": {text}" if text else ""))
+                return [failed] * len(ys)
+            if len(results) != len(ys):
+                failed = EngineReturnError(f"{label}.many returned {len(results)} results for {len(ys)} data sets")
+                return [failed] * len(ys)
+            checked = []
+            for result in results:
+                if isinstance(result, BaseException):
+                    text = " ".join(str(result).split())
+                    checked.append(result if isinstance(result, EngineReturnError) else EngineReturnError(
+                        f"{label} raised {type(result).__name__}" + (f": {text}" if text else "")))
+                    continue
+                problem = returned_problem(result, spec, Phi)
+                checked.append(EngineReturnError(f"{label} {problem}") if problem else result)
+            return checked
+
+        fit_checked.many = many_checked
     return fit_checked
+
+
+def many_of(fit: Callable) -> Callable | None:
+    """The batched form of a fixed-spec fit (its attribute ``many``, see the module
+    docstring), or None where it has none."""
+    many = getattr(fit, "many", None)
+    return many if callable(many) else None

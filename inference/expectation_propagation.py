@@ -77,7 +77,7 @@ from ..models.special import inverse_mills_ratio
 from . import basis_selection
 from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart
 from .posterior import FitInfo, GaussianPosterior
-from .compile_cache import CompiledPrograms, padded_size
+from .compile_cache import CompiledPrograms, finish_each, fit_rows, padded_size, run_batched
 from .linalg import lower_triangular_inverse
 from .contracts import EndToEndFit
 
@@ -88,7 +88,9 @@ __all__ = [
     "EPResult",
     "Gaussianized",
     "fit",
+    "fit_many",
     "run",
+    "run_many",
     "gaussianize",
     "fit_with_selection",
     "fit_end_to_end",
@@ -739,15 +741,17 @@ def _alpha_vector(spec: PCVM, M: int) -> np.ndarray:
     return alpha
 
 
-def _build_problem(spec: PCVM, Phi: np.ndarray, y01: np.ndarray) -> EPProblem:
-    """The padded problem as host (numpy) arrays; the compiled program takes them as is."""
+def _build_problem(spec: PCVM, Phi: np.ndarray, config: EPConfig) -> EPProblem:
+    """The padded problem as host (numpy) arrays, before the labels sign it (see
+    :func:`_labelled`): the likelihood directions are the rows [1 | Phi_n] of
+    ``spec.flat_design(Phi)``. Everything here is shared by all data sets of one design,
+    which is what lets :func:`run_many` run them as one program."""
     N, M = Phi.shape
     D = M + 1
     Dp = _padded_dim(D)
-    signs = 2.0 * y01 - 1.0
     directions = np.zeros((N + Dp - 1, Dp))
-    directions[:N, 0] = signs  # rows s_n [1 | Phi_n] of spec.flat_design(Phi)
-    directions[:N, 1:D] = signs[:, None] * Phi
+    directions[:N, 0] = 1.0
+    directions[:N, 1:D] = Phi
     directions[N:, 1:] = np.eye(Dp - 1)  # truncation site of coordinate 1 + i
     noise_var = np.concatenate([np.ones(N), np.zeros(Dp - 1)])
     active = np.concatenate([np.ones(N, bool), np.arange(Dp - 1) < M])
@@ -755,7 +759,7 @@ def _build_problem(spec: PCVM, Phi: np.ndarray, y01: np.ndarray) -> EPProblem:
     prior_precision = np.ones(Dp)
     prior_precision[0] = float(spec.alpha_bias)
     prior_precision[1:D] = _alpha_vector(spec, M)
-    return EPProblem(
+    problem = EPProblem(
         directions=directions,
         noise_var=noise_var,
         active=active,
@@ -763,6 +767,39 @@ def _build_problem(spec: PCVM, Phi: np.ndarray, y01: np.ndarray) -> EPProblem:
         prior_precision=prior_precision,
         n_weights=np.float64(M),
     )
+    if not config.truncation_sites:  # the planted defect (see EPConfig): likelihood sites only
+        problem = problem._replace(active=problem.active & problem.is_likelihood, n_weights=np.float64(0.0))
+    return problem
+
+
+def _labelled(problem: EPProblem, y01: np.ndarray, M: int) -> EPProblem:
+    """The problem of one data set: likelihood row n becomes s_n [1 | Phi_n], s_n = 2 y_n - 1,
+    the only part of a problem that depends on y. Only the M + 1 real columns are signed
+    (a sign flip is exact), so that the padding stays +0.0 rather than -0.0."""
+    N = y01.shape[0]
+    directions = problem.directions.copy()
+    directions[:N, : M + 1] *= (2.0 * y01 - 1.0)[:, None]
+    return problem._replace(directions=directions)
+
+
+def _initial_sites(problem: EPProblem, N: int, M: int, likelihood_sites: EPSites | None = None,
+                   truncation_sites: EPSites | None = None) -> EPSites:
+    """All sites zero (q = prior, the paper's initialisation), or the given warm start
+    (likelihood sites (N,), truncation sites (M,)) checked and placed."""
+    K = problem.directions.shape[0]
+    precision = np.zeros(K)
+    shift = np.zeros(K)
+    for start, size, given, label in ((0, N, likelihood_sites, "likelihood"), (N, M, truncation_sites, "truncation")):
+        if given is None:
+            continue
+        tau0 = np.asarray(given.precision, dtype=float)
+        nu0 = np.asarray(given.shift, dtype=float)
+        if tau0.shape != (size,) or nu0.shape != (size,):
+            raise ValueError(f"warm-start {label} sites must have shape ({size},), got {tau0.shape} and {nu0.shape}")
+        if not (np.all(np.isfinite(tau0)) and np.all(np.isfinite(nu0)) and np.all(tau0 >= 0)):
+            raise ValueError(f"warm-start {label} site precisions must be finite and >= 0, shifts finite")
+        precision[start : start + size], shift[start : start + size] = tau0, nu0
+    return EPSites(precision, shift)
 
 
 def run_problem(problem: EPProblem, sites: EPSites, config: EPConfig):
@@ -808,25 +845,19 @@ def run(
     _check_spec(spec)
     Phi, y01 = check_design(Phi, y)
     N, M = Phi.shape
-    problem = _build_problem(spec, Phi, y01)
-    if not config.truncation_sites:  # the planted defect (see EPConfig): likelihood sites only
-        problem = problem._replace(active=problem.active & problem.is_likelihood, n_weights=np.float64(0.0))
-    K = problem.directions.shape[0]
-    precision = np.zeros(K)
-    shift = np.zeros(K)
-    for start, size, given, label in ((0, N, likelihood_sites, "likelihood"), (N, M, truncation_sites, "truncation")):
-        if given is None:
-            continue
-        tau0 = np.asarray(given.precision, dtype=float)
-        nu0 = np.asarray(given.shift, dtype=float)
-        if tau0.shape != (size,) or nu0.shape != (size,):
-            raise ValueError(f"warm-start {label} sites must have shape ({size},), got {tau0.shape} and {nu0.shape}")
-        if not (np.all(np.isfinite(tau0)) and np.all(np.isfinite(nu0)) and np.all(tau0 >= 0)):
-            raise ValueError(f"warm-start {label} site precisions must be finite and >= 0, shifts finite")
-        precision[start : start + size], shift[start : start + size] = tau0, nu0
-    sites = EPSites(precision, shift)
+    problem = _labelled(_build_problem(spec, Phi, config), y01, M)
+    sites = _initial_sites(problem, N, M, likelihood_sites, truncation_sites)
     state, chol_cov, seconds, compile_seconds = run_problem(problem, sites, config)
+    return _result(state, chol_cov, N, M, config, seconds, compile_seconds)
 
+
+def _result(state: EPState, chol_cov, N: int, M: int, config: EPConfig, seconds: float,
+            compile_seconds: float) -> EPResult:
+    """The final state of one run (host arrays, padded shapes) as an :class:`EPResult`.
+
+    Raises FloatingPointError when the posterior is not finite: the caller of :func:`run`
+    sees it raised, each entry of :func:`run_many` as its own result.
+    """
     D = M + 1
     n_sweeps = int(state.sweep)
     finite = bool(state.finite) and bool(np.all(np.isfinite(chol_cov[:D, :D])))
@@ -871,6 +902,48 @@ def run(
     )
 
 
+def run_many(spec: PCVM, Phi, ys, *, config: EPConfig | None = None) -> list:
+    """:func:`run` (cold start) for each row of ``ys`` (D, N), as one compiled program.
+
+    Entry i is ``run(spec, Phi, ys[i], config=config)`` to round-off, or the exception
+    that call would have raised (a refused label vector, a non-finite posterior), returned
+    rather than raised so that one data set's failure does not lose the others. A bad
+    spec or Phi concerns every entry and is raised.
+
+    Only the likelihood directions s_n [1 | Phi_n] depend on y, so the data sets share
+    one program: :func:`~zoo.inference.compile_cache.run_batched` over the signed
+    directions, the site columns and the settings shared. Each EPResult's ``seconds`` and
+    ``compile_seconds`` are the batch's divided by the number of data sets that ran in it
+    (all of them unless some label vectors were refused).
+
+    Under ``jax.vmap`` every data set runs until the slowest has stopped (each keeps its
+    own final state), and for ``schedule="parallel"`` both sweep kinds are computed at
+    every sweep (a run-time choice between them becomes a select), so a batch costs about
+    the slowest member's sweeps times D.
+    """
+    config = EPConfig() if config is None else config
+    _check_spec(spec)
+    Phi, _ = check_design(Phi)
+    N, M = Phi.shape
+    problem = _build_problem(spec, Phi, config)
+    # the site columns and the head (prior, settings) do not depend on y: shared
+    _, columns, head = _pack(problem, _initial_sites(problem, N, M), config)
+    trace_length = _trace_length(config.max_sweeps)
+    # the sequential schedule needs no parallel sweep; compiling it in would make every
+    # sweep of the batch compute both (see above)
+    with_parallel = config.schedule == "parallel"
+    program = partial(_run_packed, trace_length=trace_length, with_parallel=with_parallel)
+
+    def run_rows(ys01):
+        directions = np.stack([_labelled(problem, y01, M).directions for y01 in ys01])
+        out, seconds, compile_seconds = run_batched(
+            _PROGRAMS, ("run_packed", trace_length, with_parallel), program, (directions,), (columns, head))
+        B = len(ys01)
+        return finish_each(out, B, lambda i, item: _result(*item, N, M, config, seconds / B, compile_seconds / B))
+
+    return fit_rows(ys, N, run_rows)
+
+
 def fit(spec: PCVM, Phi, y, *, config: EPConfig | None = None) -> GaussianPosterior:
     """EP approximation N(mean, cov) of p([b, w] | y, alpha) for the true PCVM model.
 
@@ -884,6 +957,29 @@ def fit(spec: PCVM, Phi, y, *, config: EPConfig | None = None) -> GaussianPoster
     config = EPConfig() if config is None else config
     result = run(spec, Phi, y, config=config)
     return _to_posterior(spec, result, config)
+
+
+def fit_many(spec: PCVM, Phi, ys, *, config: EPConfig | None = None) -> list:
+    """:func:`fit` for each row of ``ys`` (D, N) on one design, as one compiled program
+    (:func:`run_many`): entry i is ``fit(spec, Phi, ys[i], config=config)`` to round-off,
+    or the exception that call would have raised. Each entry's ``info.seconds`` is the
+    warm time of the whole batch divided by the number of data sets that ran in it, and
+    ``info.compile_seconds`` the batch's compile time divided alike."""
+    config = EPConfig() if config is None else config
+    out = []
+    for result in run_many(spec, Phi, ys, config=config):
+        if isinstance(result, BaseException):
+            out.append(result)
+            continue
+        try:
+            out.append(_to_posterior(spec, result, config))
+        except Exception as err:  # noqa: BLE001 - one data set's failure, as fit would raise it
+            out.append(err)
+    return out
+
+
+# the batched form of the fixed-spec contract (inference/contracts.py)
+fit.many = fit_many
 
 
 def _to_posterior(spec: PCVM, result: EPResult, config: EPConfig) -> GaussianPosterior:

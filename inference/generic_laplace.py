@@ -52,11 +52,18 @@ max_iter / n_draws, so a second fit of the same spec compiles nothing) plus, on 
 that compiles, NumPyro's eager initialization (on a cold process that is mostly JAX
 compiling its operations one by one); ``seconds`` is the rest: initialization, Newton,
 the checks and the draws.
+
+Many data sets on one design (:func:`fit_many`, also ``fit.many``): NumPyro's
+initialization and the Newton loop run as one ``jax.vmap`` program over the label
+vectors, then each data set gets the same checks, draws and FitInfo as from ``fit``,
+whose result (or exception) each entry is, to round-off. Each entry's ``seconds`` and
+``compile_seconds`` are its even share of the batch's, plus its own checks and draws.
 """
 from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -75,11 +82,11 @@ from numpyro.infer.initialization import (
 from numpyro.infer.util import initialize_model
 from scipy.linalg import solve_triangular
 
-from ..models.checks import check_design
+from ..models.checks import check_binary_labels, check_design, check_features
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
-from .compile_cache import CompiledPrograms
+from .compile_cache import CompiledPrograms, run_batched
 
-__all__ = ["ENGINE_NAME", "GenericLaplaceConfig", "INIT_STRATEGIES", "OBJECTIVE_NAME", "fit"]
+__all__ = ["ENGINE_NAME", "GenericLaplaceConfig", "INIT_STRATEGIES", "OBJECTIVE_NAME", "fit", "fit_many"]
 
 ENGINE_NAME = "auto-laplace"
 OBJECTIVE_NAME = "log joint in NumPyro's unconstrained space (incl. log-Jacobian)"
@@ -300,40 +307,51 @@ def newton_program(objective: Callable, max_iter: int) -> Callable:
 # ---------------------------------------------------------------------------------
 # Compiled programs, cached per (spec object, data shapes, settings)
 # ---------------------------------------------------------------------------------
-class _Programs(NamedTuple):
-    spec: Any  # kept so that id(spec) in the key cannot be reused by another object
-    layout: _Layout
-    newton: Any  # compiled run(x0, tol, Phi, y)
-    draws: dict[int, Any]  # n_draws -> compiled constrain(x (n, d), Phi, y)
-
-
 _PROGRAMS = CompiledPrograms("generic_laplace", max_entries=32)
 
 
-def _programs(spec, layout: _Layout, objective, x0, Phi, y, config) -> tuple[_Programs, float]:
+class _Same:
+    """The part of a cache key that names one spec object: equal only to that very object,
+    hashed by its id. A program compiled from ``spec.model`` is right for that spec only,
+    and a bare ``id(spec)`` could be reused by a later object once the spec is gone; this
+    key holds the spec, so while its program is cached the id cannot pass to another."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+def _newton_program(spec, model: "_Model", Phi, y, config) -> tuple[Any, float]:
+    """The compiled run(x0, tol, Phi, y) of one data set, and the seconds compiling it took."""
+
     def build():
-        run = newton_program(objective, config.max_iter)
-        compiled = jax.jit(run).lower(x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
-        return _Programs(spec, layout, compiled, {})
+        run = newton_program(model.objective, config.max_iter)
+        return jax.jit(run).lower(model.x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
 
-    # id(spec) can be reused by a later object once spec is gone: the stored spec decides
-    return _PROGRAMS.get((id(spec), layout, Phi.shape, config.max_iter), build,
-                         is_current=lambda progs: progs.spec is spec)
+    return _PROGRAMS.get((_Same(spec), "newton", model.layout, Phi.shape, config.max_iter), build)
 
 
-def _draw_program(progs: _Programs, constrain, n_draws: int, Phi, y) -> tuple[Any, float]:
-    if n_draws in progs.draws:
-        return progs.draws[n_draws], 0.0
-    t0 = time.perf_counter()
-    d = sum(progs.layout.sizes)
-    fn = jax.jit(jax.vmap(constrain, in_axes=(0, None, None)))
-    compiled = fn.lower(jnp.zeros((n_draws, d), Phi.dtype), Phi, y).compile()
-    progs.draws[n_draws] = compiled
-    return compiled, time.perf_counter() - t0
+def _draw_program(spec, model: "_Model", n_draws: int, Phi, y) -> tuple[Any, float]:
+    """The compiled constrain of n_draws flat points (n_draws, d) at once, and the seconds
+    compiling it took (0 when cached: ``fit`` and ``fit_many`` share it)."""
+
+    def build():
+        d = sum(model.layout.sizes)
+        fn = jax.jit(jax.vmap(model.constrain, in_axes=(0, None, None)))
+        return fn.lower(jnp.zeros((n_draws, d), Phi.dtype), Phi, y).compile()
+
+    return _PROGRAMS.get((_Same(spec), "draws", model.layout, Phi.shape, n_draws), build)
 
 
 # ---------------------------------------------------------------------------------
-# fit
+# The model in unconstrained coordinates, from NumPyro's initialization
 # ---------------------------------------------------------------------------------
 def _check_sites(spec_sites, model_trace, unconstrained: dict[str, Any], engine: str) -> None:
     """Every spec site must be a continuous latent sample site of the model, or a
@@ -359,68 +377,30 @@ def _check_sites(spec_sites, model_trace, unconstrained: dict[str, Any], engine:
             )
 
 
-def _failure_message(engine, status, n_iter, max_iter, grad_max, decrement, min_eig, n_modified_steps, tol,
-                     where: str = "") -> str:
-    what = []
-    if status == ITERATION_CAP:
-        what.append(f"Newton's method did not converge within max_iter = {max_iter} steps")
-    elif status == STALLED:
-        what.append(f"the line search found no ascent step (halving {MAX_HALVINGS} times) after {n_iter} steps")
-    elif status == NONFINITE:
-        what.append(f"the log density or its gradient is not finite at the iterate after {n_iter} steps")
-    if not (min_eig > 0):
-        what.append("the negative Hessian of the log density is not positive definite there"
-                    if np.isfinite(min_eig) else "the Hessian there is not finite")
-    numbers = (f"iterations = {n_iter} ({n_modified_steps} of them taken where -H was not positive definite), "
-               f"max |gradient| = {grad_max:.4g}, Newton decrement "
-               f"sqrt(g^T (-H)^-1 g) = {decrement:.4g} (tolerance {tol:g}), smallest eigenvalue of -H = {min_eig:.4g}")
-    return f"{engine}: " + " and ".join(what) + f" ({numbers}{where}); a Laplace approximation does not exist there"
+class _Model(NamedTuple):
+    """What NumPyro's initialization gives for one spec on one design and data set."""
+
+    layout: _Layout
+    objective: Callable  # f(x, Phi, y): log joint of the flat unconstrained x, incl. log|J|
+    constrain: Callable  # (x, Phi, y) -> {name: value} for the layout's and the spec's sites
+    x0: jnp.ndarray  # the starting point the init strategy chose for this data set
+    seconds: float  # wall time of the initialization
 
 
-def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME,
-        spec_params: tuple[tuple[str, Any], ...] = ()) -> DrawsPosterior:
-    """Laplace approximation of p(sites | y) in NumPyro's unconstrained space, as draws.
+def _init_key(config: GenericLaplaceConfig):
+    # seeds the initialization strategy (the first key of the seed's split); the draws
+    # use numpy's generator, seeded by config.seed
+    return jax.random.split(jax.random.PRNGKey(config.seed))[0]
 
-    spec: any model spec (``spec.model(Phi, y)`` and ``spec.sites(n_basis)``).
-    Phi: (N, M) design matrix; y: (N,) labels, 0/1 or -1/+1.
-    config: :class:`GenericLaplaceConfig`. name: the engine name written into FitInfo
-    (the same function serves several registry entries). spec_params: (name, value)
-    pairs applied with ``spec.with_params`` first, for an entry that approximates a
-    variant of the model (gridRVM's s-grid and rvm priors).
 
-    Returns a DrawsPosterior with draws {site: (1, n_draws, *shape)} over ``spec.sites``.
-    Raises ApproximationFailed where no mode with a positive definite -H was reached, and
-    ValueError where spec.sites and the model's latent sites disagree.
-
-    info.extra: ``mode`` (flat, unconstrained, order in ``layout``), ``mode_constrained``
-    ({site: T(mode)} for the spec's sites), ``other_sites_mode`` (the same for latent
-    sites the spec does not list), ``precision`` (-H at the mode), ``grad_max_abs``,
-    ``newton_decrement``, ``hessian_min_eig``, ``log_evidence_laplace`` and timings.
-    ``log_evidence_laplace`` = f(mode) + d/2 log 2 pi - 1/2 log det(-H), f the log joint in
-    unconstrained coordinates: the Laplace estimate of the integral of p(y, x) dx. Since
-    f includes log|J|, that integral equals the evidence p(y) of the model in its own
-    coordinates (a change of variables does not change an integral) - though the
-    *estimate* differs from a Laplace estimate made in other coordinates. It is the
-    evidence of the model as written: a ``factor`` with an unnormalized density (the PCVM
-    surrogate's smooth indicator) is counted as it stands.
-    """
-    if spec_params:
-        spec = spec.with_params(**dict(spec_params))
-    config = GenericLaplaceConfig() if config is None else config
-    if not isinstance(config, GenericLaplaceConfig):
-        raise TypeError(f"config must be a GenericLaplaceConfig, got {type(config).__name__}")
-    Phi_np, y_np = check_design(Phi, y)
-    if y_np is None:
-        raise ValueError(f"{name}: labels y are required")
-    n_basis = Phi_np.shape[1]
-    spec_sites = tuple(spec.sites(n_basis))
-    Phi_j, y_j = jnp.asarray(Phi_np), jnp.asarray(y_np)
-
-    t_start = time.perf_counter()
-    key_init, _ = jax.random.split(jax.random.PRNGKey(config.seed))
+def _initialize(spec, spec_sites, Phi_j, y_j, config: GenericLaplaceConfig, name: str) -> _Model:
+    """NumPyro's initialization on one data set: potential, transform and start. Raises
+    ApproximationFailed where NumPyro finds no valid start, ValueError where spec.sites and
+    the model's latent sites disagree."""
+    t0 = time.perf_counter()
     try:
         info0 = initialize_model(
-            key_init, spec.model, init_strategy=INIT_STRATEGIES[config.init],
+            _init_key(config), spec.model, init_strategy=INIT_STRATEGIES[config.init],
             dynamic_args=True, model_args=(Phi_j, y_j),
             # the Newton loop checks finiteness itself; skipping the eager gradient here
             # halves the (cold) initialization time
@@ -441,12 +421,74 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
         values = postprocess_gen(Phi_, y_)(layout.unravel(x))
         return {n: values[n] for n in wanted}
 
-    x0 = layout.ravel(info0.param_info.z)
-    init_seconds = time.perf_counter() - t_start
+    return _Model(layout, objective, constrain, layout.ravel(info0.param_info.z), time.perf_counter() - t0)
 
-    progs, compile_newton = _programs(spec, layout, objective, x0, Phi_j, y_j, config)
-    s = jax.block_until_ready(progs.newton(x0, jnp.asarray(float(config.grad_tol)), Phi_j, y_j))
 
+#: (spec object, spec_params) -> spec.with_params(...); beyond 16 the least recently used is dropped
+_DERIVED_SPECS: OrderedDict = OrderedDict()
+
+
+def _with_params(spec, spec_params):
+    """``spec.with_params(**spec_params)``, the same object for the same spec object and
+    params. Why: with_params builds a new spec on every call, and the compiled programs
+    are keyed by the spec object, so a registry entry with spec_params (gridRVM's prior
+    variants) compiled everything anew on every fit; a few kept derived specs let the next
+    call find its programs. Params that cannot be a key are applied afresh."""
+    key = (_Same(spec), tuple(spec_params))
+    try:
+        derived = _DERIVED_SPECS.get(key)
+    except TypeError:  # an unhashable value among the params
+        return spec.with_params(**dict(spec_params))
+    if derived is None:
+        derived = _DERIVED_SPECS[key] = spec.with_params(**dict(spec_params))
+        while len(_DERIVED_SPECS) > 16:
+            _DERIVED_SPECS.popitem(last=False)
+    _DERIVED_SPECS.move_to_end(key)
+    return derived
+
+
+def _settings(spec, config, spec_params):
+    """(spec with spec_params applied, config or the default, checked): what concerns a
+    whole call, fit's or fit_many's."""
+    if spec_params:
+        spec = _with_params(spec, spec_params)
+    config = GenericLaplaceConfig() if config is None else config
+    if not isinstance(config, GenericLaplaceConfig):
+        raise TypeError(f"config must be a GenericLaplaceConfig, got {type(config).__name__}")
+    return spec, config
+
+
+# ---------------------------------------------------------------------------------
+# fit
+# ---------------------------------------------------------------------------------
+def _failure_message(engine, status, n_iter, max_iter, grad_max, decrement, min_eig, n_modified_steps, tol,
+                     where: str = "") -> str:
+    what = []
+    if status == ITERATION_CAP:
+        what.append(f"Newton's method did not converge within max_iter = {max_iter} steps")
+    elif status == STALLED:
+        what.append(f"the line search found no ascent step (halving {MAX_HALVINGS} times) after {n_iter} steps")
+    elif status == NONFINITE:
+        what.append(f"the log density or its gradient is not finite at the iterate after {n_iter} steps")
+    if not (min_eig > 0):
+        what.append("the negative Hessian of the log density is not positive definite there"
+                    if np.isfinite(min_eig) else "the Hessian there is not finite")
+    numbers = (f"iterations = {n_iter} ({n_modified_steps} of them taken where -H was not positive definite), "
+               f"max |gradient| = {grad_max:.4g}, Newton decrement "
+               f"sqrt(g^T (-H)^-1 g) = {decrement:.4g} (tolerance {tol:g}), smallest eigenvalue of -H = {min_eig:.4g}")
+    return f"{engine}: " + " and ".join(what) + f" ({numbers}{where}); a Laplace approximation does not exist there"
+
+
+def _finish(spec, spec_sites, model: _Model, s: _State, Phi_j, y_j, config: GenericLaplaceConfig, name: str, *,
+            seconds: float, compile_seconds: float, init_seconds: float) -> DrawsPosterior:
+    """The posterior of one data set from the state s where its Newton loop stopped: the
+    checks at the mode (ApproximationFailed where there is no proper one), the draws and
+    the FitInfo. ``fit`` and ``fit_many`` both end here, one data set at a time.
+
+    seconds / compile_seconds: what the fit spent before (run time / compilation); the
+    time taken here is added to them."""
+    t0 = time.perf_counter()
+    layout = model.layout
     status, n_iter = int(s.status), int(s.n_iter)
     x_mode = np.asarray(s.x)
     grad = np.asarray(s.grad)
@@ -479,7 +521,9 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
 
     # draws: x = mode + L^-T z has covariance (L L^T)^-1 = (-H)^-1. Row 0 of the batch
     # pushed through T is the mode itself (T(mode) for the report), rows 1.. the draws.
-    draw_fn, compile_draws = _draw_program(progs, constrain, config.n_draws + 1, Phi_j, y_j)
+    # The generator is seeded by config.seed alone, so every data set (and fit_many's
+    # entry for it) gets the same z.
+    draw_fn, compile_draws = _draw_program(spec, model, config.n_draws + 1, Phi_j, y_j)
     rng = np.random.default_rng(config.seed)
     z = rng.standard_normal((config.n_draws, x_mode.size))
     x_draws = x_mode[None, :] + solve_triangular(L.T, z.T, lower=False).T
@@ -495,21 +539,14 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
     value = float(s.value)
     log_det = 2.0 * float(np.sum(np.log(np.diag(L))))
     d = x_mode.size
-    compile_seconds = compile_newton + compile_draws
-    if compile_newton > 0:
-        # a cold call: NumPyro's initialization runs its operations eagerly, and the first
-        # time in a process that is mostly JAX compiling them (~0.05 s warm, seconds cold),
-        # so on the call that compiles the Newton program it is counted as compile time
-        compile_seconds += init_seconds
-    seconds = time.perf_counter() - t_start - compile_seconds
     trace = np.asarray(s.trace)[: n_iter + 1]
     info = FitInfo(
         engine=name,
         converged=True,
         n_iter=n_iter,
         reason="",
-        seconds=seconds,
-        compile_seconds=compile_seconds,
+        seconds=seconds + (time.perf_counter() - t0 - compile_draws),
+        compile_seconds=compile_seconds + compile_draws,
         objective=OBJECTIVE_NAME,
         trace=trace,
         extra={
@@ -532,3 +569,189 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
         },
     )
     return DrawsPosterior(spec, spec_sites, draws, info)
+
+
+def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME,
+        spec_params: tuple[tuple[str, Any], ...] = ()) -> DrawsPosterior:
+    """Laplace approximation of p(sites | y) in NumPyro's unconstrained space, as draws.
+
+    spec: any model spec (``spec.model(Phi, y)`` and ``spec.sites(n_basis)``).
+    Phi: (N, M) design matrix; y: (N,) labels, 0/1 or -1/+1.
+    config: :class:`GenericLaplaceConfig`. name: the engine name written into FitInfo
+    (the same function serves several registry entries). spec_params: (name, value)
+    pairs applied with ``spec.with_params`` first, for an entry that approximates a
+    variant of the model (gridRVM's s-grid and rvm priors).
+
+    Returns a DrawsPosterior with draws {site: (1, n_draws, *shape)} over ``spec.sites``.
+    Raises ApproximationFailed where no mode with a positive definite -H was reached, and
+    ValueError where spec.sites and the model's latent sites disagree.
+
+    info.extra: ``mode`` (flat, unconstrained, order in ``layout``), ``mode_constrained``
+    ({site: T(mode)} for the spec's sites), ``other_sites_mode`` (the same for latent
+    sites the spec does not list), ``precision`` (-H at the mode), ``grad_max_abs``,
+    ``newton_decrement``, ``hessian_min_eig``, ``log_evidence_laplace`` and timings.
+    ``log_evidence_laplace`` = f(mode) + d/2 log 2 pi - 1/2 log det(-H), f the log joint in
+    unconstrained coordinates: the Laplace estimate of the integral of p(y, x) dx. Since
+    f includes log|J|, that integral equals the evidence p(y) of the model in its own
+    coordinates (a change of variables does not change an integral) - though the
+    *estimate* differs from a Laplace estimate made in other coordinates. It is the
+    evidence of the model as written: a ``factor`` with an unnormalized density (the PCVM
+    surrogate's smooth indicator) is counted as it stands.
+
+    The batched form, the fits of many label vectors on one design as one compiled
+    program, is :func:`fit_many` (also ``fit.many``).
+    """
+    spec, config = _settings(spec, config, spec_params)
+    Phi_np, y_np = check_design(Phi, y)
+    if y_np is None:
+        raise ValueError(f"{name}: labels y are required")
+    spec_sites = tuple(spec.sites(Phi_np.shape[1]))
+    Phi_j, y_j = jnp.asarray(Phi_np), jnp.asarray(y_np)
+
+    t_start = time.perf_counter()
+    model = _initialize(spec, spec_sites, Phi_j, y_j, config, name)
+    newton, compile_newton = _newton_program(spec, model, Phi_j, y_j, config)
+    s = jax.block_until_ready(newton(model.x0, jnp.asarray(float(config.grad_tol)), Phi_j, y_j))
+    compile_seconds = compile_newton
+    if compile_newton > 0:
+        # a cold call: NumPyro's initialization runs its operations eagerly, and the first
+        # time in a process that is mostly JAX compiling them (~0.05 s warm, seconds cold),
+        # so on the call that compiles the Newton program it is counted as compile time
+        compile_seconds += model.seconds
+    return _finish(spec, spec_sites, model, s, Phi_j, y_j, config, name,
+                   seconds=time.perf_counter() - t_start - compile_seconds, compile_seconds=compile_seconds,
+                   init_seconds=model.seconds)
+
+
+# ---------------------------------------------------------------------------------
+# fit.many: many label vectors on one design, one compiled program
+# ---------------------------------------------------------------------------------
+def _init_one(spec, config: GenericLaplaceConfig) -> Callable:
+    """init(y, key, Phi) -> ({site: unconstrained start}, potential energy there): NumPyro's
+    initialization of one data set, as a function JAX can trace, so that vmap runs it for
+    every data set at once. It is the same function ``fit`` calls eagerly: the strategy's
+    candidates come from the same key, NumPyro's search for a valid one is a
+    ``lax.while_loop`` that under vmap stops for each data set at its own first valid
+    candidate, so each start is the one ``fit`` gets. Where the model's prior does not
+    see y (every model of the zoo) the start is the same for every data set, but a model
+    may let it depend on y, so it is computed per data set. A data set with no valid start
+    ends with a non-finite potential energy (traced, NumPyro cannot raise)."""
+    strategy = INIT_STRATEGIES[config.init]
+
+    def init(y, key, Phi):
+        info = initialize_model(key, spec.model, init_strategy=strategy, dynamic_args=True,
+                                model_args=(Phi, y), validate_grad=False)
+        return info.param_info.z, info.param_info.potential_energy
+
+    return init
+
+
+def fit_many(spec, Phi, ys, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME,
+             spec_params: tuple[tuple[str, Any], ...] = ()) -> list:
+    """:func:`fit` of every row of ``ys`` (D, N) on the one design Phi, as one compiled
+    program: entry i is what ``fit(spec, Phi, ys[i], config=config, name=name,
+    spec_params=spec_params)`` returns, to round-off, or the exception it would raise,
+    returned in its place (one data set's ApproximationFailed, or its refused labels'
+    ValueError, is that entry, not the batch's).
+
+    How: NumPyro's initialization (see :func:`_init_one`) and the damped Newton loop run
+    as ``jax.vmap`` programs over the data sets (``compile_cache.run_batched``: padded
+    to a few batch sizes, cached per spec object, design shape and settings, so another
+    batch size in the same bucket compiles nothing); then each data set goes through the
+    same checks, draws (same seed, same z) and FitInfo as ``fit``'s, one at a time. Where
+    the batched initialization finds no valid start for a data set, that data set is fit
+    alone by ``fit`` (which raises NumPyro's refusal, as it would have).
+
+    Raised, not returned (they concern the whole call): a config that is not a
+    GenericLaplaceConfig, a bad design, ``ys`` that is not a (D, N) table, and spec sites
+    that disagree with the model.
+
+    Timing: each entry's ``info.seconds`` is its share of the batch's run time (the
+    batched initialization and Newton loop, the one eager initialization that builds the
+    programs, the label checks: divided evenly among the data sets that went through the
+    batch, D less any whose labels were refused) plus its own checks and draws;
+    ``info.compile_seconds`` is the batch's compilation divided the same way (the eager
+    initialization counts as compilation on a call that compiles, as in ``fit``).
+    ``extra["init_seconds"]`` is its share of the initialization.
+    """
+    t_start = time.perf_counter()
+    spec, config = _settings(spec, config, spec_params)
+    Phi_np = check_features(Phi, name="Phi")
+    n, n_basis = Phi_np.shape
+    ys = np.asarray(ys)
+    if ys.ndim != 2 or ys.shape[1] != n:
+        raise ValueError(f"{name}: ys must be a table (data sets, {n}) of label vectors, one a row; "
+                         f"got shape {ys.shape}")
+    spec_sites = tuple(spec.sites(n_basis))
+    Phi_j = jnp.asarray(Phi_np)
+    entries: list = [None] * ys.shape[0]
+    labels: dict[int, np.ndarray] = {}
+    for i, y in enumerate(ys):
+        try:
+            labels[i] = check_binary_labels(y, n_samples=n)
+        except ValueError as err:  # fit's check_design would have refused it
+            entries[i] = err
+
+    # one eager initialization builds the potential, the transform and the layout (and
+    # checks the sites); it is the first data set's, or the next one's where NumPyro
+    # finds no start for that one (that data set's fit would raise the same)
+    model = None
+    for i in list(labels):
+        try:
+            model = _initialize(spec, spec_sites, Phi_j, jnp.asarray(labels[i]), config, name)
+            break
+        except ApproximationFailed as err:
+            entries[i] = err
+            del labels[i]
+    if model is None:
+        return entries
+    rows = list(labels)
+    ys_ok = np.stack([labels[i] for i in rows])
+    layout = model.layout
+    spec_key = _Same(spec)
+
+    (z, energy), init_seconds, compile_init = run_batched(
+        _PROGRAMS, (spec_key, "init", config.init), _init_one(spec, config), (ys_ok,), (_init_key(config), Phi_j))
+    init_seconds += model.seconds
+    x0s = np.concatenate([np.reshape(z[k], (len(rows), -1)) for k in layout.names], axis=1)
+    valid = np.isfinite(energy)
+    alone = time.perf_counter()
+    for j in np.flatnonzero(~valid):
+        try:
+            entries[rows[j]] = fit(spec, Phi_np, labels[rows[j]], config=config, name=name)
+        except Exception as err:  # noqa: BLE001 - whatever fit raises is this data set's entry
+            entries[rows[j]] = err
+    alone = time.perf_counter() - alone  # those fits timed themselves: not the batch's time
+    rows = [r for r, ok in zip(rows, valid) if ok]
+    if not rows:
+        return entries
+    x0s, ys_ok = x0s[valid], ys_ok[valid]
+
+    run = newton_program(model.objective, config.max_iter)
+    states, _, compile_newton = run_batched(
+        _PROGRAMS, (spec_key, "newton", layout, config.max_iter),
+        lambda x0, y, tol, Phi_: run(x0, tol, Phi_, y),
+        (x0s, ys_ok), (jnp.asarray(float(config.grad_tol)), Phi_j))
+    compile_draws = 0.0
+    if np.any(states.status == CONVERGED):
+        # compiled here, not by the first data set's draws, so that its compilation is
+        # shared like the rest of the batch's
+        _, compile_draws = _draw_program(spec, model, config.n_draws + 1, Phi_j, jnp.asarray(ys_ok[0]))
+    compile_seconds = compile_init + compile_newton + compile_draws
+    if compile_seconds > 0:
+        compile_seconds += model.seconds  # as in fit: a cold initialization is mostly compiling
+        init_seconds -= model.seconds
+    shared = time.perf_counter() - t_start - compile_seconds - alone
+    k = len(rows)
+    for j, i in enumerate(rows):
+        s = _State(*(np.asarray(field)[j] for field in states))
+        y_j = jnp.asarray(ys_ok[j])
+        try:
+            entries[i] = _finish(spec, spec_sites, model, s, Phi_j, y_j, config, name, seconds=shared / k,
+                                 compile_seconds=compile_seconds / k, init_seconds=init_seconds / k)
+        except Exception as err:  # noqa: BLE001 - whatever fit raises is this data set's entry
+            entries[i] = err
+    return entries
+
+
+fit.many = fit_many

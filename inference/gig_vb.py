@@ -59,6 +59,8 @@ Speed (DERIVATIONS.md §3.4; measured in ``benchmarks/gig_vb_costs.py``):
   computed from the pairs of nonzeros of each row - X^T Lambda X as a scatter-add, x_j^T Sigma
   x_j as a sum over the row's pairs - in O(pairs + p^3) instead of O(n p^2)
   (``design="auto"`` picks it when the pairs are few; ``uses_pairs``).
+* **Many data sets of one design** (SBC's simulations): :func:`fit_many` (``fit.many``)
+  runs their loops as one vmapped program, in either design form.
 
 Predictive: the paper's (14), sigmoid(x^T bbar / sqrt(1 + pi x^T Sigma x / 8)) - what
 ``GaussianPosterior.predict_proba`` computes with ``GIGLogistic.gaussian_prob``.
@@ -80,13 +82,13 @@ from ..models.gig_logistic import GIGLogistic
 from ..models.special import log_bessel_kv
 from ..models.checks import check_design, check_spec
 from .posterior import GaussianPosterior
-from .compile_cache import CompiledPrograms
+from .compile_cache import CompiledPrograms, finish_each, fit_rows, run_batched
 from .contracts import EndToEndFit
 from .jaakkola_jordan import (BRANCHES, CONVERGED, ITERATION_CAP, NON_FINITE, RUNNING, STATUS, ascent_fit_info,
-                              check_iteration_settings, full_covariance, gaussian_block, jj_lambda,
-                              scaled_cholesky, uses_woodbury)
+                              check_iteration_settings, full_covariance, gaussian_block,
+                              jj_lambda, scaled_cholesky, uses_woodbury)
 
-__all__ = ["GIGVBConfig", "VBResult", "BRANCHES", "DESIGNS", "run", "fit", "fit_end_to_end", "elbo",
+__all__ = ["GIGVBConfig", "VBResult", "BRANCHES", "DESIGNS", "run", "fit", "fit_many", "fit_end_to_end", "elbo",
            "largest_relative_fall", "uses_pairs", "count_pairs"]
 
 ENGINE_NAME = "vb"
@@ -572,34 +574,60 @@ def _hyper(spec: GIGLogistic, config: GIGVBConfig):
                         rule(config.tol), rule(config.beta_tol)])
 
 
+class _Setup(NamedTuple):
+    """What a run needs apart from the labels (shared by :func:`run` and :func:`fit_many`)."""
+
+    fam: _Family
+    woodbury: bool
+    sparse: bool
+    max_iter: int
+    accelerate: bool
+    hyper: jnp.ndarray
+
+
+def _setup(spec: GIGLogistic, X, config: GIGVBConfig) -> _Setup:
+    n, p = X.shape
+    woodbury = uses_woodbury(n, p, config.branch)
+    # the choice of the pair form reads the design's nonzeros only, never the labels
+    sparse = uses_pairs(X, woodbury, config.design)
+    return _Setup(_family(spec, woodbury, sparse), woodbury, sparse, int(config.max_iter),
+                  config.accelerate == "squarem", _hyper(spec, config))
+
+
+def _design(X, r, sparse: bool):
+    return _pairs(X, r) if sparse else _Dense(jnp.asarray(X), jnp.asarray(r))
+
+
+def _vb_result(out: _Loop, elbo0, X, r, setup: _Setup, seconds: float, compile_seconds: float) -> VBResult:
+    """The VBResult of one finished loop (its final state ``out`` and first ELBO) on labels
+    with r = y - 1/2."""
+    n_iter = int(out.it)
+    # the returned q(beta): the one for the final q(tau) and xi (a last Gaussian update),
+    # so that the posterior and the reported parameters belong together
+    cov = full_covariance(X, np.asarray(1.0 / out.q.e_inv_tau), np.asarray(jj_lambda(out.q.xi)), setup.woodbury)
+    return VBResult(bbar=cov @ (X.T @ r), cov=cov, q={k: np.asarray(v) for k, v in out.q._asdict().items()},
+                    trace=np.asarray(out.trace)[:n_iter], elbo_by_update=np.asarray(out.by_update)[:n_iter],
+                    elbo_initial=float(elbo0), n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
+                    branch="woodbury" if setup.woodbury else "primal", seconds=seconds,
+                    compile_seconds=compile_seconds, sweep_kind=np.asarray(out.kind)[:n_iter],
+                    step=np.asarray(out.step)[:n_iter], elbo_abs=np.asarray(out.scale)[:n_iter],
+                    design="pairs" if setup.sparse else "dense")
+
+
 def run(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> VBResult:
     """Run Algorithm 1 (SQUAREM-accelerated by default) to its stop. Phi: (n, p) design;
     y: (n,) labels 0/1 or -1/+1."""
     _check_spec(spec)
     config = config or GIGVBConfig()
     X, y01 = check_design(Phi, y)
-    n, p = X.shape
-    woodbury = uses_woodbury(n, p, config.branch)
-    sparse = uses_pairs(X, woodbury, config.design)
-    fam = _family(spec, woodbury, sparse)
+    setup = _setup(spec, X, config)
     r = y01 - 0.5
-    design = _pairs(X, r) if sparse else _Dense(jnp.asarray(X), jnp.asarray(r))
-    accelerate = config.accelerate == "squarem"
-    compiled, compile_seconds = _compiled(design, fam, int(config.max_iter), accelerate)
+    design = _design(X, r, setup.sparse)
+    compiled, compile_seconds = _compiled(design, setup.fam, setup.max_iter, setup.accelerate)
     t0 = time.perf_counter()
-    out, elbo0 = jax.block_until_ready(compiled(design, jnp.asarray(y01), _hyper(spec, config)))
+    out, elbo0 = jax.block_until_ready(compiled(design, jnp.asarray(y01), setup.hyper))
     seconds = time.perf_counter() - t0
-    n_iter = int(out.it)
-    # the returned q(beta): the one for the final q(tau) and xi (a last Gaussian update),
-    # so that the posterior and the reported parameters belong together
-    cov = full_covariance(X, np.asarray(1.0 / out.q.e_inv_tau), np.asarray(jj_lambda(out.q.xi)), woodbury)
-    return VBResult(bbar=cov @ (X.T @ r), cov=cov, q={k: np.asarray(v) for k, v in out.q._asdict().items()},
-                    trace=np.asarray(out.trace)[:n_iter], elbo_by_update=np.asarray(out.by_update)[:n_iter],
-                    elbo_initial=float(elbo0), n_iter=n_iter, status=STATUS.get(int(out.status), "running"),
-                    branch="woodbury" if woodbury else "primal", seconds=seconds, compile_seconds=compile_seconds,
-                    sweep_kind=np.asarray(out.kind)[:n_iter], step=np.asarray(out.step)[:n_iter],
-                    elbo_abs=np.asarray(out.scale)[:n_iter],
-                    design="pairs" if sparse else "dense")
+    return _vb_result(out, elbo0, X, r, setup, seconds, compile_seconds)
 
 
 def largest_relative_fall(res: "VBResult") -> float:
@@ -634,9 +662,9 @@ def _family(spec: GIGLogistic, woodbury: bool, sparse: bool = False) -> _Family:
     return _Family(gamma_mixing, gamma_mixing and spec.rho == 1.0, bool(woodbury), bool(sparse))
 
 
-def fit(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> GaussianPosterior:
-    """q(beta) = N(bbar, Sigma) of Algorithm 1 as a Gaussian posterior over ``beta``."""
-    res = run(spec, Phi, y, config=config)
+def _posterior(spec: GIGLogistic, res: VBResult) -> GaussianPosterior:
+    """The Gaussian posterior of a finished run, with the final q(tau), q(h), xi and the
+    iteration's record in ``info.extra``."""
     info = ascent_fit_info(
         ENGINE_NAME, res, "evidence lower bound (Jaakkola-Jordan bound, mean field q(beta) q(tau) q(h)) per sweep",
         {"tau_a": res.q["tau_a"], "tau_b": res.q["tau_b"], "h_shape": res.q["h_shape"], "h_rate": res.q["h_rate"],
@@ -645,6 +673,53 @@ def fit(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> Gaus
     # extrapolation is a trial, not a step, so the fall is measured where the theory forbids one
     info.extra["largest_relative_decrease"] = largest_relative_fall(res)
     return GaussianPosterior(spec, spec.sites(res.bbar.size), res.bbar, scaled_cholesky(res.cov), info)
+
+
+def fit(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> GaussianPosterior:
+    """q(beta) = N(bbar, Sigma) of Algorithm 1 as a Gaussian posterior over ``beta``."""
+    return _posterior(spec, run(spec, Phi, y, config=config))
+
+
+def fit_many(spec: GIGLogistic, Phi, ys, *, config: GIGVBConfig | None = None) -> list:
+    """The batched form of :func:`fit` (``fit.many``): the fits of the label vectors ``ys``
+    (D, n), one a row, on the one design Phi, run as one compiled program (the loop under
+    ``jax.vmap``), with either design form - the labels enter the dense design only through
+    r = y - 1/2 and the pair form only through X^T r, so the pairs are shared by every row.
+    Entry i is what ``fit(spec, Phi, ys[i], config=config)`` returns, to round-off, or the
+    exception it would have raised (returned, not raised: labels it refuses, a failure of
+    its post-processing). A wrong spec, design or config, or a ``ys`` that is not a table
+    of n columns, is raised, as for every fit.
+
+    Timing: every entry's ``info.seconds`` is the batch's warm run time divided by the
+    number of data sets in the program (those whose labels were accepted), and its
+    ``info.compile_seconds`` the compile time of this call divided the same way - 0 when a
+    program for this design shape and batch size (padded to a few sizes) was already compiled."""
+    _check_spec(spec)
+    config = config or GIGVBConfig()
+    X, _ = check_design(Phi)
+    setup = _setup(spec, X, config)
+    # the one field of the design that depends on the labels, replaced row by row
+    field = "g" if setup.sparse else "r"
+    fam, max_iter, accelerate = setup.fam, setup.max_iter, setup.accelerate
+
+    def one(value, y, design, hyper):
+        return _run_loop(design._replace(**{field: value}), y, hyper, fam=fam, max_iter=max_iter,
+                         accelerate=accelerate)
+
+    def run_rows(ys01):
+        rs = ys01 - 0.5
+        design = _design(X, rs[0], setup.sparse)
+        per_row = np.stack([X.T @ r for r in rs]) if setup.sparse else rs
+        out, seconds, compile_seconds = run_batched(
+            _PROGRAMS, (type(design).__name__, fam, max_iter, accelerate), one, (per_row, ys01), (design, setup.hyper))
+        n = len(rs)
+        return finish_each(out, n, lambda i, item: _posterior(
+            spec, _vb_result(*item, X, rs[i], setup, seconds / n, compile_seconds / n)))
+
+    return fit_rows(ys, X.shape[0], run_rows)
+
+
+fit.many = fit_many
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GIGLogistic | None = None,

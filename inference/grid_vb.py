@@ -27,6 +27,8 @@ checked against a brute-force maximization of the ELBO in its block (tested).
 q(w) has the two exact forms of ``jaakkola_jordan.gaussian_block``: the M x M primal and
 the N x N Woodbury form, which the iteration uses when M > N ("auto") and which never
 builds the M x M Sigma; the full Sigma is built once, for the returned posterior.
+Many label vectors on one design (SBC's simulations) run as one vmapped program:
+:func:`fit_many` (``fit.many``).
 
 Initialization: every q(alpha_i), q(beta_j) = Gamma(1, 1) (unit expected precisions
 whatever the hyper-prior, so that the paper's 1e-6 constants do not start from
@@ -49,14 +51,14 @@ from jax.scipy.special import digamma, gammaln, xlogy
 
 from ..models.checks import check_design, check_spec
 from ..models.grid_rvm import GridRVM
-from .compile_cache import CompiledPrograms
+from .compile_cache import CompiledPrograms, fit_rows
 from .contracts import EndToEndFit
 from .jaakkola_jordan import (BRANCHES, ascent_fit_info, check_iteration_settings, compiled_loop,
-                              coordinate_ascent, gaussian_block, jj_lambda, jj_likelihood_bound, run_ascent,
-                              scaled_cholesky, uses_woodbury)
+                              coordinate_ascent, gaussian_block, jj_lambda, jj_likelihood_bound,
+                              run_ascent, run_ascent_many, scaled_cholesky, uses_woodbury)
 from .posterior import GaussianPosterior
 
-__all__ = ["GridVBConfig", "VBResult", "UPDATES", "run", "fit", "fit_end_to_end", "elbo", "relevance"]
+__all__ = ["GridVBConfig", "VBResult", "UPDATES", "run", "fit", "fit_many", "fit_end_to_end", "elbo", "relevance"]
 
 #: the FitInfo engine label of each prior: its engine's name in the grid-rvm record
 ENGINE_NAMES = {"p-grid": "vb", "s-grid": "vb-s-grid", "rvm": "vb-rvm"}
@@ -274,10 +276,14 @@ N_HYPER = 6
 _PROGRAMS = CompiledPrograms("grid_vb")
 
 
+def _loop(fam: _Family, max_iter: int):
+    """The VB loop ``(X, y, hyper) -> (final state, first ELBO)`` with its static settings bound."""
+    return lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter)
+
+
 def _compiled(shape, fam: _Family, max_iter: int):
     """(executable, compile seconds spent in this call) of the VB loop for these shapes."""
-    return compiled_loop(_PROGRAMS, lambda X, y, hyper: _run_loop(X, y, hyper, fam=fam, max_iter=max_iter),
-                         shape, N_HYPER, (fam, max_iter))
+    return compiled_loop(_PROGRAMS, _loop(fam, max_iter), shape, N_HYPER, (fam, max_iter))
 
 
 def _check(spec, Phi, y):
@@ -295,17 +301,39 @@ def _family(spec: GridRVM, woodbury: bool, config: GridVBConfig) -> _Family:
     return _Family(spec.prior, spec.shape, bool(woodbury), config.second_moment == "mean-only")
 
 
+class _Setup(NamedTuple):
+    """What a run needs apart from the labels (shared by :func:`run` and :func:`fit_many`)."""
+
+    fam: _Family
+    max_iter: int
+    hyper: jnp.ndarray
+    woodbury: bool
+
+    def prior_variance(self, q):
+        """The Gaussian block's prior variances s at the final q."""
+        return 1.0 / _expected_precision(q, self.fam)
+
+
+def _setup(spec: GridRVM, X, config: GridVBConfig) -> _Setup:
+    n, m = X.shape
+    woodbury = uses_woodbury(n, m, config.branch)
+    return _Setup(_family(spec, woodbury, config), int(config.max_iter), _hyper(spec, config), woodbury)
+
+
+def _vb_result(res: dict) -> VBResult:
+    """A VBResult from :func:`~zoo.inference.jaakkola_jordan.run_ascent`'s dict."""
+    res = dict(res)
+    return VBResult(mu=res.pop("mean"), **res)
+
+
 def run(spec: GridRVM, Phi, y, *, config: GridVBConfig | None = None) -> VBResult:
     """Run the VB iteration to its stop. Phi: (N, M1 M2) design; y: (N,) labels."""
     config = config or GridVBConfig()
     X, y01 = _check(spec, Phi, y)
-    n, m = X.shape
-    woodbury = uses_woodbury(n, m, config.branch)
-    fam = _family(spec, woodbury, config)
-    compiled, compile_seconds = _compiled(X.shape, fam, int(config.max_iter))
-    res = run_ascent(compiled, compile_seconds, X, y01, _hyper(spec, config),
-                     lambda q: 1.0 / _expected_precision(q, fam), woodbury)
-    return VBResult(mu=res.pop("mean"), **res)
+    setup = _setup(spec, X, config)
+    compiled, compile_seconds = _compiled(X.shape, setup.fam, setup.max_iter)
+    return _vb_result(run_ascent(compiled, compile_seconds, X, y01, setup.hyper, setup.prior_variance,
+                                 setup.woodbury))
 
 
 def elbo(spec: GridRVM, Phi, y, q: dict) -> float:
@@ -341,16 +369,17 @@ def pruning_summary(spec: GridRVM, gamma_table: np.ndarray, threshold: float = R
             "weights": int(kept.size), "kept": kept}
 
 
-def fit(spec: GridRVM, Phi, y, *, config: GridVBConfig | None = None, prior: str | None = None) -> GaussianPosterior:
-    """q(w) = N(mu, Sigma) of the VB iteration as a Gaussian posterior over ``w``; the
-    relevances (E[alpha], E[beta]) and the final q(alpha), q(beta) in ``info.extra``.
-    prior: fit this prior ("p-grid", "s-grid", "rvm") instead of the spec's, with its
-    hyper-prior (the registry's entries for the model's variants)."""
-    if prior is not None:
-        check_spec(spec, GridRVM, "vb")
-        spec = spec.with_params(prior=prior)
-    res = run(spec, Phi, y, config=config)
-    X = np.asarray(Phi, dtype=float)
+def _fitted_spec(spec: GridRVM, prior: str | None) -> GridRVM:
+    """The spec a fit with the ``prior`` option fits: the spec's own prior when None."""
+    if prior is None:
+        return spec
+    check_spec(spec, GridRVM, "vb")
+    return spec.with_params(prior=prior)
+
+
+def _posterior(spec: GridRVM, X: np.ndarray, res: VBResult) -> GaussianPosterior:
+    """The Gaussian posterior of a finished run, with the relevances, the final q(alpha),
+    q(beta), the pruning summary and the MacKay approximation's error in ``info.extra``."""
     rel = relevance(spec, res.q)
     f_mean = X @ res.mu
     f_var = np.sum((X @ res.cov) * X, axis=1)
@@ -371,6 +400,45 @@ def fit(spec: GridRVM, Phi, y, *, config: GridVBConfig | None = None, prior: str
         factors["beta"] = (res.q["c"], res.q["d"])
     return GaussianPosterior(spec, spec.sites(res.mu.size), res.mu, scaled_cholesky(res.cov), info,
                              hyper_factors=factors)
+
+
+def fit(spec: GridRVM, Phi, y, *, config: GridVBConfig | None = None, prior: str | None = None) -> GaussianPosterior:
+    """q(w) = N(mu, Sigma) of the VB iteration as a Gaussian posterior over ``w``; the
+    relevances (E[alpha], E[beta]) and the final q(alpha), q(beta) in ``info.extra``.
+    prior: fit this prior ("p-grid", "s-grid", "rvm") instead of the spec's, with its
+    hyper-prior (the registry's entries for the model's variants)."""
+    spec = _fitted_spec(spec, prior)
+    res = run(spec, Phi, y, config=config)
+    return _posterior(spec, np.asarray(Phi, dtype=float), res)
+
+
+def fit_many(spec: GridRVM, Phi, ys, *, config: GridVBConfig | None = None, prior: str | None = None) -> list:
+    """The batched form of :func:`fit` (``fit.many``): the fits of the label vectors ``ys``
+    (D, N), one a row, on the one design Phi, run as one compiled program (the VB loop
+    under ``jax.vmap``). Entry i is what ``fit(spec, Phi, ys[i], config=config,
+    prior=prior)`` returns, to round-off, or the exception it would have raised (returned,
+    not raised: labels it refuses, a failure of its post-processing). A wrong spec, design
+    or config, or a ``ys`` that is not a table of N columns, is raised, as for every fit.
+
+    Timing: every entry's ``info.seconds`` is the batch's warm run time divided by the
+    number of data sets in the program (those whose labels were accepted), and its
+    ``info.compile_seconds`` the compile time of this call divided the same way - 0 when a
+    program for this design shape and batch size (padded to a few sizes) was already compiled."""
+    spec = _fitted_spec(spec, prior)
+    config = config or GridVBConfig()
+    X, _ = _check(spec, Phi, None)
+    setup = _setup(spec, X, config)
+    X_post = np.asarray(Phi, dtype=float)
+
+    def run_rows(ys01):
+        return run_ascent_many(_PROGRAMS, (setup.fam, setup.max_iter), _loop(setup.fam, setup.max_iter), X,
+                               ys01, setup.hyper, setup.prior_variance, setup.woodbury,
+                               lambda res: _posterior(spec, X_post, _vb_result(res)))
+
+    return fit_rows(ys, X.shape[0], run_rows)
+
+
+fit.many = fit_many
 
 
 def fit_end_to_end(Phi_all, y, *, seed: int = 0, spec: GridRVM | None = None, config: GridVBConfig | None = None,

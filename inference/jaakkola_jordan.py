@@ -20,6 +20,11 @@ second when M > N):
 The iteration needs only mu, diag Sigma, X mu, diag(X Sigma X^T) and log|Sigma|, all
 O(n^2 p) in the Woodbury form, which never builds the p x p Sigma; the full Sigma is built
 once, for the returned posterior (:func:`full_covariance`).
+
+Both engines also fit many label vectors on one design at once (their ``fit.many``): the
+same loop under ``jax.vmap`` (:func:`run_ascent_many`), each data set's labels checked and
+its output finished on its own (``compile_cache.fit_rows``, ``compile_cache.finish_each``),
+so that one data set's failure is its own entry, not the batch's.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from jax import lax
 from jax.nn import log_sigmoid
 from jax.scipy.linalg import cho_solve
 
+from .compile_cache import finish_each, run_batched
 from .posterior import FitInfo
 
 BRANCHES = ("auto", "primal", "woodbury")
@@ -173,15 +179,13 @@ def compiled_loop(programs, run_loop, shape, n_hyper: int, key):
     return programs.get((shape, *key), build)
 
 
-def run_ascent(compiled, compile_seconds: float, X, y01, hyper, prior_variance, woodbury: bool) -> dict[str, Any]:
-    """Run a compiled loop of :func:`compiled_loop` and collect what both engines return:
-    {mean, cov, q, trace, elbo_by_update, elbo_initial, n_iter, status, branch, seconds,
-    compile_seconds}. ``prior_variance(q)``: the Gaussian block's prior variances s at the
-    final q. The returned q(w) is the one for the final other blocks and xi (a last
-    Gaussian update), so that the posterior and the reported parameters belong together."""
-    t0 = time.perf_counter()
-    out, elbo0 = jax.block_until_ready(compiled(jnp.asarray(X), jnp.asarray(y01), hyper))
-    seconds = time.perf_counter() - t0
+def ascent_result(out, elbo0, X, y01, prior_variance, woodbury: bool, seconds: float,
+                  compile_seconds: float) -> dict[str, Any]:
+    """What :func:`run_ascent` returns, from one finished loop: its final state ``out`` and
+    first ELBO ``elbo0`` (jax or numpy arrays), for the labels ``y01`` it ran on.
+    ``prior_variance(q)``: the Gaussian block's prior variances s at the final q. The
+    returned q(w) is the one for the final other blocks and xi (a last Gaussian update),
+    so that the posterior and the reported parameters belong together."""
     n_iter = int(out.it)
     cov = full_covariance(X, np.asarray(prior_variance(out.q)), np.asarray(jj_lambda(out.q.xi)), woodbury)
     by_update = np.asarray(out.by_update)[:n_iter]
@@ -189,6 +193,29 @@ def run_ascent(compiled, compile_seconds: float, X, y01, hyper, prior_variance, 
             "trace": by_update[:, -1].copy(), "elbo_by_update": by_update, "elbo_initial": float(elbo0),
             "n_iter": n_iter, "status": STATUS.get(int(out.status), "running"),
             "branch": "woodbury" if woodbury else "primal", "seconds": seconds, "compile_seconds": compile_seconds}
+
+
+def run_ascent(compiled, compile_seconds: float, X, y01, hyper, prior_variance, woodbury: bool) -> dict[str, Any]:
+    """Run a compiled loop of :func:`compiled_loop` and collect what both engines return:
+    {mean, cov, q, trace, elbo_by_update, elbo_initial, n_iter, status, branch, seconds,
+    compile_seconds} (:func:`ascent_result`)."""
+    t0 = time.perf_counter()
+    out, elbo0 = jax.block_until_ready(compiled(jnp.asarray(X), jnp.asarray(y01), hyper))
+    seconds = time.perf_counter() - t0
+    return ascent_result(out, elbo0, X, y01, prior_variance, woodbury, seconds, compile_seconds)
+
+
+def run_ascent_many(programs, key, run_loop, X, ys01, hyper, prior_variance, woodbury: bool, finish) -> list:
+    """:func:`run_ascent` for every row of ``ys01`` (K, n) that shares the design X, as one
+    compiled ``jax.vmap`` of ``run_loop(X, y, hyper)`` (cached in ``programs`` under ``key``,
+    which must name everything static in ``run_loop``), then ``finish(result dict)`` of each
+    row: entry i is what finish returns or the exception it raised. Each row's seconds and
+    compile seconds are the batch's divided by K."""
+    (out, elbo0), seconds, compile_seconds = run_batched(
+        programs, key, lambda y, X_, hyper_: run_loop(X_, y, hyper_), (ys01,), (jnp.asarray(X), hyper))
+    n = len(ys01)
+    return finish_each((out, elbo0), n, lambda i, item: finish(ascent_result(
+        *item, X, ys01[i], prior_variance, woodbury, seconds / n, compile_seconds / n)))
 
 
 def ascent_fit_info(engine: str, res, objective: str, extra: dict[str, Any]):

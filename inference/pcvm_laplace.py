@@ -56,7 +56,7 @@ from ..models.checks import check_design, check_spec
 from . import basis_selection
 from .basis_selection import Gaussianized, SelectionConfig, SelectionResult, WarmStart
 from .posterior import FitInfo, GaussianPosterior
-from .compile_cache import CompiledPrograms, padded_size
+from .compile_cache import CompiledPrograms, finish_each, fit_rows, padded_size, run_batched
 from .linalg import lower_triangular_inverse
 from .contracts import EndToEndFit
 
@@ -268,12 +268,10 @@ def _bucket(n_weights: int, min_bucket: int) -> int:
     return padded_size(n_weights, min_bucket)
 
 
-def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: float,
-              slope: float, sharpness: float, theta0: np.ndarray | None, config: LaplaceConfig):
-    """Pad to the bucket, run the compiled Newton solve, strip the padding.
-
-    Returns (result as a dict of numpy values, compile seconds spent in this call).
-    """
+def _mode_inputs(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: float, slope: float,
+                 sharpness: float, theta0: np.ndarray | None, config: LaplaceConfig) -> tuple:
+    """The arguments of the compiled Newton solve, padded to the bucket:
+    (start, design, t, prior_prec, mask, slope, sharpness). Only ``t`` depends on the labels."""
     N, M = Phi.shape
     P = 1 + _bucket(M, config.min_bucket)
     design = np.zeros((N, P))
@@ -287,15 +285,19 @@ def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: flo
     start = np.zeros(P)
     if theta0 is not None:
         start[: M + 1] = theta0
-    args = (start, design, np.asarray(t, float), prior_prec, mask, np.float64(slope), np.float64(sharpness))
+    return (start, design, np.asarray(t, float), prior_prec, mask, np.float64(slope), np.float64(sharpness))
 
-    key = (N, P, config.max_iter, config.grad_tol, config.min_step, tuple(config.jitter_levels))
-    fn = partial(
-        _laplace_mode, max_iter=config.max_iter, grad_tol=config.grad_tol,
-        min_step=config.min_step, jitter_levels=tuple(config.jitter_levels),
-    )
-    executable, compile_seconds = _PROGRAMS.get(key, lambda: jax.jit(fn).lower(*args).compile())
-    res = jax.block_until_ready(executable(*args))
+
+def _settings(config: LaplaceConfig) -> dict[str, Any]:
+    """The settings baked into a compiled Newton solve (its cache key holds them too)."""
+    return dict(max_iter=config.max_iter, grad_tol=config.grad_tol, min_step=config.min_step,
+                jitter_levels=tuple(config.jitter_levels))
+
+
+def _mode_output(res: _ModeResult, prior_prec: np.ndarray, M: int, config: LaplaceConfig) -> dict[str, Any]:
+    """One solve's result (host arrays, padded shapes) as a dict of numpy values, padding
+    stripped, with the Laplace log evidence."""
+    P = prior_prec.shape[0]
     s = res.state
     n_iter = int(s.n_iter)
     objective = float(s.objective)
@@ -306,7 +308,7 @@ def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: flo
     # with different M are comparable (the NumPyro model omits the constant 2).
     log_evidence = (objective + 0.5 * float(np.sum(np.log(prior_prec))) - 0.5 * float(res.log_det_H)
                     + M * math.log(2.0))
-    out = {
+    return {
         "theta": np.asarray(s.theta)[: M + 1],
         # the padded block of H is the identity and decoupled, so is that of C
         "cov_chol": np.asarray(res.cov_chol)[: M + 1, : M + 1],
@@ -323,7 +325,29 @@ def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: flo
         "residual": np.asarray(s.residual),
         "bucket": P - 1,
     }
-    return out, compile_seconds
+
+
+def _run_mode(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, alpha_bias: float,
+              slope: float, sharpness: float, theta0: np.ndarray | None, config: LaplaceConfig):
+    """Pad to the bucket, run the compiled Newton solve, strip the padding.
+
+    Returns (result as a dict of numpy values, compile seconds spent in this call).
+    """
+    N, M = Phi.shape
+    args = _mode_inputs(Phi, t, alpha, alpha_bias, slope, sharpness, theta0, config)
+    P = args[1].shape[1]
+    settings = _settings(config)
+    key = (N, P, *settings.values())
+    fn = partial(_laplace_mode, **settings)
+    executable, compile_seconds = _PROGRAMS.get(key, lambda: jax.jit(fn).lower(*args).compile())
+    res = jax.block_until_ready(executable(*args))
+    return _mode_output(res, args[3], M, config), compile_seconds
+
+
+def _laplace_mode_of_labels(t, theta0, design, prior_prec, indicator_mask, slope, sharpness, **settings):
+    """:func:`_laplace_mode` with the labels first, the per-data-set argument of
+    ``run_batched`` (which passes the per-item arguments before the shared ones)."""
+    return _laplace_mode(theta0, design, t, prior_prec, indicator_mask, slope, sharpness, **settings)
 
 
 def _status(out: dict[str, Any], config: LaplaceConfig) -> tuple[bool, str]:
@@ -368,16 +392,26 @@ def fit(spec: PCVM, Phi, y, *, config: LaplaceConfig | None = None) -> GaussianP
     config = LaplaceConfig() if config is None else config
     check_spec(spec, PCVM, "Laplace")
     Phi, t = check_design(Phi, y)
-    M = Phi.shape[1]
-    alpha = np.asarray(spec.alpha_vector(M), dtype=float)
-    surrogate = spec.with_params(surrogate=True)
+    inputs = _spec_inputs(spec, Phi.shape[1])
     t0 = time.perf_counter()
-    out, compile_s = _run_mode(
-        Phi, t, alpha, float(spec.alpha_bias), float(spec.surrogate_slope),
-        float(spec.indicator_sharpness), None, config,
-    )
-    converged, reason = _status(out, config)
+    out, compile_s = _run_mode(Phi, t, *inputs, None, config)
     seconds = time.perf_counter() - t0 - compile_s
+    return _posterior(spec, out, config, seconds, compile_s)
+
+
+def _spec_inputs(spec: PCVM, M: int) -> tuple:
+    """(alpha (M,), alpha_bias, slope, sharpness) of the spec's surrogate model, as
+    :func:`_run_mode` takes them."""
+    return (np.asarray(spec.alpha_vector(M), dtype=float), float(spec.alpha_bias),
+            float(spec.surrogate_slope), float(spec.indicator_sharpness))
+
+
+def _posterior(spec: PCVM, out: dict[str, Any], config: LaplaceConfig, seconds: float,
+               compile_s: float) -> GaussianPosterior:
+    """One Newton solve's output as the posterior :func:`fit` returns. Raises
+    FloatingPointError where the solve failed (see :func:`_status`)."""
+    converged, reason = _status(out, config)
+    M = out["theta"].shape[0] - 1
     info = FitInfo(
         engine=ENGINE_NAME,
         converged=converged,
@@ -388,7 +422,7 @@ def fit(spec: PCVM, Phi, y, *, config: LaplaceConfig | None = None) -> GaussianP
         objective=OBJECTIVE_NAME,
         trace=out["trace"],
         extra={
-            "surrogate_spec": surrogate,
+            "surrogate_spec": spec.with_params(surrogate=True),
             "log_evidence": out["log_evidence"],
             "grad_max": out["grad_max"],
             "jitter": out["jitter"],
@@ -398,6 +432,46 @@ def fit(spec: PCVM, Phi, y, *, config: LaplaceConfig | None = None) -> GaussianP
         },
     )
     return GaussianPosterior(spec, spec.sites(M), out["theta"], out["cov_chol"], info)
+
+
+def fit_many(spec: PCVM, Phi, ys, *, config: LaplaceConfig | None = None) -> list:
+    """:func:`fit` for each row of ``ys`` (D, N) on one design, as one compiled program.
+
+    Entry i is ``fit(spec, Phi, ys[i], config=config)`` to round-off, or the exception
+    that call would have raised (a refused label vector, a failed factorization),
+    returned rather than raised so that one data set's failure does not lose the others.
+    A bad spec or Phi concerns every entry and is raised.
+
+    Only the targets t depend on y, so the Newton solves of all data sets are one
+    ``jax.vmap`` program (:func:`~zoo.inference.compile_cache.run_batched`); every data
+    set runs until the slowest has stopped, each keeping its own final state. Each
+    entry's ``info.seconds`` is the warm time of the whole batch divided by the number of
+    data sets that ran in it (all of them unless some label vectors were refused), and
+    ``info.compile_seconds`` the batch's compile time divided alike.
+    """
+    config = LaplaceConfig() if config is None else config
+    check_spec(spec, PCVM, "Laplace")
+    Phi, _ = check_design(Phi)
+    N, M = Phi.shape
+    inputs = _spec_inputs(spec, M)
+    settings = _settings(config)
+
+    def run_rows(targets):
+        # everything but t is shared (the t slot is filled with the first data set's and dropped)
+        start, design, _, prior_prec, mask, slope, sharpness = _mode_inputs(Phi, targets[0], *inputs, None, config)
+        res, seconds, compile_s = run_batched(
+            _PROGRAMS, ("laplace_mode_of_labels", *settings.values()),
+            partial(_laplace_mode_of_labels, **settings), (targets,),
+            (start, design, prior_prec, mask, slope, sharpness))
+        B = len(targets)
+        return finish_each(res, B, lambda i, item: _posterior(
+            spec, _mode_output(item, prior_prec, M, config), config, seconds / B, compile_s / B))
+
+    return fit_rows(ys, N, run_rows)
+
+
+# the batched form of the fixed-spec contract (inference/contracts.py)
+fit.many = fit_many
 
 
 # ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64)
-from zoo.inference.compile_cache import CompiledPrograms, run_compiled
+from zoo.inference.compile_cache import CompiledPrograms, batch_size_for, run_batched, run_compiled
 
 
 def test_bounded_least_recently_used_and_counts_every_build():
@@ -52,3 +52,31 @@ def test_run_compiled_compiles_once_per_signature():
 def test_max_entries_must_be_positive():
     with pytest.raises(ValueError, match="max_entries"):
         CompiledPrograms("test", max_entries=0)
+
+
+def _newton_sqrt(a, tol):
+    """sqrt(a) by Newton's iteration in a while_loop: items stop after different counts."""
+    def cond(s):
+        return jnp.abs(s[0] * s[0] - a) > tol
+
+    def body(s):
+        return 0.5 * (s[0] + a / s[0]), s[1] + 1
+
+    return jax.lax.while_loop(cond, body, (a, 0))
+
+
+def test_run_batched_gives_each_item_its_own_loop_and_pads_to_a_shared_program():
+    cache = CompiledPrograms("batched")
+    a = np.array([2.0, 9.0, 1e6, 0.25, 7.0])
+    (roots, steps), _, compile_seconds = run_batched(cache, "sqrt", _newton_sqrt, (a,), (1e-12,))
+    assert roots.shape == (5,) and compile_seconds > 0
+    for i, ai in enumerate(a):  # each item as the loop alone would end it
+        alone = _newton_sqrt(ai, 1e-12)
+        assert roots[i] == pytest.approx(float(alone[0]), rel=1e-15) and steps[i] == int(alone[1])
+    assert len(set(steps.tolist())) > 1  # the items really stopped at different iterations
+    # 5 and 7 items share the padded batch of 8: one program
+    assert batch_size_for(5) == batch_size_for(7) == 8
+    (roots7, _), _, again = run_batched(cache, "sqrt", _newton_sqrt, (np.arange(1.0, 8.0),), (1e-12,))
+    assert again == 0.0 and len(cache) == 1 and roots7[3] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="same non-zero leading length"):
+        run_batched(cache, "two", lambda x, y: x + y, (np.ones(3), np.ones(4)))

@@ -324,7 +324,8 @@ def _cmd_sbc(args) -> int:
         # every name before the first engine runs: a typo in the last one must not wait
         # for the others' simulations
         resolved = [resolve_engine(record, name, settings) for name in names]
-        device = devices.choose(args.device, batched=all(r.batched is not None for r in resolved))
+        # engines' fit.many batches are not measured on an accelerator: only NUTS's are
+        device = devices.choose(args.device, batched=all(r.accelerator_pays for r in resolved))
         _start_compiling([(args.out, "--out")])
     except ValueError as err:
         print(f"zoo sbc: error: {err}", file=sys.stderr)

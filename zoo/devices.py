@@ -17,7 +17,10 @@ So ``auto`` chooses per command:
   starts (a study's or a reproduction's LocalCluster; a ``--scheduler``'s workers keep
   their own);
 * ``sbc``: whatever JAX finds (an accelerator if there is one) when every engine of the
-  run has a batched form (NUTS), else the CPU.
+  run has a batched form measured to pay there (NUTS's chains as lanes of one program),
+  else the CPU. Engines' own batched forms (``fit.many``, one vmapped loop over the data
+  sets) run many simulations per program on the CPU too; they have not been measured on
+  an accelerator, so ``auto`` does not send them there.
 
 ``cpu`` hides any accelerator from JAX; ``accelerator`` leaves JAX's own choice (an
 accelerator where one is installed, else the CPU). The choice is made by setting JAX's

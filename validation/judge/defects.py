@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...inference.contracts import many_of
 from ...inference.posterior import DrawsPosterior, GaussianPosterior
 from ...models.base import unflatten
 from .correlations import dropped_correlation, rotated_correlation, unit_diagonal
@@ -128,22 +129,43 @@ def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float =
 
 
 def posterior_defect(**how) -> Callable[[Callable], Callable]:
+    """Break every posterior the engine returns with :func:`transform_posterior`; the
+    engine's batched form (``fit.many``), where it has one, is broken alike."""
     def wrap(fit):
         def broken(spec, Phi, y, *, config=None):
             return transform_posterior(fit(spec, Phi, y, config=config), **how)
+
+        many = many_of(fit)
+        if many is not None:
+            def broken_many(spec, Phi, ys, *, config=None):
+                return [p if isinstance(p, BaseException) else transform_posterior(p, **how)
+                        for p in many(spec, Phi, ys, config=config)]
+
+            broken.many = broken_many
         return broken
     return wrap
 
 
 def config_defect(config_class_path: str, **fields) -> Callable[[Callable], Callable]:
-    """Call the engine with a config whose ``fields`` switch on its documented defect."""
+    """Call the engine with a config whose ``fields`` switch on its documented defect (its
+    batched form too, where it has one)."""
+    def broken_config(config):
+        import importlib
+
+        module, _, name = config_class_path.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        return replace(config if config is not None else cls(), **fields)
+
     def wrap(fit):
         def broken(spec, Phi, y, *, config=None):
-            import importlib
+            return fit(spec, Phi, y, config=broken_config(config))
 
-            module, _, name = config_class_path.partition(":")
-            cls = getattr(importlib.import_module(module), name)
-            return fit(spec, Phi, y, config=replace(config if config is not None else cls(), **fields))
+        many = many_of(fit)
+        if many is not None:
+            def broken_many(spec, Phi, ys, *, config=None):
+                return many(spec, Phi, ys, config=broken_config(config))
+
+            broken.many = broken_many
         return broken
     return wrap
 

@@ -67,7 +67,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import betaincinv, ndtr, ndtri
 
-from ...inference.contracts import checked_fit, contract_problems
+from ...inference.contracts import checked_fit, contract_problems, many_of
 from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write, write_json_atomic
 from ..base.code_digest import code_digest, spec_key
@@ -182,8 +182,22 @@ class ResolvedEngine:
     variant: str | None = None
     not_applicable: str | None = None
     # many simulations of one shape at once: batched(spec, Phi, ys (D, n), keys (D, 2)) ->
-    # D posteriors (NUTS: one compiled program for all of them); None: one fit at a time
+    # D posteriors or exceptions (NUTS: one compiled program for all of them; an engine:
+    # its fit.many); None: one fit at a time
     batched: Callable | None = None
+    # whether the batched form is one measured to pay on an accelerator (NUTS's chains as
+    # lanes of one program: benchmarks/results/accelerator_check). `--device auto` puts an
+    # SBC run there only then; engines' batches have not been measured on one
+    accelerator_pays: bool = False
+
+
+def _engine_batch(many: Callable) -> Callable:
+    """An engine's ``fit.many`` as SBC's batched form: an engine's fit uses no keys."""
+
+    def batched(spec, Phi, ys, keys):
+        return many(spec, Phi, ys)
+
+    return batched
 
 
 def _reference_fit(spec, Phi, y, *, config=None, reference=None):
@@ -223,7 +237,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
                              + "; ".join(problems))
         label = getattr(engine, "__name__", "engine")
         # every return value checked: a bad one is a failed simulation with one line saying why
-        return ResolvedEngine(label, checked_fit(engine, label))
+        return _with_batch(ResolvedEngine(label, checked_fit(engine, label)))
     if engine in record.engine_names:
         entry = record.engine(engine)
         # an engine of another model is ranked against that model's prior when the record
@@ -234,7 +248,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
                 "would only restate that"))
         if entry.kind == "point":
             return ResolvedEngine(engine, None, not_applicable="a point estimate has no distribution to rank the truth in")
-        return ResolvedEngine(engine, entry.fit(), variant=entry.variant)
+        return _with_batch(ResolvedEngine(engine, entry.fit(), variant=entry.variant))
     if engine in record.sampler_names:
         # NUTS: the settings' draws and no doubling (many short runs). A Gibbs sampler: its
         # record's first run and doublings, stopping at the certificate, as the model's
@@ -246,12 +260,18 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         # NUTS's first run is one compiled program for every data set of the run's shape
         # (nuts_program.py): the per-simulation MCMC recompiled it for each one
         batched = functools.partial(nuts_posteriors, config=reference) if reference.sampler == "nuts" else None
-        return ResolvedEngine(f"reference:{engine}", fit, batched=batched)
+        return ResolvedEngine(f"reference:{engine}", fit, batched=batched, accelerator_pays=batched is not None)
     if ":" in engine:
-        return ResolvedEngine(engine, checked_fit(import_engine(engine), engine))
+        return _with_batch(ResolvedEngine(engine, checked_fit(import_engine(engine), engine)))
     raise ValueError(f"model {record.name!r} has no engine or reference sampler {engine!r}; engines: "
                      f"{', '.join(record.engine_names)}; samplers: {', '.join(record.sampler_names)}; "
                      "or give 'module:function'")
+
+
+def _with_batch(resolved: ResolvedEngine) -> ResolvedEngine:
+    """``resolved`` with its fit's batched form (``fit.many``), where the fit has one."""
+    many = many_of(resolved.fit) if resolved.fit is not None else None
+    return resolved if many is None else replace(resolved, batched=_engine_batch(many))
 
 
 # --------------------------------------------------------------------------------------
@@ -444,7 +464,7 @@ def _simulation_start(spec, Phi, index: int, settings: SBCSettings):
 
 def _failed_fit(index: int, redraws: int, seconds: float, err: Exception) -> dict[str, Any]:
     return {"index": index, "status": "failed", "redraws": redraws, "seconds": seconds,
-            "message": f"{type(err).__name__}: {err}".strip()[:500], "where": traceback.format_exc(limit=2)[-500:]}
+            "message": f"{type(err).__name__}: {err}".strip()[:500], "where": "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=2))[-500:]}
 
 
 def _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index: int, redraws: int, seconds: float,
@@ -493,8 +513,8 @@ def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBC
     """Simulations ``indices`` with one batched fit (:attr:`ResolvedEngine.batched`): the
     same prior draws, labels and ranking as :func:`simulate_one`; each simulation's fit is
     keyed by ``fold_in(key, FIT_STREAM)`` of its own key, so its draws do not depend on
-    which simulations share its batch. A batch that fails fails each of its simulations,
-    with the reason."""
+    which simulations share its batch. An entry of the batch that is an exception fails
+    its simulation with the reason; a batch that raises fails each of its simulations."""
     import contextlib
 
     import jax
@@ -524,8 +544,12 @@ def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBC
             for index, _, _, _, redraws in started:
                 results[index] = _failed_fit(index, redraws, seconds, err)
         else:
+            share = (time.perf_counter() - t0) / len(started)
             with on_host:
                 for (index, key, truth, y, redraws), posterior in zip(started, posteriors):
+                    if isinstance(posterior, BaseException):
+                        results[index] = _failed_fit(index, redraws, share, posterior)
+                        continue
                     info = posterior.info
                     seconds = float(info.seconds) + float(info.compile_seconds)
                     results[index] = _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index, redraws,
@@ -927,10 +951,17 @@ class _BatchTask:
 #: :data:`SIMS_PER_VECTORIZED_BATCH`: the lanes are what the accelerator is good at
 SIMS_PER_BATCH = 10
 SIMS_PER_VECTORIZED_BATCH = 1000
+#: simulations per task of an engine's ``fit.many``: one vmapped program over the data sets;
+#: an engine's fit takes milliseconds, so a task of 64 is still a fraction of a second, and
+#: 64 is one of the batch sizes its programs are compiled for (compile_cache.batch_size_for)
+SIMS_PER_ENGINE_BATCH = 64
 
 
-def sims_per_batch() -> int:
-    """Simulations per batched task on this process's device (see :data:`SIMS_PER_BATCH`)."""
+def sims_per_batch(resolved: ResolvedEngine | None = None) -> int:
+    """Simulations per batched task of ``resolved`` on this process's device (see
+    :data:`SIMS_PER_BATCH`); None: a sampler's (NUTS's)."""
+    if resolved is not None and not resolved.accelerator_pays:
+        return SIMS_PER_ENGINE_BATCH
     return SIMS_PER_VECTORIZED_BATCH if default_layout(4) == "vectorized" else SIMS_PER_BATCH
 
 
@@ -1056,14 +1087,21 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         todo = [i for i in range(settings.n_sims) if i not in results]
         t0 = time.perf_counter()
         if callable(engine):
+            # a Python function runs here, one batch or one simulation at a time
             spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
-            for i in todo:
-                results[i] = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, i, settings)
-                write_json_atomic(results[i], paths[i])
+            size = sims_per_batch(resolved) if resolved.batched is not None else 1
+            for chunk in (todo[i:i + size] for i in range(0, len(todo), size)):
+                if resolved.batched is not None:
+                    done = simulate_batch(spec, problem.Phi, problem.Phi_new, resolved.batched, chunk, settings)
+                else:
+                    done = [simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, chunk[0], settings)]
+                for r in done:
+                    results[r["index"]] = r
+                    write_json_atomic(r, paths[r["index"]])
                 if progress:
                     progress(len(results), settings.n_sims)
         elif resolved.batched is not None:
-            size = sims_per_batch()
+            size = sims_per_batch(resolved)
             chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
             tasks = [_BatchTask(model, engine, tuple(sorted(problem_kwargs.items())), settings, tuple(chunk),
                                 tuple(paths[i] for i in chunk), variant=variant) for chunk in chunks]

@@ -93,8 +93,8 @@ def report(out: str) -> str:
     meta = json.load(open(os.path.join(out, "meta.json"))) if os.path.exists(os.path.join(out, "meta.json")) else {}
     lines = ["# The defect battery: before and after issue 37 (benchmarks/battery_speed.py)", "",
              f"Date {meta.get('date', '?')}; commands: {'; '.join(f'`{c}`' for c in meta.get('commands', []))}; "
-             f"machine: {meta.get('machine', '?')}. before = the zoo at {meta.get('before', '?')} (NUTS references "
-             "by MCMC.run), after = this checkout at " + meta.get("after", "?") + ". Each cell in a fresh process "
+             f"machine: {meta.get('machine', '?')}. before = the zoo at {meta.get('before', '?')} "
+             f"({meta.get('before_what', 'NUTS references by MCMC.run')}), after = this checkout at " + meta.get("after", "?") + ". Each cell in a fresh process "
              "with JAX's persistent compilation cache on and empty at its start; seconds are the whole battery's "
              "wall time (references, fits, verdicts, SBC replicates); compile = JAX's tracing and compilation "
              "time in that process (not measured on Dask workers).", "",
@@ -122,6 +122,8 @@ def main(argv=None):
     parser.add_argument("--datasets", type=int, default=10)
     parser.add_argument("--replicates", type=int, default=2)
     parser.add_argument("--before-rev", default="e67ca18")
+    parser.add_argument("--before-what", default="NUTS references by MCMC.run",
+                        help="what the before revision lacks, for the table's header")
     parser.add_argument("--paths", default="before,after")
     parser.add_argument("--full", default="", help="model/engine pairs to run as the whole battery (after only)")
     parser.add_argument("--workers", type=int, default=2, help="Dask workers of the --full runs")
@@ -161,6 +163,7 @@ def main(argv=None):
         dirty = subprocess.run(["git", "-C", revision_tree.REPO, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True).stdout.strip()
         meta.update({"date": _dt.date.today().isoformat(), "before": revision_tree.commit_of(args.before_rev)[:12],
+                     "before_what": args.before_what,
                      "after": revision_tree.commit_of("HEAD")[:12] + (" + uncommitted changes" if dirty else ""),
                      "machine": os.environ.get("ZOO_BENCH_MACHINE", "2-core development machine") +
                      f" ({platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python "

@@ -164,3 +164,33 @@ def test_an_engines_vmapped_form_gives_its_simulations(model, engine, tmp_path):
     a = S.run_sbc(model, one_at_a_time, settings=settings, out_dir=tmp_path / "one", variant=variant)
     b = S.run_sbc(model, engine, settings=settings, out_dir=tmp_path / "many")
     assert _ranks(a["folder"], 12) == _ranks(b["folder"], 12)
+
+
+@pytest.mark.parametrize("model", ["pcvm", "ggsm-probit"])
+def test_many_simulations_start_as_each_would_alone(model, monkeypatch):
+    """The batched prior draws (one program for the first round of every simulation) give
+    each simulation the truth, labels, redraws and key it gets alone; one whose first round
+    has no usable draw (forced here) is drawn alone from its prior key, with the same result."""
+    record = registry.get_model(model)
+    problem = S.problem_for(record)
+    settings = S.SBCSettings(n_sims=10, seed=7)
+    indices = [0, 3, 4, 11, 12]
+    first = S._first_accepted
+    calls = []
+
+    def refuse_the_third(*args):
+        calls.append(1)
+        return None if len(calls) == 3 else first(*args)
+
+    monkeypatch.setattr(S, "_first_accepted", refuse_the_third)
+    starts = S._simulation_starts(problem.spec, problem.Phi, indices, settings)
+    monkeypatch.setattr(S, "_first_accepted", first)
+    assert len(calls) == len(indices) + 1  # the refused one went through draw_from_prior
+    for index in indices:
+        key, truth, y, redraws = S._simulation_start(problem.spec, problem.Phi, index, settings)
+        b_key, b_truth, b_y, b_redraws = starts[index]
+        np.testing.assert_array_equal(np.asarray(b_key), np.asarray(key))
+        np.testing.assert_array_equal(b_y, y)
+        assert b_redraws == redraws and sorted(b_truth) == sorted(truth)
+        for site in truth:
+            np.testing.assert_allclose(b_truth[site], truth[site], rtol=1e-14, atol=0)

@@ -339,7 +339,8 @@ def _quantity_program(spec, M: int) -> Callable:
 
 
 def _quantities(spec, params: dict[str, np.ndarray], Phi, Phi_new, y) -> np.ndarray:
-    """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta)."""
+    """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta).
+    y: the labels (N,), or (n, N) one label vector per draw (many simulations at once)."""
     import jax
 
     sites = spec.sites(Phi.shape[1])
@@ -396,12 +397,23 @@ def _factor_log_weights(spec, Phi, draws: dict[str, Any], obs: str, *, as_numpy:
     return np.asarray(out) if as_numpy else out
 
 
-_PRIOR_SAMPLERS: dict[str, Callable] = {}
+_PRIOR_SAMPLERS: dict[str, tuple[Callable, Callable]] = {}
 
 
 def _prior_sampler(spec, Phi, obs: str) -> Callable:
     """key -> (PRIOR_BATCH joint prior draws, their factor log-weights), compiled once per
     spec and design (tracing the model anew for every simulation cost seconds each)."""
+    import jax
+    from numpyro.infer import Predictive
+
+    return _prior_programs(spec, Phi, obs)[0]
+
+
+def _prior_programs(spec, Phi, obs: str) -> tuple[Callable, Callable]:
+    """(the jitted prior sampler of :func:`_prior_sampler`, the first round of prior draws
+    of many simulations at once: (indices (S,), seed) -> (each simulation's key after its
+    prior draw, its prior key, PRIOR_BATCH draws, their log-weights, their acceptance
+    uniforms)), both built once per spec and design."""
     import jax
     from numpyro.infer import Predictive
 
@@ -413,8 +425,16 @@ def _prior_sampler(spec, Phi, obs: str) -> Callable:
             draws = Predictive(spec.model, num_samples=PRIOR_BATCH)(k, Phi_j)
             return draws, _factor_log_weights(spec, Phi_j, draws, obs, as_numpy=False)
 
+        def first_round(index, seed):
+            # the keys of _simulation_start and the first pass of draw_from_prior's loop
+            k = jax.random.fold_in(jax.random.PRNGKey(seed), index)
+            k, k_prior = jax.random.split(k)
+            _, k_draws, k_accept = jax.random.split(k_prior, 3)
+            draws, log_w = sample(k_draws)
+            return k, k_prior, draws, log_w, jax.random.uniform(k_accept, (PRIOR_BATCH,))
+
         _PRIOR_SAMPLERS.clear() if len(_PRIOR_SAMPLERS) > 16 else None
-        _PRIOR_SAMPLERS[key] = jax.jit(sample)
+        _PRIOR_SAMPLERS[key] = (jax.jit(sample), jax.jit(jax.vmap(first_round, in_axes=(0, None))))
     return _PRIOR_SAMPLERS[key]
 
 
@@ -432,19 +452,110 @@ def draw_from_prior(spec, Phi, key) -> tuple[dict[str, np.ndarray], np.ndarray, 
     for _ in range(MAX_BATCHES):
         key, k_prior, k_accept = jax.random.split(key, 3)
         draws, log_w = sampler(k_prior)
-        draws, log_w = {k: np.asarray(v) for k, v in draws.items()}, np.asarray(log_w)
-        if np.any(log_w > 1e-12):
-            raise ValueError(f"{type(spec).__name__}.model has a factor term that is not a log-probability "
-                             "(positive somewhere): its prior cannot be drawn by rejection, so SBC cannot simulate it")
-        accept = np.log(np.asarray(jax.random.uniform(k_accept, (PRIOR_BATCH,)))) < log_w
-        y = np.asarray(draws[obs], dtype=float)
-        both = (y.mean(1) > 0.0) & (y.mean(1) < 1.0)
-        good = np.flatnonzero(accept & both)
-        if good.size:
-            i = int(good[0])
-            return {k: np.asarray(v[i]) for k, v in draws.items() if k != obs}, y[i], discarded + i
+        chosen = _first_accepted(spec, obs, draws, log_w, jax.random.uniform(k_accept, (PRIOR_BATCH,)))
+        if chosen is not None:
+            truth, y, i = chosen
+            return truth, y, discarded + i
         discarded += PRIOR_BATCH
     raise RuntimeError(f"{MAX_BATCHES * PRIOR_BATCH} prior draws gave no accepted draw with labels of both classes")
+
+
+def _first_accepted(spec, obs: str, draws, log_w, uniforms):
+    """(parameters, labels, position) of the first of PRIOR_BATCH prior draws that is
+    accepted (rejection on the factor terms) and has labels of both classes; None if none."""
+    draws, log_w = {k: np.asarray(v) for k, v in draws.items()}, np.asarray(log_w)
+    if np.any(log_w > 1e-12):
+        raise ValueError(f"{type(spec).__name__}.model has a factor term that is not a log-probability "
+                         "(positive somewhere): its prior cannot be drawn by rejection, so SBC cannot simulate it")
+    accept = np.log(np.asarray(uniforms)) < log_w
+    y = np.asarray(draws[obs], dtype=float)
+    both = (y.mean(1) > 0.0) & (y.mean(1) < 1.0)
+    good = np.flatnonzero(accept & both)
+    if not good.size:
+        return None
+    i = int(good[0])
+    return {k: np.asarray(v[i]) for k, v in draws.items() if k != obs}, y[i], i
+
+
+def _simulation_starts(spec, Phi, indices, settings: SBCSettings) -> dict[int, tuple | RuntimeError]:
+    """:func:`_simulation_start` of many simulations: their keys and the first round of
+    their prior draws in one compiled program (one call instead of a dozen small ones per
+    simulation). A simulation with no usable draw in that round is drawn alone by
+    :func:`draw_from_prior` from its prior key, so that each gets the draw it gets alone.
+    Values: (key, truth, labels, redraws), or the RuntimeError of a failed prior draw."""
+    obs = observed_site(spec, Phi)
+    _, first_round = _prior_programs(spec, Phi, obs)
+    keys, k_priors, draws, log_w, uniforms = first_round(np.asarray(indices, dtype=np.int32), settings.seed)
+    draws = {k: np.asarray(v) for k, v in draws.items()}
+    log_w, uniforms, keys = np.asarray(log_w), np.asarray(uniforms), np.asarray(keys)
+    starts: dict[int, tuple | RuntimeError] = {}
+    for j, index in enumerate(indices):
+        chosen = _first_accepted(spec, obs, {k: v[j] for k, v in draws.items()}, log_w[j], uniforms[j])
+        if chosen is None:
+            try:
+                chosen = draw_from_prior(spec, Phi, k_priors[j])
+            except RuntimeError as err:
+                starts[index] = err
+                continue
+        starts[index] = (keys[j], *chosen)
+    return starts
+
+
+def _rank_many(spec, Phi, Phi_new, fitted, settings: SBCSettings) -> dict[int, dict[str, Any]]:
+    """:func:`_ranked` of many simulations at once. fitted: (index, key, truth, y, redraws,
+    posterior, seconds) each. The draws of Gaussian posteriors come from one call for all
+    (the same normal variates as ``posterior.sample``'s), every simulation's quantities
+    (truth and draws) from one call of the quantity program, the ranks as in ``_ranked``."""
+    import jax
+
+    results: dict[int, dict[str, Any]] = {}
+    ranked = [f for f in fitted if f[5].kind != "point"]
+    for index, _, _, _, redraws, posterior, seconds in fitted:
+        if posterior.kind == "point":
+            results[index] = {"index": index, "status": "point", "redraws": redraws, "seconds": seconds,
+                              "message": "the engine returned a point estimate"}
+    if not ranked:
+        return results
+    n = settings.n_draws
+    split = jax.vmap(lambda k: jax.random.split(k, 3))(np.stack([np.asarray(f[1]) for f in ranked]))
+    k_draws, k_ties = np.asarray(split[:, 1]), np.asarray(split[:, 2])
+    gaussian = [j for j, f in enumerate(ranked) if f[5].kind == "gaussian"]
+    normals = {}
+    if gaussian:
+        dim = ranked[gaussian[0]][5].dim
+        same = [j for j in gaussian if ranked[j][5].dim == dim]
+        z = np.asarray(_normals(n, dim)(k_draws[same]))
+        normals = {j: z[i] for i, j in enumerate(same)}
+    rows, labels = [], []
+    for j, (index, _, truth, y, _, posterior, _) in enumerate(ranked):
+        if j in normals:  # GaussianPosterior.sample_flat's draws, from the normals drawn above
+            flat = posterior.mean_flat()[None, :] + normals[j] @ np.asarray(posterior.chol).T
+            draws = {k: np.asarray(v) for k, v in unflatten(flat, posterior.sites).items()}
+        else:
+            draws = _posterior_draws(posterior, k_draws[j], n)
+        rows.append({k: np.concatenate([np.asarray(truth[k])[None], np.asarray(draws[k])]) for k in draws})
+        labels.append(np.broadcast_to(np.asarray(y, dtype=float), (1 + len(next(iter(draws.values()))), len(y))))
+    counts = [len(lab) for lab in labels]
+    q = _quantities(spec, {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}, Phi, Phi_new,
+                    np.concatenate(labels))
+    starts = np.cumsum([0] + counts)
+    for j, (index, _, _, _, redraws, posterior, seconds) in enumerate(ranked):
+        block = q[starts[j]:starts[j + 1]]
+        results[index] = _rank_result(index, redraws, seconds, posterior, block[0], block[1:], k_ties[j])
+    return results
+
+
+_NORMALS: dict[tuple[int, int], Callable] = {}
+
+
+def _normals(n: int, dim: int) -> Callable:
+    """keys (S, 2) -> (S, n, dim) standard normals, jax.random.normal(key, (n, dim)) of each."""
+    import jax
+
+    if (n, dim) not in _NORMALS:
+        _NORMALS.clear() if len(_NORMALS) > 16 else None
+        _NORMALS[(n, dim)] = jax.jit(jax.vmap(lambda k: jax.random.normal(k, (n, dim))))
+    return _NORMALS[(n, dim)]
 
 
 #: the fold_in label of a simulation's key that keys a batched engine's fit (NUTS's chains)
@@ -480,6 +591,13 @@ def _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index: int, redraws: i
     draws = _posterior_draws(posterior, k_draws, settings.n_draws)
     q_true = _quantities(spec, {k: v[None] for k, v in truth.items()}, Phi, Phi_new, y)[0]
     q_draws = _quantities(spec, draws, Phi, Phi_new, y)
+    return _rank_result(index, redraws, seconds, posterior, q_true, q_draws, k_ties)
+
+
+def _rank_result(index: int, redraws: int, seconds: float, posterior, q_true, q_draws, k_ties) -> dict[str, Any]:
+    """A simulation's result from the truth's quantities (K,) and its draws' (n, K)."""
+    import jax
+
     below = (q_draws < q_true).sum(0)
     ties = (q_draws == q_true).sum(0)
     # ties (a draw equal to the truth, e.g. both at a bound) are split at random
@@ -528,12 +646,13 @@ def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBC
     results: dict[int, dict[str, Any]] = {}
     started = []
     with on_host:
-        for index in indices:
-            try:
-                started.append((index, *_simulation_start(spec, Phi, index, settings)))
-            except RuntimeError as err:
-                results[index] = {"index": index, "status": "failed", "redraws": 0, "message": str(err)}
-        keys = [as_numpy_key(jax.random.fold_in(key, FIT_STREAM)) for _, key, _, _, _ in started]
+        for index, start in _simulation_starts(spec, Phi, list(indices), settings).items():
+            if isinstance(start, RuntimeError):
+                results[index] = {"index": index, "status": "failed", "redraws": 0, "message": str(start)}
+            else:
+                started.append((index, *start))
+        keys = ([as_numpy_key(k) for k in jax.vmap(lambda k: jax.random.fold_in(k, FIT_STREAM))(
+            np.stack([key for _, key, _, _, _ in started]))] if started else [])
     if started:
         ys = np.stack([np.asarray(y, dtype=float) for _, _, _, y, _ in started])
         t0 = time.perf_counter()
@@ -545,15 +664,16 @@ def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBC
                 results[index] = _failed_fit(index, redraws, seconds, err)
         else:
             share = (time.perf_counter() - t0) / len(started)
+            fitted = []
+            for (index, key, truth, y, redraws), posterior in zip(started, posteriors):
+                if isinstance(posterior, BaseException):
+                    results[index] = _failed_fit(index, redraws, share, posterior)
+                    continue
+                info = posterior.info
+                seconds = float(info.seconds) + float(info.compile_seconds)
+                fitted.append((index, key, truth, y, redraws, posterior, seconds))
             with on_host:
-                for (index, key, truth, y, redraws), posterior in zip(started, posteriors):
-                    if isinstance(posterior, BaseException):
-                        results[index] = _failed_fit(index, redraws, share, posterior)
-                        continue
-                    info = posterior.info
-                    seconds = float(info.seconds) + float(info.compile_seconds)
-                    results[index] = _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index, redraws,
-                                             seconds, settings)
+                results.update(_rank_many(spec, Phi, Phi_new, fitted, settings))
     return [results[i] for i in indices]
 
 

@@ -3,10 +3,11 @@
 
 For each model/engine the two cells run the same SBC (same settings, same prior draws):
 
-* one: the registry engine's fit wrapped in a plain function (no ``many``), so SBC fits
-  the simulations one at a time, as it did before the batched forms;
+* one: the registry engine's fit wrapped in a plain function (no ``many``), so SBC runs
+  the simulations one at a time (prior draw, fit, ranks), as it did before the batched forms;
 * many: the registry engine by name, so SBC takes its ``fit.many`` in chunks of
-  ``SIMS_PER_ENGINE_BATCH``.
+  ``SIMS_PER_ENGINE_BATCH``, with each chunk's prior draws and ranks batched as well
+  (``simulate_batch``).
 
 Each cell runs in a fresh process with JAX's persistent compilation cache on and empty at
 its start (as ``zoo sbc`` runs), in that process (no workers). Seconds are the SBC run's
@@ -84,8 +85,8 @@ def report(out: str) -> str:
              f"machine: {meta.get('machine', '?')}; zoo at {meta.get('revision', '?')}. Each cell in a fresh process "
              "with JAX's persistent compilation cache on and empty at its start; seconds are the SBC run's wall time "
              "(prior draws, fits, ranks, verdict), compile = JAX's tracing and compilation time within it. one: "
-             "the engine's fit wrapped in a plain function, one simulation at a time; many: the engine's fit.many, "
-             "in chunks of 64 simulations per vmapped program.", "",
+             "the engine's fit wrapped in a plain function, one simulation at a time (prior draw, fit, ranks); many: "
+             "the engine's fit.many, 64 simulations per vmapped program, their prior draws and ranks batched too.", "",
              "| model / engine | sims | one s (compile) | many s (compile) | speed-up | verdict one / many | "
              "same ranks | load 1-min |", "|---|---|---|---|---|---|---|---|"]
     by = {(c["pair"], c["path"], c["sims"]): c for c in cells}

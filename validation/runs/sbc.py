@@ -67,6 +67,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import betaincinv, ndtr, ndtri
 
+from ...inference.compile_cache import batch_size_for
 from ...inference.contracts import checked_fit, contract_problems, many_of
 from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write, write_json_atomic
@@ -485,7 +486,7 @@ def _simulation_starts(spec, Phi, indices, settings: SBCSettings) -> dict[int, t
     Values: (key, truth, labels, redraws), or the RuntimeError of a failed prior draw."""
     obs = observed_site(spec, Phi)
     _, first_round = _prior_programs(spec, Phi, obs)
-    keys, k_priors, draws, log_w, uniforms = first_round(np.asarray(indices, dtype=np.int32), settings.seed)
+    keys, k_priors, draws, log_w, uniforms = first_round(_padded(np.asarray(indices, dtype=np.int32)), settings.seed)
     draws = {k: np.asarray(v) for k, v in draws.items()}
     log_w, uniforms, keys = np.asarray(log_w), np.asarray(uniforms), np.asarray(keys)
     starts: dict[int, tuple | RuntimeError] = {}
@@ -524,7 +525,7 @@ def _rank_many(spec, Phi, Phi_new, fitted, settings: SBCSettings) -> dict[int, d
     if gaussian:
         dim = ranked[gaussian[0]][5].dim
         same = [j for j in gaussian if ranked[j][5].dim == dim]
-        z = np.asarray(_normals(n, dim)(k_draws[same]))
+        z = np.asarray(_normals(n, dim)(_padded(k_draws[same])))
         normals = {j: z[i] for i, j in enumerate(same)}
     rows, labels = [], []
     for j, (index, _, truth, y, _, posterior, _) in enumerate(ranked):
@@ -536,13 +537,25 @@ def _rank_many(spec, Phi, Phi_new, fitted, settings: SBCSettings) -> dict[int, d
         rows.append({k: np.concatenate([np.asarray(truth[k])[None], np.asarray(draws[k])]) for k in draws})
         labels.append(np.broadcast_to(np.asarray(y, dtype=float), (1 + len(next(iter(draws.values()))), len(y))))
     counts = [len(lab) for lab in labels]
-    q = _quantities(spec, {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}, Phi, Phi_new,
-                    np.concatenate(labels))
+    q = _quantities(spec, {k: _padded(np.concatenate([r[k] for r in rows]), len(rows)) for k in rows[0]}, Phi,
+                    Phi_new, _padded(np.concatenate(labels), len(rows)))
     starts = np.cumsum([0] + counts)
     for j, (index, _, _, _, redraws, posterior, seconds) in enumerate(ranked):
         block = q[starts[j]:starts[j + 1]]
         results[index] = _rank_result(index, redraws, seconds, posterior, block[0], block[1:], k_ties[j])
     return results
+
+
+def _padded(rows: np.ndarray, items: int | None = None) -> np.ndarray:
+    """``rows`` with its last row repeated up to the padded batch size, so that the programs
+    above compile for a few batch sizes only (the last, shorter batch of a run, and the
+    simulations a batch lost to failed fits, reuse them); the extra rows' results are
+    ignored. items: the simulations ``rows`` holds (rows are items x rows per item; None:
+    one row each)."""
+    items = len(rows) if items is None else items
+    per = len(rows) // items
+    extra = (batch_size_for(items) - items) * per
+    return np.concatenate([rows, np.repeat(rows[-1:], extra, axis=0)]) if extra else rows
 
 
 _NORMALS: dict[tuple[int, int], Callable] = {}

@@ -12,7 +12,8 @@ For each model/engine the two cells run the same SBC (same settings, same prior 
 Each cell runs in a fresh process with JAX's persistent compilation cache on and empty at
 its start (as ``zoo sbc`` runs), in that process (no workers). Seconds are the SBC run's
 wall time (prior draws, fits, ranks, the uniformity test); compile = JAX's tracing and
-compilation time within it. The ranks of the two cells are compared simulation by
+compilation time within it; warm = the same SBC at another seed run next in the process,
+its programs compiled (what a defect battery's later replicates cost). The ranks of the two cells are compared simulation by
 simulation: the batched fits agree with the single ones to round-off, so the ranks should
 be the same numbers.
 
@@ -57,21 +58,31 @@ def run_cell(pair: str, path: str, sims: int) -> dict:
 
     one_at_a_time.__name__ = engine
     load = os.getloadavg()[0]
-    with CompileTimer() as compiling, tempfile.TemporaryDirectory() as tmp:
-        zoo.enable_compilation_cache(os.path.join(tmp, "jax"))
-        t0 = time.perf_counter()
+    def run(seed):
         if path == "one":
-            summary = run_sbc(model, one_at_a_time, settings=SBCSettings(n_sims=sims), out_dir=tmp,
-                              variant=entry.variant)
-        else:
-            summary = run_sbc(model, engine, settings=SBCSettings(n_sims=sims), out_dir=tmp)
-        wall = time.perf_counter() - t0
+            return run_sbc(model, one_at_a_time, settings=SBCSettings(n_sims=sims, seed=seed), out_dir=tmp,
+                           variant=entry.variant)
+        return run_sbc(model, engine, settings=SBCSettings(n_sims=sims, seed=seed), out_dir=tmp)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        zoo.enable_compilation_cache(os.path.join(tmp, "jax"))
+        with CompileTimer() as compiling:
+            t0 = time.perf_counter()
+            summary = run(0)
+            wall = time.perf_counter() - t0
+        # the same run again at another seed in this process: what a battery's later
+        # replicates cost (its programs compiled, its prior draws new)
+        with CompileTimer() as compiling_warm:
+            t1 = time.perf_counter()
+            run(1)
+            warm = time.perf_counter() - t1
         ranks = {}
         for name in sorted(os.listdir(summary["folder"])):
             with open(os.path.join(summary["folder"], name)) as fh:
                 r = json.load(fh)
             ranks[r["index"]] = [r["status"], r.get("ranks")]
     return {"pair": pair, "path": path, "sims": sims, "wall_seconds": wall, "compile_seconds": compiling.seconds,
+            "warm_seconds": warm, "warm_compile_seconds": compiling_warm.seconds,
             "status": summary["status"], "ranks": ranks, "load_before": load, "load_after": os.getloadavg()[0],
             "backend": jax.default_backend()}
 
@@ -84,11 +95,13 @@ def report(out: str) -> str:
              f"Date {meta.get('date', '?')}; commands: {'; '.join(f'`{c}`' for c in meta.get('commands', []))}; "
              f"machine: {meta.get('machine', '?')}; zoo at {meta.get('revision', '?')}. Each cell in a fresh process "
              "with JAX's persistent compilation cache on and empty at its start; seconds are the SBC run's wall time "
-             "(prior draws, fits, ranks, verdict), compile = JAX's tracing and compilation time within it. one: "
+             "(prior draws, fits, ranks, verdict), compile = JAX's tracing and compilation time within it; warm = the "
+             "same SBC at another seed, run next in that process (its programs compiled, as a battery's later "
+             "replicates find them). one: "
              "the engine's fit wrapped in a plain function, one simulation at a time (prior draw, fit, ranks); many: "
              "the engine's fit.many, 64 simulations per vmapped program, their prior draws and ranks batched too.", "",
-             "| model / engine | sims | one s (compile) | many s (compile) | speed-up | verdict one / many | "
-             "same ranks | load 1-min |", "|---|---|---|---|---|---|---|---|"]
+             "| model / engine | sims | one s (compile) | many s (compile) | speed-up | warm one s | warm many s | "
+             "warm speed-up | verdict one / many | same ranks | load 1-min |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {(c["pair"], c["path"], c["sims"]): c for c in cells}
     for (pair, path, sims), a in sorted(by.items()):
         if path != "many":
@@ -102,6 +115,9 @@ def report(out: str) -> str:
             f"{b['wall_seconds']:.1f} ({b['compile_seconds']:.1f})" if b else "-",
             f"{a['wall_seconds']:.1f} ({a['compile_seconds']:.1f})",
             f"{b['wall_seconds'] / a['wall_seconds']:.1f}x" if b else "-",
+            f"{b['warm_seconds']:.1f}" if b and "warm_seconds" in b else "-",
+            f"{a['warm_seconds']:.1f}" if "warm_seconds" in a else "-",
+            f"{b['warm_seconds'] / a['warm_seconds']:.1f}x" if b and "warm_seconds" in b and "warm_seconds" in a else "-",
             f"{b['status'] if b else '-'} / {a['status']}", same,
             f"{b['load_before']:.1f} / {a['load_before']:.1f} |" if b else f"- / {a['load_before']:.1f} |"]))
     lines += ["", "same ranks: simulations whose status and every rank are equal in the two cells."]

@@ -86,6 +86,24 @@ class CompiledPrograms:
         return f"CompiledPrograms({self.name!r}, {len(self)}/{self.max_entries} programs)"
 
 
+class SameObject:
+    """The part of a cache key that names one object (a model spec): equal only to that very object,
+    hashed by its id. A program compiled from ``spec.model`` is right for that spec only,
+    and a bare ``id(spec)`` could be reused by a later object once the spec is gone; this
+    key holds the spec, so while its program is cached the id cannot pass to another."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SameObject) and other.obj is self.obj
+
+
 def signature_key(fn: Any, *args) -> tuple:
     """A cache key for ``fn(*args)``: the function, the pytree structure of the
     arguments and the shape and dtype of every leaf (what a jitted program is

@@ -84,7 +84,7 @@ from scipy.linalg import solve_triangular
 
 from ..models.checks import check_binary_labels, check_design, check_features
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
-from .compile_cache import CompiledPrograms, run_batched
+from .compile_cache import CompiledPrograms, SameObject, run_batched
 
 __all__ = ["ENGINE_NAME", "GenericLaplaceConfig", "INIT_STRATEGIES", "OBJECTIVE_NAME", "fit", "fit_many"]
 
@@ -310,24 +310,6 @@ def newton_program(objective: Callable, max_iter: int) -> Callable:
 _PROGRAMS = CompiledPrograms("generic_laplace", max_entries=32)
 
 
-class _Same:
-    """The part of a cache key that names one spec object: equal only to that very object,
-    hashed by its id. A program compiled from ``spec.model`` is right for that spec only,
-    and a bare ``id(spec)`` could be reused by a later object once the spec is gone; this
-    key holds the spec, so while its program is cached the id cannot pass to another."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
-
-
 def _newton_program(spec, model: "_Model", Phi, y, config) -> tuple[Any, float]:
     """The compiled run(x0, tol, Phi, y) of one data set, and the seconds compiling it took."""
 
@@ -335,7 +317,7 @@ def _newton_program(spec, model: "_Model", Phi, y, config) -> tuple[Any, float]:
         run = newton_program(model.objective, config.max_iter)
         return jax.jit(run).lower(model.x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
 
-    return _PROGRAMS.get((_Same(spec), "newton", model.layout, Phi.shape, config.max_iter), build)
+    return _PROGRAMS.get((SameObject(spec), "newton", model.layout, Phi.shape, config.max_iter), build)
 
 
 def _draw_program(spec, model: "_Model", n_draws: int, Phi, y) -> tuple[Any, float]:
@@ -347,7 +329,7 @@ def _draw_program(spec, model: "_Model", n_draws: int, Phi, y) -> tuple[Any, flo
         fn = jax.jit(jax.vmap(model.constrain, in_axes=(0, None, None)))
         return fn.lower(jnp.zeros((n_draws, d), Phi.dtype), Phi, y).compile()
 
-    return _PROGRAMS.get((_Same(spec), "draws", model.layout, Phi.shape, n_draws), build)
+    return _PROGRAMS.get((SameObject(spec), "draws", model.layout, Phi.shape, n_draws), build)
 
 
 # ---------------------------------------------------------------------------------
@@ -434,7 +416,7 @@ def _with_params(spec, spec_params):
     are keyed by the spec object, so a registry entry with spec_params (gridRVM's prior
     variants) compiled everything anew on every fit; a few kept derived specs let the next
     call find its programs. Params that cannot be a key are applied afresh."""
-    key = (_Same(spec), tuple(spec_params))
+    key = (SameObject(spec), tuple(spec_params))
     try:
         derived = _DERIVED_SPECS.get(key)
     except TypeError:  # an unhashable value among the params
@@ -708,7 +690,7 @@ def fit_many(spec, Phi, ys, *, config: GenericLaplaceConfig | None = None, name:
     rows = list(labels)
     ys_ok = np.stack([labels[i] for i in rows])
     layout = model.layout
-    spec_key = _Same(spec)
+    spec_key = SameObject(spec)
 
     (z, energy), init_seconds, compile_init = run_batched(
         _PROGRAMS, (spec_key, "init", config.init), _init_one(spec, config), (ys_ok,), (_init_key(config), Phi_j))

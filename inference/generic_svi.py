@@ -54,7 +54,7 @@ from numpyro.infer.initialization import init_to_median
 from numpyro.optim import Adam
 
 from ..models.checks import check_design
-from .compile_cache import CompiledPrograms
+from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
 __all__ = ["FAMILIES", "SVIConfig", "fit", "fit_meanfield", "fit_fullrank", "fit_lowrank"]
@@ -110,20 +110,6 @@ class SVIConfig:
 
 
 _PROGRAMS = CompiledPrograms("generic_svi", max_entries=32)
-
-
-class _Same:
-    """A cache-key part equal only to the same spec object (specs compare by identity;
-    holding the object keeps its id from being reused while the key lives)."""
-
-    def __init__(self, spec):
-        self.spec = spec
-
-    def __eq__(self, other):
-        return isinstance(other, _Same) and other.spec is self.spec
-
-    def __hash__(self):
-        return id(self.spec)
 
 
 def _guide(spec, family: str, config: SVIConfig, n_coordinates: int | None = None):
@@ -189,7 +175,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         (state, total), losses = jax.lax.scan(step, (state, zeros), None, length=int(config.block))
         return state, losses, total
 
-    key = (_Same(spec), "block", family, Phi_np.shape, config.step_size, config.num_particles, config.block,
+    key = (SameObject(spec), "block", family, Phi_np.shape, config.step_size, config.num_particles, config.block,
            config.rank, config.init_scale, n_coord)
     program, seconds = _PROGRAMS.get(key, lambda: jax.jit(run_block).lower(state, Phi_j, y_j).compile())
     compile_seconds += seconds
@@ -232,7 +218,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         params = svi.get_params(state)
     else:
         params = svi.constrain_fn(jax.tree_util.tree_map(lambda t: t / averaged, total))
-    draw_key = (_Same(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank, n_coord)
+    draw_key = (SameObject(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank, n_coord)
 
     def build_draws():
         fn = jax.jit(lambda p, k, Phi_: Predictive(spec.model, guide=guide, params=p, num_samples=int(config.n_draws),

@@ -30,7 +30,7 @@ from ..references.parallel_tempering import PARALLEL_TEMPERING
 from .bblr_figures import comparison_figures
 from .fit_cost import FLOAT64, CostModel, FitPlan, estimate
 from .model_record import ClassifierParam, ModelRecord, positive_number
-from .protocol import Prepared, auto_laplace_engine, check_basis
+from .protocol import Prepared, auto_laplace_engine, svi_engines, check_basis
 
 #: the compare default's prior precision (DERIVATIONS.md §6.2: only gamma^2 / lam matters
 #: for the linear model; gamma's default is the model module's)
@@ -238,6 +238,7 @@ RECORD = ModelRecord(
                     other_model="bblr with the (pi, s2, ell) its hard EM ends at (a new spec; the given one is "
                                 "the EM's start)"),
         auto_laplace_engine(),
+        *svi_engines(),
     ),
     default_engines=("sla", "laplace", "slam", "auto-laplace"),
     # NUTS first; where its chains settle in different modes (R-hat) or diverge, parallel

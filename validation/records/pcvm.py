@@ -21,6 +21,7 @@ from .model_record import ClassifierParam, ModelRecord
 from .protocol import (
     Prepared,
     auto_laplace_engine,
+    svi_engines,
     cross_validated_width,
     check_basis,
 )
@@ -233,6 +234,7 @@ RECORD = ModelRecord(
             "expectation_propagation:fit", "expectation_propagation:fit_end_to_end",
         ),
         auto_laplace_engine(),
+        *svi_engines(),
     ),
     default_engines=("em", "laplace", "ep"),
     # NUTS reaches a bulk/tail ESS of ~1760/1190 in 4 x 1000 draws on the default (Ripley,

@@ -91,6 +91,24 @@ def auto_laplace_engine(name: str = "auto-laplace") -> EngineEntry:
     )
 
 
+#: the generic variational families every model has, by engine name (inference/generic_svi.py)
+SVI_FAMILIES = {"advi-meanfield": ("meanfield", "AutoNormal: independent Gaussians"),
+                "advi-fullrank": ("fullrank", "AutoMultivariateNormal: one full-covariance Gaussian"),
+                "advi-lowrank": ("lowrank", "AutoLowRankMultivariateNormal: diagonal plus low-rank covariance")}
+
+
+def svi_engines() -> tuple[EngineEntry, ...]:
+    """NumPyro's autoguides fitted by SVI, which every model has: they need only the NumPyro
+    model (what a practitioner runs without deriving anything)."""
+    return tuple(EngineEntry(
+        name, "draws",
+        f"ADVI from the model alone: NumPyro's {what}, in NumPyro's unconstrained space, fitted by SVI "
+        "(ELBO plateau on block means, then the average of the last iterates; DERIVATIONS.md §8), drawn "
+        "and pushed to the supports",
+        "generic_svi:fit", options=(("family", family),),
+    ) for name, (family, what) in SVI_FAMILIES.items())
+
+
 def check_basis(model: str, options: dict[str, Any], bases: tuple[str, ...]) -> None:
     """ValueError naming a basis ``model`` does not offer. (A hyper-parameter the model does
     not take is refused by the classifier itself, from the record's ``classifier_params``.)"""

@@ -228,8 +228,7 @@ def checked_fit(fit: Callable, label: str) -> Callable:
         try:
             result = fit(spec, Phi, y, config=config)
         except Exception as err:  # noqa: BLE001 - any failure of a user's engine is its row's result
-            text = " ".join(str(err).split())
-            raise EngineReturnError(f"{label} raised {type(err).__name__}" + (f": {text}" if text else "")) from err
+            raise _raised(label, err) from err
         problem = returned_problem(result, spec, Phi)
         if problem:
             raise EngineReturnError(f"{label} {problem}")
@@ -243,18 +242,14 @@ def checked_fit(fit: Callable, label: str) -> Callable:
             try:
                 results = list(many(spec, Phi, ys, config=config))
             except Exception as err:  # noqa: BLE001 - the whole batch failed: each of its fits did
-                text = " ".join(str(err).split())
-                failed = EngineReturnError(f"{label}.many raised {type(err).__name__}" + (f": {text}" if text else ""))
-                return [failed] * len(ys)
+                return [_raised(f"{label}.many", err)] * len(ys)
             if len(results) != len(ys):
                 failed = EngineReturnError(f"{label}.many returned {len(results)} results for {len(ys)} data sets")
                 return [failed] * len(ys)
             checked = []
             for result in results:
                 if isinstance(result, BaseException):
-                    text = " ".join(str(result).split())
-                    checked.append(result if isinstance(result, EngineReturnError) else EngineReturnError(
-                        f"{label} raised {type(result).__name__}" + (f": {text}" if text else "")))
+                    checked.append(result if isinstance(result, EngineReturnError) else _raised(label, result))
                     continue
                 problem = returned_problem(result, spec, Phi)
                 checked.append(EngineReturnError(f"{label} {problem}") if problem else result)
@@ -262,6 +257,12 @@ def checked_fit(fit: Callable, label: str) -> Callable:
 
         fit_checked.many = many_checked
     return fit_checked
+
+
+def _raised(label: str, err: BaseException) -> EngineReturnError:
+    """One line: ``label`` raised ``err`` (its message on one line)."""
+    text = " ".join(str(err).split())
+    return EngineReturnError(f"{label} raised {type(err).__name__}" + (f": {text}" if text else ""))
 
 
 def many_of(fit: Callable) -> Callable | None:

@@ -82,9 +82,9 @@ from numpyro.infer.initialization import (
 from numpyro.infer.util import initialize_model
 from scipy.linalg import solve_triangular
 
-from ..models.checks import check_binary_labels, check_design, check_features
+from ..models.checks import check_design, check_features
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
-from .compile_cache import CompiledPrograms, SameObject, run_batched
+from .compile_cache import CompiledPrograms, SameObject, fit_rows, run_batched
 
 __all__ = ["ENGINE_NAME", "GenericLaplaceConfig", "INIT_STRATEGIES", "OBJECTIVE_NAME", "fit", "fit_many"]
 
@@ -660,80 +660,76 @@ def fit_many(spec, Phi, ys, *, config: GenericLaplaceConfig | None = None, name:
     spec, config = _settings(spec, config, spec_params)
     Phi_np = check_features(Phi, name="Phi")
     n, n_basis = Phi_np.shape
-    ys = np.asarray(ys)
-    if ys.ndim != 2 or ys.shape[1] != n:
-        raise ValueError(f"{name}: ys must be a table (data sets, {n}) of label vectors, one a row; "
-                         f"got shape {ys.shape}")
     spec_sites = tuple(spec.sites(n_basis))
     Phi_j = jnp.asarray(Phi_np)
-    entries: list = [None] * ys.shape[0]
-    labels: dict[int, np.ndarray] = {}
-    for i, y in enumerate(ys):
-        try:
-            labels[i] = check_binary_labels(y, n_samples=n)
-        except ValueError as err:  # fit's check_design would have refused it
-            entries[i] = err
 
-    # one eager initialization builds the potential, the transform and the layout (and
-    # checks the sites); it is the first data set's, or the next one's where NumPyro
-    # finds no start for that one (that data set's fit would raise the same)
-    model = None
-    for i in list(labels):
-        try:
-            model = _initialize(spec, spec_sites, Phi_j, jnp.asarray(labels[i]), config, name)
-            break
-        except ApproximationFailed as err:
-            entries[i] = err
-            del labels[i]
-    if model is None:
+    def run_rows(accepted):
+        # the rows whose labels fit would accept (compile_cache.fit_rows checked them), by position
+        entries: list = [None] * len(accepted)
+        labels: dict[int, np.ndarray] = dict(enumerate(accepted))
+
+        # one eager initialization builds the potential, the transform and the layout (and
+        # checks the sites); it is the first data set's, or the next one's where NumPyro
+        # finds no start for that one (that data set's fit would raise the same)
+        model = None
+        for i in list(labels):
+            try:
+                model = _initialize(spec, spec_sites, Phi_j, jnp.asarray(labels[i]), config, name)
+                break
+            except ApproximationFailed as err:
+                entries[i] = err
+                del labels[i]
+        if model is None:
+            return entries
+        rows = list(labels)
+        ys_ok = np.stack([labels[i] for i in rows])
+        layout = model.layout
+        spec_key = SameObject(spec)
+
+        (z, energy), init_seconds, compile_init = run_batched(
+            _PROGRAMS, (spec_key, "init", config.init), _init_one(spec, config), (ys_ok,), (_init_key(config), Phi_j))
+        init_seconds += model.seconds
+        x0s = np.concatenate([np.reshape(z[k], (len(rows), -1)) for k in layout.names], axis=1)
+        valid = np.isfinite(energy)
+        alone = time.perf_counter()
+        for j in np.flatnonzero(~valid):
+            try:
+                entries[rows[j]] = fit(spec, Phi_np, labels[rows[j]], config=config, name=name)
+            except Exception as err:  # noqa: BLE001 - whatever fit raises is this data set's entry
+                entries[rows[j]] = err
+        alone = time.perf_counter() - alone  # those fits timed themselves: not the batch's time
+        rows = [r for r, ok in zip(rows, valid) if ok]
+        if not rows:
+            return entries
+        x0s, ys_ok = x0s[valid], ys_ok[valid]
+
+        run = newton_program(model.objective, config.max_iter)
+        states, _, compile_newton = run_batched(
+            _PROGRAMS, (spec_key, "newton", layout, config.max_iter),
+            lambda x0, y, tol, Phi_: run(x0, tol, Phi_, y),
+            (x0s, ys_ok), (jnp.asarray(float(config.grad_tol)), Phi_j))
+        compile_draws = 0.0
+        if np.any(states.status == CONVERGED):
+            # compiled here, not by the first data set's draws, so that its compilation is
+            # shared like the rest of the batch's
+            _, compile_draws = _draw_program(spec, model, config.n_draws + 1, Phi_j, jnp.asarray(ys_ok[0]))
+        compile_seconds = compile_init + compile_newton + compile_draws
+        if compile_seconds > 0:
+            compile_seconds += model.seconds  # as in fit: a cold initialization is mostly compiling
+            init_seconds -= model.seconds
+        shared = time.perf_counter() - t_start - compile_seconds - alone
+        k = len(rows)
+        for j, i in enumerate(rows):
+            s = _State(*(np.asarray(field)[j] for field in states))
+            y_j = jnp.asarray(ys_ok[j])
+            try:
+                entries[i] = _finish(spec, spec_sites, model, s, Phi_j, y_j, config, name, seconds=shared / k,
+                                     compile_seconds=compile_seconds / k, init_seconds=init_seconds / k)
+            except Exception as err:  # noqa: BLE001 - whatever fit raises is this data set's entry
+                entries[i] = err
         return entries
-    rows = list(labels)
-    ys_ok = np.stack([labels[i] for i in rows])
-    layout = model.layout
-    spec_key = SameObject(spec)
 
-    (z, energy), init_seconds, compile_init = run_batched(
-        _PROGRAMS, (spec_key, "init", config.init), _init_one(spec, config), (ys_ok,), (_init_key(config), Phi_j))
-    init_seconds += model.seconds
-    x0s = np.concatenate([np.reshape(z[k], (len(rows), -1)) for k in layout.names], axis=1)
-    valid = np.isfinite(energy)
-    alone = time.perf_counter()
-    for j in np.flatnonzero(~valid):
-        try:
-            entries[rows[j]] = fit(spec, Phi_np, labels[rows[j]], config=config, name=name)
-        except Exception as err:  # noqa: BLE001 - whatever fit raises is this data set's entry
-            entries[rows[j]] = err
-    alone = time.perf_counter() - alone  # those fits timed themselves: not the batch's time
-    rows = [r for r, ok in zip(rows, valid) if ok]
-    if not rows:
-        return entries
-    x0s, ys_ok = x0s[valid], ys_ok[valid]
-
-    run = newton_program(model.objective, config.max_iter)
-    states, _, compile_newton = run_batched(
-        _PROGRAMS, (spec_key, "newton", layout, config.max_iter),
-        lambda x0, y, tol, Phi_: run(x0, tol, Phi_, y),
-        (x0s, ys_ok), (jnp.asarray(float(config.grad_tol)), Phi_j))
-    compile_draws = 0.0
-    if np.any(states.status == CONVERGED):
-        # compiled here, not by the first data set's draws, so that its compilation is
-        # shared like the rest of the batch's
-        _, compile_draws = _draw_program(spec, model, config.n_draws + 1, Phi_j, jnp.asarray(ys_ok[0]))
-    compile_seconds = compile_init + compile_newton + compile_draws
-    if compile_seconds > 0:
-        compile_seconds += model.seconds  # as in fit: a cold initialization is mostly compiling
-        init_seconds -= model.seconds
-    shared = time.perf_counter() - t_start - compile_seconds - alone
-    k = len(rows)
-    for j, i in enumerate(rows):
-        s = _State(*(np.asarray(field)[j] for field in states))
-        y_j = jnp.asarray(ys_ok[j])
-        try:
-            entries[i] = _finish(spec, spec_sites, model, s, Phi_j, y_j, config, name, seconds=shared / k,
-                                 compile_seconds=compile_seconds / k, init_seconds=init_seconds / k)
-        except Exception as err:  # noqa: BLE001 - whatever fit raises is this data set's entry
-            entries[i] = err
-    return entries
+    return fit_rows(ys, n, run_rows)
 
 
 fit.many = fit_many

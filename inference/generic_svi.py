@@ -76,8 +76,9 @@ class SVIConfig:
     block: steps between two looks at the smoothed trace (one compiled scan).
     max_steps: the step cap of the optimization (the result reports when it is hit). tol,
     patience: the plateau rule (module docstring). average_blocks: blocks run after the
-    stop whose iterates are averaged into the fit (0: the last iterate). rank: the low-rank family's rank (None: the
-    larger of 1 and half the number of coordinates, rounded down).
+    stop whose iterates are averaged into the fit (0: the last iterate). rank: the
+    low-rank family's rank (None: NumPyro's default, the square root of the number of
+    coordinates, rounded).
     init_scale: the guides' initial scale. n_draws: draws returned. seed: of the
     initialization, the ELBO estimates and the draws.
     """
@@ -112,22 +113,11 @@ class SVIConfig:
 _PROGRAMS = CompiledPrograms("generic_svi", max_entries=32)
 
 
-def _guide(spec, family: str, config: SVIConfig, n_coordinates: int | None = None):
-    cls = FAMILIES[family]
+def _guide(spec, family: str, config: SVIConfig):
     kwargs = {"init_loc_fn": init_to_median, "init_scale": float(config.init_scale)}
     if family == "lowrank":
-        rank = config.rank if config.rank is not None else max(1, (n_coordinates or 2) // 2)
-        kwargs["rank"] = int(rank)
-    return cls(spec.model, **kwargs)
-
-
-def _n_coordinates(spec, Phi, y, seed: int) -> int:
-    """The number of unconstrained coordinates (the low-rank family's default rank needs it)."""
-    guide = AutoNormal(spec.model, init_loc_fn=init_to_median)
-    svi = SVI(spec.model, guide, Adam(0.01), Trace_ELBO())
-    state = svi.init(jax.random.PRNGKey(seed), Phi, y)
-    params = svi.get_params(state)
-    return int(sum(np.size(v) for k, v in params.items() if k.endswith("_auto_loc")))
+        kwargs["rank"] = None if config.rank is None else int(config.rank)
+    return FAMILIES[family](spec.model, **kwargs)
 
 
 def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfield",
@@ -156,8 +146,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
     t_start = time.perf_counter()
     compile_seconds = 0.0
 
-    n_coord = _n_coordinates(spec, Phi_j, y_j, config.seed) if family == "lowrank" and config.rank is None else None
-    guide = _guide(spec, family, config, n_coord)
+    guide = _guide(spec, family, config)
     svi = SVI(spec.model, guide, Adam(float(config.step_size)), Trace_ELBO(num_particles=int(config.num_particles)))
     key_init, key_draws = jax.random.split(jax.random.PRNGKey(int(config.seed)))
     state = svi.init(key_init, Phi_j, y_j)
@@ -176,7 +165,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         return state, losses, total
 
     key = (SameObject(spec), "block", family, Phi_np.shape, config.step_size, config.num_particles, config.block,
-           config.rank, config.init_scale, n_coord)
+           config.rank, config.init_scale)
     program, seconds = _PROGRAMS.get(key, lambda: jax.jit(run_block).lower(state, Phi_j, y_j).compile())
     compile_seconds += seconds
 
@@ -218,7 +207,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         params = svi.get_params(state)
     else:
         params = svi.constrain_fn(jax.tree_util.tree_map(lambda t: t / averaged, total))
-    draw_key = (SameObject(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank, n_coord)
+    draw_key = (SameObject(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank)
 
     def build_draws():
         fn = jax.jit(lambda p, k, Phi_: Predictive(spec.model, guide=guide, params=p, num_samples=int(config.n_draws),
@@ -243,7 +232,8 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         objective=OBJECTIVE_NAME + " (the loss -ELBO per block of steps)", trace=np.asarray(smoothed),
         extra={"family": family, "final_loss": smoothed[-1], "best_loss": float(best), "steps": steps,
                "step_size": float(config.step_size), "num_particles": int(config.num_particles),
-               "rank": None if family != "lowrank" else int(config.rank or max(1, (n_coord or 2) // 2)),
+               # the low-rank factor's columns (NumPyro chose them where config.rank is None)
+               "rank": None if family != "lowrank" else int(np.shape(params["auto_cov_factor"])[-1]),
                "averaged_steps": averaged},
     )
     return DrawsPosterior(spec, sites, out, info)

@@ -148,11 +148,19 @@ class GaussianPosterior(Posterior):
         return np.sqrt(np.sum(self.chol**2, axis=1))
 
     def sample_flat(self, key, n: int) -> np.ndarray:
-        z = jax.random.normal(key, (n, self.dim))
+        return self.flat_from_normals(jax.random.normal(key, (n, self.dim)))
+
+    def flat_from_normals(self, z) -> np.ndarray:
+        """The flat draws mean + L z of standard normals z (n, dim): :meth:`sample_flat`'s,
+        for normals drawn elsewhere (SBC draws those of many posteriors in one call)."""
         return np.asarray(self.mean_vec[None, :] + z @ self.chol.T)
 
     def sample(self, key, n):
-        return {k: np.asarray(v) for k, v in unflatten(self.sample_flat(key, n), self.sites).items()}
+        return self.sample_from_normals(jax.random.normal(key, (n, self.dim)))
+
+    def sample_from_normals(self, z) -> dict[str, np.ndarray]:
+        """:meth:`sample`'s draws for the standard normals z (n, dim)."""
+        return {k: np.asarray(v) for k, v in unflatten(self.flat_from_normals(z), self.sites).items()}
 
     def log_density_flat(self, theta) -> np.ndarray:
         """log N(theta | mean, cov) for a batch of flat vectors, shape (n,)."""

@@ -404,9 +404,6 @@ _PRIOR_SAMPLERS: dict[str, tuple[Callable, Callable]] = {}
 def _prior_sampler(spec, Phi, obs: str) -> Callable:
     """key -> (PRIOR_BATCH joint prior draws, their factor log-weights), compiled once per
     spec and design (tracing the model anew for every simulation cost seconds each)."""
-    import jax
-    from numpyro.infer import Predictive
-
     return _prior_programs(spec, Phi, obs)[0]
 
 
@@ -529,9 +526,8 @@ def _rank_many(spec, Phi, Phi_new, fitted, settings: SBCSettings) -> dict[int, d
         normals = {j: z[i] for i, j in enumerate(same)}
     rows, labels = [], []
     for j, (index, _, truth, y, _, posterior, _) in enumerate(ranked):
-        if j in normals:  # GaussianPosterior.sample_flat's draws, from the normals drawn above
-            flat = posterior.mean_flat()[None, :] + normals[j] @ np.asarray(posterior.chol).T
-            draws = {k: np.asarray(v) for k, v in unflatten(flat, posterior.sites).items()}
+        if j in normals:  # posterior.sample's draws, from the normals drawn above for all at once
+            draws = posterior.sample_from_normals(normals[j])
         else:
             draws = _posterior_draws(posterior, k_draws[j], n)
         rows.append({k: np.concatenate([np.asarray(truth[k])[None], np.asarray(draws[k])]) for k in draws})
@@ -588,7 +584,9 @@ def _simulation_start(spec, Phi, index: int, settings: SBCSettings):
 
 def _failed_fit(index: int, redraws: int, seconds: float, err: Exception) -> dict[str, Any]:
     return {"index": index, "status": "failed", "redraws": redraws, "seconds": seconds,
-            "message": f"{type(err).__name__}: {err}".strip()[:500], "where": "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=2))[-500:]}
+            "message": f"{type(err).__name__}: {err}".strip()[:500],
+            # the exception may be one a batched fit returned rather than raised
+            "where": "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=2))[-500:]}
 
 
 def _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index: int, redraws: int, seconds: float,

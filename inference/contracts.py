@@ -171,6 +171,30 @@ class EngineEntry:
         return self._resolve(self.end_to_end)
 
 
+#: an engine's name with this appended names its importance-corrected form (any engine
+#: whose posterior has a density: ``ep+psis``, ``advi-meanfield+psis``, ``my.module:fit+psis``)
+PSIS_SUFFIX = "+psis"
+
+
+def importance_corrected(entry: EngineEntry) -> EngineEntry:
+    """The entry ``<entry.name>+psis``: ``entry``'s fixed-spec fit, then Pareto-smoothed
+    importance resampling of its draws against the posterior of the spec it was given
+    (:func:`zoo.inference.importance.corrected_fit`). It approximates what ``entry``
+    approximates (the same ``variant`` and ``other_model``). ValueError for a point
+    estimate, which has no density to weight."""
+    from .importance import corrected_fit  # the weights need the models' densities: imported on use
+
+    if entry.kind == "point":
+        raise ValueError(f"engine {entry.name!r} returns a point estimate, which has no density: it cannot be "
+                         f"importance-corrected ({entry.name}{PSIS_SUFFIX})")
+    name = f"{entry.name}{PSIS_SUFFIX}"
+    return EngineEntry(
+        name, "draws" if entry.kind != "user" else "user",
+        f"{entry.description}; its draws then importance-resampled (PSIS) against the model's density, "
+        "trusted where Pareto k-hat <= 0.7",
+        corrected_fit(entry.fit(), label=name), other_model=entry.other_model, variant=entry.variant)
+
+
 def _import_target(target: str) -> Callable:
     module, _, name = target.partition(":")
     if not name:

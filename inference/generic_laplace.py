@@ -321,12 +321,16 @@ def _newton_program(spec, model: "_Model", Phi, y, config) -> tuple[Any, float]:
 
 
 def _draw_program(spec, model: "_Model", n_draws: int, Phi, y) -> tuple[Any, float]:
-    """The compiled constrain of n_draws flat points (n_draws, d) at once, and the seconds
-    compiling it took (0 when cached: ``fit`` and ``fit_many`` share it)."""
+    """The compiled constrain of n_draws flat points (n_draws, d) at once, with the log
+    joint (Jacobian included) at each, and the seconds compiling it took (0 when cached:
+    ``fit`` and ``fit_many`` share it)."""
+
+    def both(x, Phi_, y_):
+        return model.constrain(x, Phi_, y_), model.objective(x, Phi_, y_)
 
     def build():
         d = sum(model.layout.sizes)
-        fn = jax.jit(jax.vmap(model.constrain, in_axes=(0, None, None)))
+        fn = jax.jit(jax.vmap(both, in_axes=(0, None, None)))
         return fn.lower(jnp.zeros((n_draws, d), Phi.dtype), Phi, y).compile()
 
     return _PROGRAMS.get((SameObject(spec), "draws", model.layout, Phi.shape, n_draws), build)
@@ -509,8 +513,15 @@ def _finish(spec, spec_sites, model: _Model, s: _State, Phi_j, y_j, config: Gene
     rng = np.random.default_rng(config.seed)
     z = rng.standard_normal((config.n_draws, x_mode.size))
     x_draws = x_mode[None, :] + solve_triangular(L.T, z.T, lower=False).T
-    values = jax.block_until_ready(draw_fn(jnp.asarray(np.vstack([x_mode, x_draws])), Phi_j, y_j))
+    values, log_p = jax.block_until_ready(draw_fn(jnp.asarray(np.vstack([x_mode, x_draws])), Phi_j, y_j))
     values = {k: np.asarray(v) for k, v in values.items()}
+    # importance log weights log p(x, y) - log q(x) of the draws (in x, where both densities
+    # carry the same Jacobian): L^T (x - mode) = z, so log q = -|z|^2 / 2 + log det L - d log(2 pi) / 2
+    log_q = -0.5 * np.sum(z**2, axis=1) + float(np.sum(np.log(np.diag(L)))) - 0.5 * x_mode.size * math.log(2 * math.pi)
+    log_w = np.asarray(log_p, dtype=float)[1:] - log_q
+    # a log joint that is not a number at a far draw (overflow) gives it weight 0, counted in extra
+    unusable = np.isnan(log_w) | (log_w == np.inf)
+    log_w = np.where(unusable, -np.inf, log_w)
     draws = {site.name: values[site.name][None, 1:] for site in spec_sites}
     bad = [n for n, v in draws.items() if not np.all(np.isfinite(v))]
     if bad:
@@ -548,9 +559,10 @@ def _finish(spec, spec_sites, model: _Model, s: _State, Phi_j, y_j, config: Gene
             "init_seconds": init_seconds,
             "n_draws": config.n_draws,
             "seed": config.seed,
+            "unusable_log_weights": int(unusable.sum()),
         },
     )
-    return DrawsPosterior(spec, spec_sites, draws, info)
+    return DrawsPosterior(spec, spec_sites, draws, info, log_weights=log_w[None])
 
 
 def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str = ENGINE_NAME,

@@ -48,8 +48,12 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import SVI, Predictive, Trace_ELBO
-from numpyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoMultivariateNormal, AutoNormal
+from numpyro import handlers
+from numpyro.infer import SVI, Trace_ELBO
+from numpyro.infer.autoguide import (
+    AutoIAFNormal, AutoLowRankMultivariateNormal, AutoMultivariateNormal, AutoNormal,
+)
+from numpyro.infer.util import log_density
 from numpyro.infer.initialization import init_to_median
 from numpyro.optim import Adam
 
@@ -64,6 +68,7 @@ FAMILIES = {
     "meanfield": AutoNormal,
     "fullrank": AutoMultivariateNormal,
     "lowrank": AutoLowRankMultivariateNormal,
+    "iaf": AutoIAFNormal,
 }
 OBJECTIVE_NAME = "ELBO (Trace_ELBO, in NumPyro's unconstrained space incl. log-Jacobian), block means"
 
@@ -78,7 +83,8 @@ class SVIConfig:
     patience: the plateau rule (module docstring). average_blocks: blocks run after the
     stop whose iterates are averaged into the fit (0: the last iterate). rank: the
     low-rank family's rank (None: NumPyro's default, the square root of the number of
-    coordinates, rounded).
+    coordinates, rounded). flow_layers: the flow family's number of autoregressive layers
+    (NumPyro's default, 3).
     init_scale: the guides' initial scale. n_draws: draws returned. seed: of the
     initialization, the ELBO estimates and the draws.
     """
@@ -91,6 +97,7 @@ class SVIConfig:
     patience: int = 4
     average_blocks: int = 4
     rank: int | None = None
+    flow_layers: int = 3
     init_scale: float = 0.1
     n_draws: int = 4000
     seed: int = 0
@@ -98,7 +105,7 @@ class SVIConfig:
     def __post_init__(self):
         if int(self.average_blocks) < 0:
             raise ValueError(f"SVIConfig.average_blocks must be >= 0, got {self.average_blocks!r}")
-        for name in ("num_particles", "block", "max_steps", "patience", "n_draws"):
+        for name in ("num_particles", "block", "max_steps", "patience", "n_draws", "flow_layers"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"SVIConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
         for name in ("step_size", "init_scale"):
@@ -114,6 +121,10 @@ _PROGRAMS = CompiledPrograms("generic_svi", max_entries=32)
 
 
 def _guide(spec, family: str, config: SVIConfig):
+    if family == "iaf":
+        # the flow keeps NumPyro's own initialization (random autoregressive networks on a
+        # standard normal base); init_scale does not apply
+        return AutoIAFNormal(spec.model, init_loc_fn=init_to_median, num_flows=int(config.flow_layers))
     kwargs = {"init_loc_fn": init_to_median, "init_scale": float(config.init_scale)}
     if family == "lowrank":
         kwargs["rank"] = None if config.rank is None else int(config.rank)
@@ -165,7 +176,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         return state, losses, total
 
     key = (SameObject(spec), "block", family, Phi_np.shape, config.step_size, config.num_particles, config.block,
-           config.rank, config.init_scale)
+           config.rank, config.init_scale, config.flow_layers)
     program, seconds = _PROGRAMS.get(key, lambda: jax.jit(run_block).lower(state, Phi_j, y_j).compile())
     compile_seconds += seconds
 
@@ -207,16 +218,25 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         params = svi.get_params(state)
     else:
         params = svi.constrain_fn(jax.tree_util.tree_map(lambda t: t / averaged, total))
-    draw_key = (SameObject(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank)
+    draw_key = (SameObject(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank, config.flow_layers)
+    site_names = [s.name for s in sites]
+
+    def one_draw(p, k, Phi_, y_):
+        # one draw z of the guide and its importance log weight log p(z, y) - log q(z): the
+        # guide's trace holds each site in its support with its density there (Jacobian
+        # included), the model replayed on that trace gives the log joint at the same z
+        log_q, guide_trace = log_density(handlers.seed(guide, k), (Phi_, y_), {}, p)
+        log_p, model_trace = log_density(handlers.replay(spec.model, guide_trace), (Phi_, y_), {}, {})
+        return log_p - log_q, {n: model_trace[n]["value"] for n in site_names if n in model_trace}
 
     def build_draws():
-        fn = jax.jit(lambda p, k, Phi_: Predictive(spec.model, guide=guide, params=p, num_samples=int(config.n_draws),
-                                                   return_sites=[s.name for s in sites])(k, Phi_))
-        return fn.lower(params, key_draws, Phi_j).compile()
+        keys = jax.random.split(key_draws, int(config.n_draws))
+        fn = jax.jit(lambda p, ks, Phi_, y_: jax.vmap(one_draw, in_axes=(None, 0, None, None))(p, ks, Phi_, y_))
+        return fn.lower(params, keys, Phi_j, y_j).compile()
 
     draw_program, seconds = _PROGRAMS.get(draw_key, build_draws)
     compile_seconds += seconds
-    draws = draw_program(params, key_draws, Phi_j)
+    log_w, draws = draw_program(params, jax.random.split(key_draws, int(config.n_draws)), Phi_j, y_j)
     missing = [s.name for s in sites if s.name not in draws]
     if missing:
         raise ValueError(f"{name}: spec.sites lists {missing}, which the model's draws lack; the spec and its model "
@@ -226,6 +246,12 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
     for s in sites:
         if not np.all(np.isfinite(out[s.name])):
             raise ApproximationFailed(f"{name}: draws of {s.name!r} are not finite")
+    log_w = np.asarray(log_w, dtype=float)
+    # a weight that is not a number (the model's density overflowed at a draw) is not one
+    # the k-hat or the correction could use; -inf (a draw the model rules out) is
+    if np.any(np.isnan(log_w) | (log_w == np.inf)):
+        raise ApproximationFailed(f"{name}: log p - log q is not a number at "
+                                  f"{int(np.sum(np.isnan(log_w) | (log_w == np.inf)))} of its draws")
     info = FitInfo(
         engine=name, converged=converged, n_iter=steps, reason=reason,
         seconds=time.perf_counter() - t_start - compile_seconds, compile_seconds=compile_seconds,
@@ -236,7 +262,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
                "rank": None if family != "lowrank" else int(np.shape(params["auto_cov_factor"])[-1]),
                "averaged_steps": averaged},
     )
-    return DrawsPosterior(spec, sites, out, info)
+    return DrawsPosterior(spec, sites, out, info, log_weights=log_w[None])
 
 
 def fit_meanfield(spec, Phi, y, *, config: SVIConfig | None = None) -> DrawsPosterior:

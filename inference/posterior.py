@@ -223,12 +223,20 @@ class PointPosterior(Posterior):
 
 @dataclass(frozen=True, eq=False)
 class DrawsPosterior(Posterior):
-    """Draws {site: (chains, draws, *shape)} - the NUTS reference and sampler engines."""
+    """Draws {site: (chains, draws, *shape)} - the NUTS reference and sampler engines.
+
+    log_weights: None, or (chains, draws) importance log weights log p(z, y) - log q(z)
+    of each draw, where the draws come from an approximation q with a density over the
+    model's whole latent space z (every sample site of its NumPyro model, Jacobians of the
+    transforms included): SVI's guides, Pathfinder. They give the Pareto k-hat of q as a
+    proposal and the importance-corrected draws (``inference/importance.py``).
+    """
 
     spec: Any
     sites: tuple[Site, ...]
     draws: dict[str, np.ndarray]
     info: FitInfo
+    log_weights: np.ndarray | None = None
     kind: str = field(default="draws", init=False)
 
     def __post_init__(self):
@@ -243,6 +251,12 @@ class DrawsPosterior(Posterior):
             lead = arr.shape[:2] if lead is None else lead
             if arr.shape[:2] != lead:
                 raise ValueError("all sites must have the same (chains, draws)")
+        if self.log_weights is not None:
+            lw = np.asarray(self.log_weights)
+            if lw.shape != tuple(lead):
+                raise ValueError(f"log_weights of shape {lw.shape}, expected (chains, draws) = {tuple(lead)}")
+            if np.any(np.isnan(lw)) or np.any(lw == np.inf):
+                raise ValueError("log_weights must be finite or -inf (a draw outside the target's support)")
 
     @property
     def n_chains(self) -> int:

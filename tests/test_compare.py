@@ -434,7 +434,9 @@ def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     """The GIG default (Horii's synthetic design, no bias, proper hyper-prior) through the
     pipeline with a short NUTS run (certification not asserted, only reported). The
     metrics' importance weights use p(beta, y) with tau and a integrated out (the model's
-    log_density_sites), so VB, a Gaussian, gets a k-hat."""
+    log_density_sites), so VB, a Gaussian, gets a k-hat; auto-laplace's draws carry their own
+    weights on the model's whole latent space (beta, tau and a, unconstrained), so it gets
+    one too."""
     short = ReferenceConfig(num_chains=2, num_warmup=200, num_samples=200, max_doublings=0, target_accept=0.95)
     config = CompareConfig(model="gig-logistic", reference=short)
     assert config.data == "horii_synthetic" and config.engines == ("vb", "auto-laplace")
@@ -443,7 +445,7 @@ def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     assert res["hyper"]["n_basis"] == 100 and res["hyper"]["bias"] is False
     vb, lap = res["engines"]["vb"], res["engines"]["auto-laplace"]
     assert vb["kind"] == "gaussian" and lap["kind"] == "draws"
-    assert vb["khat"] is not None and lap["khat"] is None
+    assert vb["khat"] is not None and lap["khat"] is not None
     for row in (vb, lap):
         assert row["failure"] is None and len(row["sd_ratio"]) == 100
     _assert_rows_are_what_the_posteriors_say(comp)

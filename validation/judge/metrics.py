@@ -27,6 +27,10 @@ from numpyro.infer.util import log_density
 from scipy.stats import wasserstein_distance
 from sklearn.metrics import roc_auc_score
 
+from ...inference.importance import (  # noqa: F401  (the weights live with the engines that resample by them)
+    importance_log_weights, inside_support as _inside, joint_importance_log_weights, log_joint_fn, on_joint,
+    support_mask,
+)
 from ...inference.posterior import DrawsPosterior
 from ...models.base import flatten, unflatten
 from ...models.checks import check_features
@@ -127,63 +131,6 @@ def gaussian_kl(mean0, cov0, mean1, cov1) -> float:
     return float(0.5 * (np.sum(M**2) + z @ z - d + logdet1 - logdet0))
 
 
-def log_joint_fn(spec, Phi, y):
-    """theta (n, d) flat, constrained -> log p(theta, y) (n,), jitted and vmapped.
-
-    Evaluated with numpyro.infer.util.log_density on the spec's own model, so the target
-    is exactly the model NUTS samples, including every prior normalizer and factor. A
-    model whose latents are not all among its measured sites (GIG logistic: tau and h
-    behind beta) provides ``log_density_sites(params, Phi, y)``, the density with the
-    other latents integrated out, and that is used instead.
-    """
-    Phi = jnp.asarray(Phi)
-    y = jnp.asarray(y)
-    sites = tuple(spec.sites(Phi.shape[1]))
-    own = getattr(spec, "log_density_sites", None)
-
-    def one(theta):
-        params = unflatten(theta, sites)
-        if own is not None:
-            return own(params, Phi, y)
-        return log_density(spec.model, (Phi,), {"y": y}, params)[0]
-
-    return jax.jit(jax.vmap(one))
-
-
-def importance_log_weights(approx, spec, Phi, y, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log p(theta, y) - log q(theta) for draws theta (n, d) of the approximation q.
-
-    Returns (log_weights (n,), inside (n,) bool). Draws outside the target's support
-    (a negative weight of a "nonnegative" site) have weight zero: log w = -inf there.
-    """
-    inside = _inside(support_mask(spec, Phi), theta)
-    log_w = np.full(theta.shape[0], -np.inf)
-    if inside.any():
-        log_p = np.asarray(log_joint_fn(spec, Phi, y)(jnp.asarray(theta[inside])))
-        log_q = np.asarray(approx.log_density_flat(theta[inside]))
-        log_w[inside] = log_p - log_q
-    return log_w, inside
-
-
-def joint_importance_log_weights(approx, spec, Phi, y, theta: np.ndarray, key) -> tuple[np.ndarray, np.ndarray]:
-    """log p(theta, h, y) - log q(theta) q(h) on the joint of the measured sites theta and
-    the approximation's other latents h (``GaussianPosterior.hyper_factors``), drawn
-    here: for a model whose density of its sites alone has no closed form
-    (``spec.log_joint`` instead of ``log_density_sites``; gridRVM). Also, per draw, whether
-    a drawn h is not a positive finite number: a Gamma factor of extreme shape (the vague
-    prior's 1e-6) puts most of its draws below the smallest float, where they underflow to
-    0 and neither density can be evaluated."""
-    hyper = approx.sample_hyper(key, theta.shape[0])
-    log_q = np.asarray(approx.log_density_flat(theta)) + hyper.pop("log_q")
-    degenerate = np.zeros(theta.shape[0], bool)
-    for v in hyper.values():
-        v = np.asarray(v).reshape(theta.shape[0], -1)
-        degenerate |= np.any(~(np.isfinite(v) & (v > 0)), axis=1)
-    params = {k: jnp.asarray(v) for k, v in unflatten(jnp.asarray(theta), approx.sites).items()}
-    params |= {k: jnp.asarray(v) for k, v in hyper.items()}
-    return np.asarray(spec.log_joint(params, jnp.asarray(Phi), jnp.asarray(y))) - log_q, degenerate
-
-
 def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[float | None, str | None, float]:
     """(k-hat, reason if None, outside_support_fraction) of approx as a proposal.
 
@@ -195,12 +142,20 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     approximation covers it (:func:`joint_importance_log_weights`).
     """
     mask = support_mask(spec, Phi)
+    if approx.kind == "draws" and getattr(approx, "log_weights", None) is not None:
+        # the engine weighed its own draws on the model's whole latent space (SVI, Pathfinder)
+        return _khat_of(np.asarray(approx.log_weights, float).ravel())
+    if approx.kind == "draws" and "psis_khat" in approx.info.extra:
+        # importance-corrected draws: the k-hat of the weights they were resampled by, which
+        # says whether they can be trusted (inference/importance.py)
+        khat = approx.info.extra["psis_khat"]
+        return (float(khat), None, 0.0) if math.isfinite(khat) else (
+            None, "too few draws in the tail of the importance weights to fit a Pareto shape", 0.0)
     if approx.kind == "point":
         return None, "point estimate: no proposal density", 1.0 - float(_inside(mask, theta).mean())
     if not hasattr(approx, "log_density_flat"):
         return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean())
-    on_joint = getattr(spec, "log_density_sites", None) is None and hasattr(spec, "log_joint")
-    if on_joint:
+    if on_joint(spec):
         factors = getattr(approx, "hyper_factors", None)
         if not factors:
             return None, ("the density of the weights alone needs the hyper-parameters integrated out (no closed "
@@ -221,13 +176,19 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
                           "overflow, where log p - log q cannot be evaluated"), 0.0
     else:
         log_w, inside = importance_log_weights(approx, spec, Phi, y, theta)
-    outside = float(1.0 - inside.mean())
     finite = np.isfinite(log_w)
     if np.any(inside & ~finite):
         raise FloatingPointError(
             f"log p(theta, y) - log q(theta) is not finite at {int(np.sum(inside & ~finite))} draws "
             "inside the support"
         )
+    return _khat_of(np.where(inside, log_w, -np.inf))
+
+
+def _khat_of(log_w: np.ndarray) -> tuple[float | None, str | None, float]:
+    """(k-hat, reason if None, fraction of zero weights) of log weights, -inf for weight 0."""
+    finite = np.isfinite(log_w)
+    outside = float(1.0 - finite.mean())
     if finite.sum() < MIN_DRAWS_FOR_KHAT:
         return None, (
             f"only {int(finite.sum())} of {finite.size} proposal draws lie inside the support "
@@ -240,15 +201,6 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     if not math.isfinite(khat):
         return None, "Pareto fit of the importance weights failed (non-finite k-hat)", outside
     return khat, None, outside
-
-
-def support_mask(spec, Phi) -> np.ndarray:
-    """Boolean per flat coordinate of ``spec``'s model on Phi: True where its support is >= 0."""
-    return np.concatenate([np.full(s.size, s.support == "nonnegative") for s in spec.sites(np.shape(Phi)[1])])
-
-
-def _inside(mask, theta) -> np.ndarray:
-    return np.all(theta[:, mask] >= 0.0, axis=1) if mask.any() else np.ones(theta.shape[0], bool)
 
 
 def _proposal_draws_for_khat(approx, mask, theta, key, n_draws: int) -> np.ndarray:

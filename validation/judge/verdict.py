@@ -207,6 +207,21 @@ def moments_and_mcse(draws: np.ndarray) -> dict[str, Any]:
             "df": b - chains}
 
 
+def own_moments(approx, draws: np.ndarray) -> dict[str, Any]:
+    """:func:`moments_and_mcse` of an engine's own (chains, n, D) draws of the quantities
+    under test. Importance-resampled draws (``psis_ess`` in the engine's FitInfo,
+    inference/importance.py) are n draws with replacement from one weighted pool worth
+    ESS independent draws: their batch means see only the resampling error sigma^2 / n,
+    not the pool's own importance-sampling error sigma^2 / ESS, which all batches share.
+    Their errors are therefore scaled by sqrt(1 + n / ESS), the ratio of the two totals."""
+    own = moments_and_mcse(draws)
+    ess = (getattr(approx.info, "extra", None) or {}).get("psis_ess")
+    if ess:
+        factor = float(np.sqrt(1.0 + draws.shape[0] * draws.shape[1] / float(ess)))
+        own = {**own, "mcse_mean": own["mcse_mean"] * factor, "rel_mcse_sd": own["rel_mcse_sd"] * factor}
+    return own
+
+
 def not_applicable(reason: str, *, joint: bool = False) -> Verdict:
     """No verdict, and why (a point estimate, a reference that is not certified, ...)."""
     return Verdict(NOT_APPLICABLE, reason, joint=joint)
@@ -285,7 +300,7 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
         return not_applicable("a Monte Carlo standard error of the reference is zero or not finite")
     m_e = np.asarray(approx.mean_flat(), dtype=float)
     s_e = np.asarray(approx.sd_flat(), dtype=float)
-    own = moments_and_mcse(chains_draws_flat(approx)) if approx.kind == "draws" else None
+    own = own_moments(approx, chains_draws_flat(approx)) if approx.kind == "draws" else None
     cmp = compare_moments(m_e, s_e, ref, own=own, sd_exists=sd_exists, false_alarm=false_alarm)
     if not np.isfinite(cmp["statistic"]):
         return not_applicable("the engine's own Monte Carlo standard error is not finite")
@@ -483,7 +498,7 @@ def _joint_tests(approx, ref_draws: np.ndarray, names: list[str], false_alarm: f
         s_e = np.sqrt(np.sum((V.T @ np.asarray(approx.chol, dtype=float)) ** 2, axis=1))
         own = None
     else:
-        own = moments_and_mcse(engine_b @ V)
+        own = own_moments(approx, engine_b @ V)
         m_e, s_e = own["mean"], own["sd"]
     cmp = compare_moments(m_e, s_e, ref, own=own, false_alarm=false_alarm)
     if not np.isfinite(cmp["statistic"]):

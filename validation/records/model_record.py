@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...inference.contracts import EngineEntry
+from ...inference.contracts import PSIS_SUFFIX, EngineEntry, importance_corrected
 from ..judge.defects import Defect
 from ..references import ReferenceSampler
 
@@ -168,14 +168,27 @@ class ModelRecord:
             raise ValueError(f"model {self.name!r}: defect names repeat: {[d.name for d in self.defects]}")
 
     def engine(self, name: str) -> EngineEntry:
-        """The engine called ``name``; ValueError listing the model's engines otherwise."""
+        """The engine called ``name`` - one of the model's, or ``<one of them>+psis``, its
+        importance-corrected form; ValueError listing the model's engines otherwise."""
+        base = name[: -len(PSIS_SUFFIX)] if name.endswith(PSIS_SUFFIX) else None
+        if base is not None and base in self._by_name:
+            return importance_corrected(self._by_name[base])
         if name not in self._by_name:
             raise ValueError(f"model {self.name!r} has no engine {name!r}; available: {', '.join(self._by_name)}")
         return self._by_name[name]
 
     @property
     def engine_names(self) -> tuple[str, ...]:
+        """The model's own engines (each also has an importance-corrected ``+psis`` form,
+        :meth:`has_engine`, unless it returns a point estimate)."""
         return tuple(self._by_name)
+
+    def has_engine(self, name: str) -> bool:
+        """Whether :meth:`engine` knows ``name``: an engine of the model or its ``+psis`` form."""
+        if name in self._by_name:
+            return True
+        return name.endswith(PSIS_SUFFIX) and self._by_name.get(name[: -len(PSIS_SUFFIX)], None) is not None \
+            and self._by_name[name[: -len(PSIS_SUFFIX)]].kind != "point"
 
     @property
     def sampler_names(self) -> tuple[str, ...]:

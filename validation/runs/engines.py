@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from ...inference.contracts import EngineEntry, checked_fit, contract_problems
+from ...inference.contracts import PSIS_SUFFIX, EngineEntry, checked_fit, contract_problems, importance_corrected
 
 #: what a user's engine is called in messages before it has returned a posterior
 USER_KIND = "user"
@@ -76,7 +76,10 @@ def engine_label(engine) -> str:
 
 def user_entry(engine, *, label: str | None = None) -> EngineEntry:
     """The entry of a user's engine (a ``module:function`` path or a callable), its fit
-    wrapped so that every failure is one line (see the module docstring)."""
+    wrapped so that every failure is one line (see the module docstring). A path ending in
+    ``+psis`` is that engine's importance-corrected form."""
+    if isinstance(engine, str) and engine.endswith(PSIS_SUFFIX):
+        return importance_corrected(user_entry(engine[: -len(PSIS_SUFFIX)]))
     if isinstance(engine, str):
         fn = import_engine(engine)
     elif callable(engine):
@@ -93,7 +96,7 @@ def resolve_entry(record, engine) -> EngineEntry:
     """The :class:`EngineEntry` of ``engine`` for the model of ``record``: one of its own
     engines by name, or a user's engine. ValueError (one line listing the model's
     engines) for anything else."""
-    if isinstance(engine, str) and engine in record.engine_names:
+    if isinstance(engine, str) and record.has_engine(engine):
         return record.engine(engine)
     if is_user_engine(engine):
         return user_entry(engine)

@@ -79,7 +79,7 @@ from ..references.nuts_program import as_numpy_key, default_layout
 from .compare import default_references
 
 # a user engine given as a path: the one rule for every caller (validation/runs/engines.py)
-from .engines import import_engine
+from .engines import import_engine, user_entry
 
 #: family-wise false-alarm rate of the uniformity test for a calibrated engine
 FALSE_ALARM = 0.05
@@ -239,7 +239,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         label = getattr(engine, "__name__", "engine")
         # every return value checked: a bad one is a failed simulation with one line saying why
         return _with_batch(ResolvedEngine(label, checked_fit(engine, label)))
-    if engine in record.engine_names:
+    if record.has_engine(engine):
         entry = record.engine(engine)
         # an engine of another model is ranked against that model's prior when the record
         # has it as a variant (gridRVM's s-grid and rvm), and has no SBC otherwise
@@ -263,7 +263,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         batched = functools.partial(nuts_posteriors, config=reference) if reference.sampler == "nuts" else None
         return ResolvedEngine(f"reference:{engine}", fit, batched=batched, accelerator_pays=batched is not None)
     if ":" in engine:
-        return _with_batch(ResolvedEngine(engine, checked_fit(import_engine(engine), engine)))
+        return _with_batch(ResolvedEngine(engine, user_entry(engine).fit()))
     raise ValueError(f"model {record.name!r} has no engine or reference sampler {engine!r}; engines: "
                      f"{', '.join(record.engine_names)}; samplers: {', '.join(record.sampler_names)}; "
                      "or give 'module:function'")

@@ -233,7 +233,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
         for engine in block.get("engines", list(record.engine_names)):
             if is_user_engine(engine):
                 resolve_entry(record, engine)
-            elif engine not in record.engine_names + record.sampler_names:
+            elif not record.has_engine(engine) and engine not in record.sampler_names:
                 raise ValueError(f"study: {model} has no engine or sampler {engine!r}")
             for r in range(int(block.get("replicates", 1))):
                 cells.append(Cell("sbc", _frozen({"model": model, "engine": engine, "replicate": r,

@@ -145,6 +145,10 @@ class EngineEntry:
     # posterior this engine approximates instead of the model's own (PCVM's Laplace
     # engine fits the EPCVM surrogate); `zoo compare` measures it against both references
     variant: str | None = None
+    # True for a black-box method that needs only the NumPyro model (auto-laplace, ADVI,
+    # Pathfinder, and their +psis forms): what a practitioner runs without deriving
+    # anything, against which the papers' engines are weighed
+    generic: bool = False
 
     def __post_init__(self):
         if self.kind not in (*POSTERIOR_KINDS, "user"):
@@ -179,9 +183,11 @@ PSIS_SUFFIX = "+psis"
 def importance_corrected(entry: EngineEntry) -> EngineEntry:
     """The entry ``<entry.name>+psis``: ``entry``'s fixed-spec fit, then Pareto-smoothed
     importance resampling of its draws against the posterior of the spec it was given
-    (:func:`zoo.inference.importance.corrected_fit`). It approximates what ``entry``
-    approximates (the same ``variant`` and ``other_model``). ValueError for a point
-    estimate, which has no density to weight."""
+    (:func:`zoo.inference.importance.corrected_fit`). Whatever ``entry`` approximates (its
+    own model, a variant, another prior), the weights are the spec's own posterior over
+    the engine's density, so the corrected form targets the spec's posterior: no
+    ``variant`` and no ``other_model``. ValueError for a point estimate, which has no
+    density to weight."""
     from .importance import corrected_fit  # the weights need the models' densities: imported on use
 
     if entry.kind == "point":
@@ -192,7 +198,7 @@ def importance_corrected(entry: EngineEntry) -> EngineEntry:
         name, "draws" if entry.kind != "user" else "user",
         f"{entry.description}; its draws then importance-resampled (PSIS) against the model's density, "
         "trusted where Pareto k-hat <= 0.7",
-        corrected_fit(entry.fit(), label=name), other_model=entry.other_model, variant=entry.variant)
+        corrected_fit(entry.fit(), label=name), generic=entry.generic)
 
 
 def _import_target(target: str) -> Callable:

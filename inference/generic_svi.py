@@ -5,13 +5,15 @@ What a practitioner runs on a NumPyro model without deriving anything, so that t
 say when a paper's hand-derived engine is worth its derivation. Like ``auto-laplace``
 (``generic_laplace.py``) it needs only ``spec.model(Phi, y)`` and ``spec.sites(n_basis)``.
 
-Families (:data:`FAMILIES`), each a Gaussian in NumPyro's *unconstrained* coordinates x
+Families (:data:`FAMILIES`), each a density in NumPyro's *unconstrained* coordinates x
 (T(x) maps them to the sites' supports, so every draw lies in its support: PCVM's weights
 are positive, GIG's and gridRVM's scales positive):
 
 * ``meanfield``: ``AutoNormal``, independent Gaussians, one per coordinate;
 * ``fullrank``: ``AutoMultivariateNormal``, a Gaussian with a full covariance;
-* ``lowrank``: ``AutoLowRankMultivariateNormal``, diagonal plus rank-r covariance.
+* ``lowrank``: ``AutoLowRankMultivariateNormal``, diagonal plus rank-r covariance;
+* ``iaf``: ``AutoIAFNormal``, a normalizing flow of inverse autoregressive layers
+  (DERIVATIONS.md §8.3).
 
 Objective: the evidence lower bound ELBO(q) = E_q[log p(y, T(x)) + log|det J_T(x)| - log q(x)]
 (``Trace_ELBO``), estimated with ``num_particles`` draws a step and maximized by Adam at a
@@ -33,9 +35,11 @@ Adam at a fixed step size keeps the iterates jittering around the optimum; the f
 therefore the average of the iterates of ``average_blocks`` further blocks (Polyak-Ruppert
 averaging in the unconstrained guide parameters), which cancels most of that jitter.
 
-Draws: ``n_draws`` from the fitted guide, pushed through T and the model's deterministic
-sites (NumPyro's ``Predictive`` with the guide), as a :class:`DrawsPosterior` with one chain
-over ``spec.sites``. Everything is seeded by ``SVIConfig.seed``.
+Draws: ``n_draws`` from the fitted guide, each with the model replayed on it, as a
+:class:`DrawsPosterior` with one chain over ``spec.sites`` and ``log_weights`` = log p(y, z) -
+log q(z) over the model's whole latent space z (DERIVATIONS.md §8.4): the zoo's k-hat of the
+guide, and what ``advi-<family>+psis`` resamples by. Everything is seeded by
+``SVIConfig.seed``.
 
 Timing (FitInfo, as the other engines): ``compile_seconds`` is the compilation of the block
 program and of the draw program (cached per spec object, design shape, family and

@@ -43,10 +43,11 @@ def test_every_registered_engine_keeps_the_contract(model, entry):
 
 def _model_specific_engines():
     """(model, engine, a spec of another model) for every engine derived for one model
-    (the generic Laplace and SVI engines fit any spec and are left out)."""
+    (the generic Laplace, SVI and Pathfinder engines fit any spec and are left out)."""
     names = registry.model_names()
     for model, entry in _every_engine():
-        if isinstance(entry.fixed, str) and entry.fixed.startswith(("generic_laplace:", "generic_svi:")):
+        generic = ("generic_laplace:", "generic_svi:", "generic_pathfinder:")
+        if isinstance(entry.fixed, str) and entry.fixed.startswith(generic):
             continue
         other = next(n for n in names if registry.get_model(n).spec_class is not registry.get_model(model).spec_class)
         yield model, entry, registry.get_model(other).spec_class()

@@ -402,7 +402,8 @@ def _add_sbc_parser(sub, records) -> None:
     p.add_argument("--engine", default="all", metavar="NAMES",
                    help="comma-separated: the model's engines, its reference samplers (nuts, ...; "
                         "sampler@variant on a model variant, e.g. grid-gibbs@s-grid), or "
-                        "module:function of your own with the contract fit(spec, Phi, y, *, config=None) "
+                        "module:function of your own with the contract fit(spec, Phi, y, *, config=None); "
+                        "an engine with '+psis' appended is its importance-corrected form "
                         "(default: all engines and samplers of the model). Engines: "
                         + "; ".join(f"{r.name} {', '.join(r.engine_names + r.sampler_names)}" for r in records))
     p.add_argument("--sims", type=_positive_int, default=100, help="simulations (default 100)")
@@ -528,7 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
                         + "). All engines: "
                         + "; ".join(f"{r.name} {', '.join(r.engine_names)}" for r in records)
                         + ". Your own: module:function with fit(spec, Phi, y, *, config=None) -> Posterior, "
-                          "imported from the current folder first (e.g. examples.biased_ep:fit)")
+                          "imported from the current folder first (e.g. examples.biased_ep:fit). Any of these "
+                          "with '+psis' appended (ep+psis, advi-meanfield+psis): its draws importance-resampled "
+                          "against the model's density, trusted where k-hat <= 0.7")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a scalar hyper-parameter (repeatable): "
                         + "; ".join(f"{r.name} {', '.join(r.params)}" for r in records if r.params))

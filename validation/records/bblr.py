@@ -30,7 +30,7 @@ from ..references.parallel_tempering import PARALLEL_TEMPERING
 from .bblr_figures import comparison_figures
 from .fit_cost import FLOAT64, CostModel, FitPlan, estimate
 from .model_record import ClassifierParam, ModelRecord, positive_number
-from .protocol import Prepared, auto_laplace_engine, svi_engines, check_basis
+from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 #: the compare default's prior precision (DERIVATIONS.md §6.2: only gamma^2 / lam matters
 #: for the linear model; gamma's default is the model module's)
@@ -239,6 +239,7 @@ RECORD = ModelRecord(
                                 "the EM's start)"),
         auto_laplace_engine(),
         *svi_engines(),
+        *pathfinder_engines(),
     ),
     default_engines=("sla", "laplace", "slam", "auto-laplace"),
     # NUTS first; where its chains settle in different modes (R-hat) or diverge, parallel

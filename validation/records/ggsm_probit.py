@@ -19,7 +19,7 @@ from ..judge.moment_existence import likelihood_flat_direction, scale_moments
 from ..references.slice_gibbs import SLICE_GIBBS
 from .fit_cost import CostModel, FitPlan, dense_update_plan
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
-from .protocol import Prepared, auto_laplace_engine, svi_engines, check_basis
+from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 
 def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
@@ -173,6 +173,7 @@ RECORD = ModelRecord(
         ),
         auto_laplace_engine(),
         *svi_engines(),
+        *pathfinder_engines(),
     ),
     default_engines=("mm", "lap", "gj", "stu"),
     # Slice-Gibbs first: on the default (separable) design NUTS certifies no q <= 1 (the

@@ -24,7 +24,7 @@ from ..judge.moment_existence import (
 from ..references.pg_gibbs import PG_GIBBS
 from .fit_cost import CostModel, FitPlan, dense_update_plan
 from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
-from .protocol import Prepared, auto_laplace_engine, svi_engines, check_basis
+from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 #: the form of the GIG-hierarchical model NUTS samples (and the generic Laplace
 #: approximates); see the record's references for the measurements behind the choice
@@ -184,6 +184,7 @@ RECORD = ModelRecord(
         ),
         auto_laplace_engine(),
         *svi_engines(),
+        *pathfinder_engines(),
     ),
     default_engines=("vb", "auto-laplace"),
     # PG-Gibbs first: on Horii's synthetic design at k = 1, NUTS on the marginal form at

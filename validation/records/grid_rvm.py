@@ -31,7 +31,7 @@ from ..references.grid_gibbs import GRID_GIBBS
 from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops, size_text
 from .grid_relevance import comparison_figures
 from .model_record import ClassifierParam, ModelRecord, positive_number
-from .protocol import Prepared, auto_laplace_engine, svi_engines, check_basis
+from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 #: data sets whose inputs are already a table: name -> (rows, columns)
 TABLE_DATA = {"digits_even_odd": (8, 8)}
@@ -255,7 +255,7 @@ def _laplace_entry(prior: str | None) -> EngineEntry:
     base = auto_laplace_engine(f"auto-laplace-{prior}")
     return EngineEntry(base.name, base.kind, base.description + f" (on the {prior} prior)", base.fixed,
                        options=base.options + (("spec_params", (("prior", prior),)),), variant=prior,
-                       other_model=f"the {prior} prior")
+                       other_model=f"the {prior} prior", generic=True)
 
 
 RECORD = ModelRecord(
@@ -271,7 +271,7 @@ RECORD = ModelRecord(
     # for the ESL mixture's raw coordinates
     raw_inputs=True,
     engines=tuple(_vb_entry(p) for p in (None, *VARIANTS)) + tuple(_laplace_entry(p) for p in (None, *VARIANTS))
-    + svi_engines(),
+    + svi_engines() + pathfinder_engines(),
     default_engines=("vb", "vb-s-grid", "vb-rvm", "auto-laplace", "auto-laplace-s-grid", "auto-laplace-rvm"),
     # On the digits default (500 training images), NUTS on the non-centred form certifies
     # each prior in 8-25 s (R-hat <= 1.004, bulk ESS >= 2600 of 4 x 1000 draws; a run can

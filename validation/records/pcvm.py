@@ -22,6 +22,7 @@ from .protocol import (
     Prepared,
     auto_laplace_engine,
     svi_engines,
+    pathfinder_engines,
     cross_validated_width,
     check_basis,
 )
@@ -235,6 +236,7 @@ RECORD = ModelRecord(
         ),
         auto_laplace_engine(),
         *svi_engines(),
+        *pathfinder_engines(),
     ),
     default_engines=("em", "laplace", "ep"),
     # NUTS reaches a bulk/tail ESS of ~1760/1190 in 4 x 1000 draws on the default (Ripley,

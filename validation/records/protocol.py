@@ -87,14 +87,15 @@ def auto_laplace_engine(name: str = "auto-laplace") -> EngineEntry:
         "Generic Laplace in NumPyro's unconstrained space from the model alone (Newton mode of the "
         "log joint incl. log-Jacobian, Gaussian there, drawn and pushed to the supports - positive "
         "sites log-normal); fails, saying so, where -H is not positive definite",
-        "generic_laplace:fit", options=(("name", name),) if name != "auto-laplace" else (),
+        "generic_laplace:fit", options=(("name", name),) if name != "auto-laplace" else (), generic=True,
     )
 
 
 #: the generic variational families every model has, by engine name (inference/generic_svi.py)
 SVI_FAMILIES = {"advi-meanfield": ("meanfield", "AutoNormal: independent Gaussians"),
                 "advi-fullrank": ("fullrank", "AutoMultivariateNormal: one full-covariance Gaussian"),
-                "advi-lowrank": ("lowrank", "AutoLowRankMultivariateNormal: diagonal plus low-rank covariance")}
+                "advi-lowrank": ("lowrank", "AutoLowRankMultivariateNormal: diagonal plus low-rank covariance"),
+                "advi-iaf": ("iaf", "AutoIAFNormal: a normalizing flow of inverse autoregressive layers")}
 
 
 def svi_engines() -> tuple[EngineEntry, ...]:
@@ -104,9 +105,30 @@ def svi_engines() -> tuple[EngineEntry, ...]:
         name, "draws",
         f"ADVI from the model alone: NumPyro's {what}, in NumPyro's unconstrained space, fitted by SVI "
         "(ELBO plateau on block means, then the average of the last iterates; DERIVATIONS.md §8), drawn "
-        "and pushed to the supports",
-        "generic_svi:fit", options=(("family", family),),
+        "with importance weights (its k-hat; +psis resamples by them) and pushed to the supports",
+        "generic_svi:fit", options=(("family", family),), generic=True,
     ) for name, (family, what) in SVI_FAMILIES.items())
+
+
+def pathfinder_engines() -> tuple[EngineEntry, ...]:
+    """Pathfinder (Zhang et al. 2022, on BlackJAX's L-BFGS), which every model has: like the
+    ADVI engines it needs only the NumPyro model (inference/generic_pathfinder.py)."""
+    return (
+        EngineEntry(
+            "pathfinder", "draws",
+            "Pathfinder from the model alone: L-BFGS in NumPyro's unconstrained space from the init_to_median "
+            "point, the Gaussian of the iterate with the largest ELBO estimate (inverse Hessian from the L-BFGS "
+            "memory; DERIVATIONS.md §9), drawn with importance weights and pushed to the supports",
+            "generic_pathfinder:fit_single", generic=True,
+        ),
+        EngineEntry(
+            "pathfinder-multi", "draws",
+            "Multi-path Pathfinder from the model alone: 4 single paths from Uniform(-2, 2) starts in NumPyro's "
+            "unconstrained space, pooled and Pareto-smoothed importance resampled (trusted where k-hat <= 0.7; "
+            "DERIVATIONS.md §9)",
+            "generic_pathfinder:fit_multi", generic=True,
+        ),
+    )
 
 
 def check_basis(model: str, options: dict[str, Any], bases: tuple[str, ...]) -> None:

@@ -60,6 +60,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 import zoo
 
 from ... import data as datasets
@@ -561,6 +563,67 @@ def _fmt(v, spec=".4f") -> str:
     return "-" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
 
+def _engine_type(model: str, engine: str) -> str:
+    """paper, generic (needs only the NumPyro model) or user, from the model's registry."""
+    record = registry.get_model(model)
+    if not record.has_engine(engine):
+        return "user"
+    return "generic" if record.engine(engine).generic else "paper"
+
+
+def _sd_ratios(metrics) -> str:
+    """'median / worst' of the sd ratios; worst is the one farthest from 1 on the log scale."""
+    ratios = metrics.get("sd_ratio")
+    if not ratios:
+        return "-"
+    r = np.asarray(ratios, dtype=float)
+    worst = r[int(np.argmax(np.abs(np.log(r))))] if np.all(r > 0) else float(np.min(r))
+    return f"{np.median(r):.2f} / {worst:.2f}"
+
+
+def _sbc_status_by_engine(sbcs) -> dict[tuple[str, str], str]:
+    """(model, engine) -> 'calibrated replicates / all' of the study's SBC cells (a failed
+    or not-applicable replicate is counted as not calibrated and named)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for c in sbcs:
+        if "failed" in c:
+            continue
+        out.setdefault((c["cell"]["model"], c["cell"]["engine"]), []).append(c["summary"]["status"])
+    said = {}
+    for key, statuses in out.items():
+        ok = sum(s == "calibrated" for s in statuses)
+        others = sorted({s for s in statuses if s != "calibrated"})
+        said[key] = f"{ok}/{len(statuses)} calibrated" + (f" ({', '.join(others)})" if others else "")
+    return said
+
+
+#: verdict statuses from best to worst, for "at least as good"
+_VERDICT_RANK = {"indistinguishable": 0, "differs": 1}
+
+
+def _generic_against_paper(r) -> list[str]:
+    """Sentences naming each generic engine of a comparison that does at least as well as
+    every paper engine of it: a verdict at least as good and a smaller pred_mae."""
+    paper, generic = [], []
+    for name, e in r.engines.items():
+        if e.failure is not None or e.metrics.get("pred_mae") is None or e.verdict is None:
+            continue
+        rank = _VERDICT_RANK.get(e.verdict.status)
+        if rank is None:
+            continue
+        (generic if _engine_type(r.model, name) == "generic" else paper if _engine_type(r.model, name) == "paper"
+         else []).append((name, rank, float(e.metrics["pred_mae"]), e.verdict.status))
+    if not paper:
+        return []
+    best = min(paper, key=lambda t: (t[1], t[2]))
+    out = []
+    for name, rank, mae, status in generic:
+        if all(rank <= p[1] and mae < p[2] for p in paper):
+            out.append(f"{r.model} / {r.data} split {r.split}: **{name}** ({status}, pred_mae {mae:.4f}) does at "
+                       f"least as well as the best paper engine {best[0]} ({best[3]}, pred_mae {best[2]:.4f})")
+    return out
+
+
 def _cell_label(stored: dict[str, Any]) -> str:
     return Cell(stored["kind"], _frozen(stored["cell"])).label()
 
@@ -584,19 +647,37 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
         lines.append("")
     cells = [c for c in cells if "failed" not in c]
     compares = [c for c in cells if c["kind"] == "compare"]
+    sbc_status = _sbc_status_by_engine([c for c in cells if c["kind"] == "sbc"])
     if compares:
-        lines += ["## Comparisons", "", "pred_mae (mean absolute difference of predictive probabilities to the "
-                  "reference) and the verdict, per engine and data set / split:", "",
-                  "| model | data | split | reference | engine | pred_mae | verdict |", "|---|---|---|---|---|---|---|"]
+        lines += ["## Comparisons", "",
+                  "Per engine and data set / split: pred_mae (mean |p - p_ref| on the test set), the sd ratio "
+                  "sd / sd_ref (median over the parameters, and the worst: farthest from 1), Pareto k-hat of the "
+                  "engine as an importance proposal (<= 0.7: its importance-corrected draws are trusted), the "
+                  "marginal and the joint verdict (each an exact engine calls 'differs' 5% of the time), the SBC "
+                  "status of the engine in this study (calibrated replicates / all), the warm seconds of the fit "
+                  "and the reference's warm seconds over them. Engine type: paper (a paper's hand-derived "
+                  "engine), generic (needs only the NumPyro model), user.", "",
+                  "| model | data | split | reference | engine | type | pred_mae | sd ratio med / worst | k-hat | "
+                  "verdict | joint | SBC | warm s | x ref |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        plainly = []
         for c in compares:
             r = ComparisonResult.from_json(c["results"])  # a stored cell, read back as the type compare returns
             cert = "certified" if r.reference.certified else "NOT certified"
             sampler = r.reference.sampler_name or "-"
             for name, e in r.engines.items():
                 v = e.verdict.status if e.verdict is not None else "-"
-                lines.append(f"| {r.model} | {r.data} | {r.split} | {sampler} {cert} | "
-                             f"{name} | {_fmt(e.metrics.get('pred_mae'))} | {v} |")
+                j = e.joint_verdict.status if e.joint_verdict is not None else "-"
+                lines.append(
+                    f"| {r.model} | {r.data} | {r.split} | {sampler} {cert} | {name} | {_engine_type(r.model, name)} | "
+                    f"{_fmt(e.metrics.get('pred_mae'))} | {_sd_ratios(e.metrics)} | {_fmt(e.metrics.get('khat'), '.2f')} | "
+                    f"{v if e.failure is None else 'failed'} | {j} | {sbc_status.get((r.model, name), '-')} | "
+                    f"{_fmt(e.seconds, '.3g')} | {_fmt(e.speedup_vs_reference, '.3g')} |")
+            plainly += _generic_against_paper(r)
         lines.append("")
+        if plainly:
+            lines += ["Where a generic method does as well as or better than every paper engine of its model "
+                      "(a verdict at least as good, and a smaller pred_mae):", "", *[f"- {x}" for x in plainly], ""]
     sbcs = [c for c in cells if c["kind"] == "sbc"]
     if sbcs:
         lines += ["## SBC", "", "| model | engine | replicate | verdict | fits ok / failed | figure |",

@@ -43,6 +43,7 @@ from numpyro.infer.util import log_density
 from scipy.special import logsumexp
 
 from ..models.base import unflatten
+from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
 __all__ = ["KHAT_TRUSTED", "psis", "corrected", "corrected_fit", "weighted_draws", "support_mask",
@@ -71,6 +72,9 @@ def inside_support(mask, theta) -> np.ndarray:
     return np.all(theta[:, mask] >= 0.0, axis=1) if mask.any() else np.ones(theta.shape[0], bool)
 
 
+_PROGRAMS = CompiledPrograms("importance", max_entries=32)
+
+
 def log_joint_fn(spec, Phi, y):
     """theta (n, d) flat, constrained -> log p(theta, y) (n,), jitted and vmapped.
 
@@ -78,20 +82,26 @@ def log_joint_fn(spec, Phi, y):
     is exactly the model NUTS samples, including every prior normalizer and factor. A
     model whose latents are not all among its measured sites (GIG logistic: tau and h
     behind beta) provides ``log_density_sites(params, Phi, y)``, the density with the
-    other latents integrated out, and that is used instead.
+    other latents integrated out, and that is used instead. The jitted function is kept
+    per spec object and design shape (the data are its arguments), so weighing the draws
+    of many fits of one spec traces it once per number of draws.
     """
     Phi = jnp.asarray(Phi)
     y = jnp.asarray(y)
     sites = tuple(spec.sites(Phi.shape[1]))
     own = getattr(spec, "log_density_sites", None)
 
-    def one(theta):
-        params = unflatten(theta, sites)
-        if own is not None:
-            return own(params, Phi, y)
-        return log_density(spec.model, (Phi,), {"y": y}, params)[0]
+    def build():
+        def one(theta, Phi_, y_):
+            params = unflatten(theta, sites)
+            if own is not None:
+                return own(params, Phi_, y_)
+            return log_density(spec.model, (Phi_,), {"y": y_}, params)[0]
 
-    return jax.jit(jax.vmap(one))
+        return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
+
+    fn, _ = _PROGRAMS.get((SameObject(spec), "log_joint", Phi.shape), build)
+    return lambda theta: fn(theta, Phi, y)
 
 
 def importance_log_weights(approx, spec, Phi, y, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +113,9 @@ def importance_log_weights(approx, spec, Phi, y, theta: np.ndarray) -> tuple[np.
     inside = inside_support(support_mask(spec, Phi), theta)
     log_w = np.full(theta.shape[0], -np.inf)
     if inside.any():
-        log_p = np.asarray(log_joint_fn(spec, Phi, y)(jnp.asarray(theta[inside])))
+        # evaluated at every draw (one traced shape per number of draws, not per number
+        # inside), the outside ones then set to weight 0
+        log_p = np.asarray(log_joint_fn(spec, Phi, y)(jnp.asarray(theta)))[inside]
         log_q = np.asarray(approx.log_density_flat(theta[inside]))
         log_w[inside] = log_p - log_q
     return log_w, inside
@@ -289,7 +301,8 @@ def corrected_fit(fit, *, label: str, n_draws: int = 4000, seed: int = 0):
         weighted = weighted_draws(proposal, spec, np.asarray(Phi), np.asarray(y), n_draws=n_draws,
                                   key=jax.random.PRNGKey(int(seed)))
         out = corrected(weighted, n_draws=n_draws, seed=seed, name=label)
-        # timing: the proposal's fit plus the weighting and resampling done here
+        # timing: the proposal's fit plus the weighting and resampling done here (on the first
+        # call for a spec and design, the tracing of the model's log density too)
         seconds = time.perf_counter() - t0 - proposal.info.compile_seconds
         return DrawsPosterior(out.spec, out.sites, out.draws,
                               out.info.with_timing(seconds, proposal.info.compile_seconds))

@@ -146,8 +146,13 @@ def test_registry_engines_with_a_loop_have_a_batched_form_and_auto_keeps_them_on
     assert S.resolve_engine(bblr, "laplace").batched is None
 
 
-@pytest.mark.parametrize("model, engine", [("pcvm", "ep"), ("pcvm", "laplace"), ("gig-logistic", "vb"),
-                                           ("grid-rvm", "vb"), ("grid-rvm", "auto-laplace-s-grid")])
+# two engines in the default tier (EP's and Laplace's vmapped loops); the others' batched forms
+# run the same check in the slow tier, which keeps the default tier inside its quarter hour
+@pytest.mark.parametrize("model, engine", [
+    ("pcvm", "ep"), ("pcvm", "laplace"),
+    pytest.param("gig-logistic", "vb", marks=pytest.mark.slow),
+    pytest.param("grid-rvm", "vb", marks=pytest.mark.slow),
+    pytest.param("grid-rvm", "auto-laplace-s-grid", marks=pytest.mark.slow)])
 def test_an_engines_vmapped_form_gives_its_simulations(model, engine, tmp_path):
     """SBC with the engine's own vmapped fit.many against one fit a time: the same status and
     the same ranks for every simulation (the posteriors agree to round-off, far inside the

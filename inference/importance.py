@@ -199,7 +199,10 @@ def _generalized_pareto_fit(excess: np.ndarray) -> tuple[float, float]:
     grid = grid / (3.0 * x[int(n / 4.0 + 0.5) - 1]) + 1.0 / x[-1]
     k_of_b = np.mean(np.log1p(-grid[:, None] * x[None, :]), axis=1)
     profile = n * (np.log(-grid / k_of_b) - k_of_b - 1.0)
-    weights = 1.0 / np.sum(np.exp(profile[None, :] - profile[:, None]), axis=1)
+    # each candidate's posterior weight 1 / sum_j exp(profile_j - profile_i); a far worse
+    # candidate's sum overflows to inf, which is its weight 0, as it should be
+    with np.errstate(over="ignore"):
+        weights = 1.0 / np.sum(np.exp(profile[None, :] - profile[:, None]), axis=1)
     keep = weights >= 10.0 * np.finfo(float).eps
     grid, weights = grid[keep], weights[keep] / weights[keep].sum()
     b = float(np.sum(grid * weights))

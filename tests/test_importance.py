@@ -138,3 +138,17 @@ def test_resampled_draws_carry_the_error_of_their_pool():
     own = own_moments(resampled, draws)
     np.testing.assert_allclose(own["mcse_mean"], base["mcse_mean"] * np.sqrt(1 + 4000 / 1000.0))
     np.testing.assert_allclose(own["rel_mcse_sd"], base["rel_mcse_sd"] * np.sqrt(5.0))
+
+
+def test_untrusted_resampled_draws_get_no_verdict():
+    """Above k-hat 0.7 the importance ESS behind the resampled draws' Monte Carlo error is
+    unreliable, so neither verdict can keep its false-alarm rate: both say so instead."""
+    from zoo.validation.judge.verdict import NOT_APPLICABLE, joint_verdict, verdict
+    Phi, y = _data()
+    spec, narrow = _gaussian(0.4**2 * COV)
+    post = imp.corrected_fit(lambda spec_, Phi_, y_, *, config=None: narrow, label="narrow+psis")(spec, Phi, y)
+    exact = np.random.default_rng(5).multivariate_normal(MEAN, COV, size=(4, 1000))
+    ref = DrawsPosterior(spec, spec.sites(2), {"w": exact}, FitInfo(engine="exact", converged=True, n_iter=0))
+    for judge in (verdict, joint_verdict):
+        v = judge(post, ref)
+        assert v.status == NOT_APPLICABLE and "k-hat" in v.reason

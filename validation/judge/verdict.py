@@ -222,6 +222,19 @@ def own_moments(approx, draws: np.ndarray) -> dict[str, Any]:
     return own
 
 
+def untrusted_resampling(approx) -> str | None:
+    """Why draws resampled by importance weights whose Pareto k-hat exceeds 0.7 get no
+    verdict (None for any other posterior): above 0.7 the importance-sampling ESS that
+    :func:`own_moments` takes their Monte Carlo error from is itself unreliable (Vehtari et
+    al. 2024), so no test on them has a known false-alarm rate."""
+    extra = getattr(getattr(approx, "info", None), "extra", None) or {}
+    if extra.get("psis_trusted") is False:
+        return (f"importance-resampled draws with Pareto k-hat {extra.get('psis_khat', float('nan')):.2f} > 0.7: "
+                "their effective sample size, and so their Monte Carlo error, cannot be estimated reliably, "
+                "so no test on them has a known false-alarm rate")
+    return None
+
+
 def not_applicable(reason: str, *, joint: bool = False) -> Verdict:
     """No verdict, and why (a point estimate, a reference that is not certified, ...)."""
     return Verdict(NOT_APPLICABLE, reason, joint=joint)
@@ -291,6 +304,8 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     if approx.kind == "point":
         return not_applicable("a point estimate has no distribution to compare (its distance to the "
                               "reference is in the metrics)")
+    if untrusted_resampling(approx):
+        return not_applicable(untrusted_resampling(approx))
     mean_exists = moments is None or moments.get("mean_exists") is True
     sd_exists = moments is None or moments.get("sd_exists") is True
     if not mean_exists:
@@ -428,6 +443,8 @@ def joint_verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     if approx.kind == "point":
         return _joint_not_applicable("a point estimate has no distribution to compare (its distance to the "
                                      "reference is in the metrics)")
+    if untrusted_resampling(approx):
+        return _joint_not_applicable(untrusted_resampling(approx))
     if not (moments is None or moments.get("mean_exists") is True):
         return _joint_not_applicable("the posterior mean does not exist on these data: nothing to compare")
     if not (moments is None or moments.get("sd_exists") is True):

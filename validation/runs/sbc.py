@@ -1096,7 +1096,12 @@ def sims_per_batch(resolved: ResolvedEngine | None = None) -> int:
     return SIMS_PER_VECTORIZED_BATCH if default_layout(4) == "vectorized" else SIMS_PER_BATCH
 
 
+@functools.lru_cache(maxsize=8)
 def _problem(model: str, problem_kwargs) -> tuple[Any, SBCProblem]:
+    """The record and SBC problem of a task, kept per process: every task of a run in one
+    worker then holds the same spec object, and an engine that caches its compiled program
+    per spec object (ADVI, Pathfinder, auto-laplace) compiles once per worker, not once per
+    simulation (~5 s a fit instead of ~0.4 s for ADVI on PCVM's problem)."""
     record = registry.get_model(model)
     return record, problem_for(record, **dict(problem_kwargs))
 
@@ -1177,7 +1182,8 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
                 "reason": f"{record.title} names no proper prior to draw parameters from (an improper prior "
                           "has no prior draws, so SBC cannot start)"}
     problem_kwargs = dict(problem_kwargs or {})
-    problem = problem_for(record, **problem_kwargs)
+    # the problem the tasks of this process will use too (one spec object: see _problem)
+    problem = _problem(model, tuple(sorted(problem_kwargs.items())))[1]
     resolved = resolve_engine(record, engine, settings)
     if variant is not None:
         # a function that approximates one of the model's variants, or a reference sampler

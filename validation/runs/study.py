@@ -646,7 +646,8 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
         lines += [f"| {_cell_label(c)} | {' '.join(c['failed'].split()).replace('|', '/')} |" for c in failed]
         lines.append("")
     cells = [c for c in cells if "failed" not in c]
-    compares = [c for c in cells if c["kind"] == "compare"]
+    compares = sorted((c for c in cells if c["kind"] == "compare"),
+                      key=lambda c: (c["cell"]["model"], c["cell"]["data"], c["cell"]["split"]))
     sbc_status = _sbc_status_by_engine([c for c in cells if c["kind"] == "sbc"])
     if compares:
         lines += ["## Comparisons", "",
@@ -678,7 +679,8 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
         if plainly:
             lines += ["Where a generic method does as well as or better than every paper engine of its model "
                       "(a verdict at least as good, and a smaller pred_mae):", "", *[f"- {x}" for x in plainly], ""]
-    sbcs = [c for c in cells if c["kind"] == "sbc"]
+    sbcs = sorted((c for c in cells if c["kind"] == "sbc"),
+                  key=lambda c: (c["cell"]["model"], c["cell"]["engine"], c["cell"]["replicate"]))
     if sbcs:
         lines += ["## SBC", "", "| model | engine | replicate | verdict | fits ok / failed | figure |",
                   "|---|---|---|---|---|---|"]

@@ -49,32 +49,14 @@ from zoo.models.base import Site
 from zoo.validation.records import registry
 from zoo.validation.runs import sbc as S
 
-B = np.array([[4.0, 3.0], [3.0, 4.0]])
-C = np.array([1.0, -0.5])
-PRECISION = np.eye(2) + B  # w ~ N(0, I) times exp(-1/2 (w - c)' B (w - c))
-COV = np.linalg.inv(PRECISION)
-MEAN = COV @ B @ C
+# the Gaussian target of the ADVI tests: w ~ N(0, I) times exp(-1/2 (w - c)' B (w - c))
+from test_generic_svi import B, C, COV, MEAN, PRECISION, GaussianTarget  # noqa: E402
+
 N = 20
 # log of the integral of N(w | 0, I) exp(-1/2 (w - c)' B (w - c)) dw, plus the labels' fair
 # coins, N log 1/2: completing the square, -1/2 log det(I + B) - 1/2 c'Bc + 1/2 m'(I + B)m
 LOG_NORMALIZER = (-0.5 * np.log(np.linalg.det(PRECISION)) - 0.5 * C @ B @ C + 0.5 * MEAN @ PRECISION @ MEAN
                   + N * np.log(0.5))
-
-
-@dataclass(frozen=True, eq=False)
-class GaussianTarget:
-    """A spec whose posterior over w is exactly N(MEAN, COV): the labels enter nowhere (their
-    site is a fair coin), a factor term stands in for the likelihood."""
-
-    name: str = field(default="gaussian-target", init=False)
-
-    def model(self, Phi, y=None):
-        w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
-        numpyro.factor("likelihood", -0.5 * (w - C) @ B @ (w - C))
-        numpyro.sample("y", dist.Bernoulli(probs=0.5).expand([jnp.shape(Phi)[0]]).to_event(1), obs=y)
-
-    def sites(self, n_basis):
-        return (Site("w", (2,), "real", ("basis",)),)
 
 
 @dataclass(frozen=True, eq=False)

@@ -82,7 +82,7 @@ from numpyro.infer.initialization import (
 from numpyro.infer.util import initialize_model
 from scipy.linalg import solve_triangular
 
-from ..models.checks import check_design, check_features
+from ..models.checks import check_design, check_features, is_integer
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 from .compile_cache import CompiledPrograms, SameObject, fit_rows, run_batched
 
@@ -109,10 +109,6 @@ MAX_HALVINGS = 50
 
 # Newton status codes
 RUNNING, CONVERGED, ITERATION_CAP, STALLED, NONFINITE = 0, 1, 2, 3, 4
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -155,15 +151,15 @@ class GenericLaplaceConfig:
 
     def __post_init__(self):
         name = type(self).__name__
-        if not (_is_int(self.max_iter) and self.max_iter >= 1):
+        if not (is_integer(self.max_iter) and self.max_iter >= 1):
             raise ValueError(f"{name}.max_iter must be an integer >= 1, got {self.max_iter!r}")
         number = isinstance(self.grad_tol, (int, float, np.floating, np.integer)) and not isinstance(
             self.grad_tol, (bool, np.bool_))
         if not (number and math.isfinite(self.grad_tol) and self.grad_tol > 0):
             raise ValueError(f"{name}.grad_tol must be a finite number > 0, got {self.grad_tol!r}")
-        if not (_is_int(self.n_draws) and self.n_draws >= 2):
+        if not (is_integer(self.n_draws) and self.n_draws >= 2):
             raise ValueError(f"{name}.n_draws must be an integer >= 2, got {self.n_draws!r}")
-        if not (_is_int(self.seed) and 0 <= self.seed < 2**32):
+        if not (is_integer(self.seed) and 0 <= self.seed < 2**32):
             raise ValueError(f"{name}.seed must be an integer in [0, 2**32), got {self.seed!r}")
         if not isinstance(self.init, str) or self.init not in INIT_STRATEGIES:
             raise ValueError(f"{name}.init must be one of {tuple(INIT_STRATEGIES)}, got {self.init!r}")

@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
@@ -93,7 +92,7 @@ from numpyro.infer.initialization import init_to_median, init_to_uniform
 from numpyro.infer.util import initialize_model
 from scipy.special import logsumexp
 
-from ..models.checks import check_design
+from ..models.checks import check_design, is_integer
 from .compile_cache import CompiledPrograms, SameObject
 from .importance import corrected
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
@@ -105,10 +104,6 @@ ENGINE_NAME = "pathfinder"
 MULTI_ENGINE_NAME = "pathfinder-multi"
 OBJECTIVE_NAME = ("ELBO estimate of the Pathfinder Gaussian at each L-BFGS iterate (index 0: the start), in "
                   "NumPyro's unconstrained space incl. log-Jacobian; -inf where not finite")
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def _is_number(v) -> bool:
@@ -155,7 +150,7 @@ class PathfinderConfig:
         for field_name, low in (("maxiter", 1), ("maxcor", 1), ("elbo_draws", 1), ("n_draws", 2), ("paths", 2),
                                 ("maxls", 1)):
             value = getattr(self, field_name)
-            if not (_is_int(value) and value >= low):
+            if not (is_integer(value) and value >= low):
                 raise ValueError(f"{name}.{field_name} must be an integer >= {low}, got {value!r}")
         r = self.init_radius
         if not (_is_number(r) and math.isfinite(r) and r > 0):
@@ -164,7 +159,7 @@ class PathfinderConfig:
             value = getattr(self, field_name)
             if not (_is_number(value) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name}.{field_name} must be a finite number >= 0, got {value!r}")
-        if not (_is_int(self.seed) and 0 <= self.seed < 2**32):
+        if not (is_integer(self.seed) and 0 <= self.seed < 2**32):
             raise ValueError(f"{name}.seed must be an integer in [0, 2**32), got {self.seed!r}")
 
 
@@ -244,7 +239,8 @@ def path_program(potential_gen: Callable, postprocess_gen: Callable, unravel: Ca
 
 _PROGRAMS = CompiledPrograms("generic_pathfinder", max_entries=32)
 #: (spec, design shape, init strategy) whose NumPyro initialization has run in this process
-_INITIALIZED: OrderedDict = OrderedDict()
+#: (a least-recently-used set: the values are only markers)
+_INITIALIZED = CompiledPrograms("generic_pathfinder initializations", max_entries=32)
 
 
 class _Model(NamedTuple):
@@ -281,10 +277,7 @@ def _model(spec, site_names, Phi_j, y_j, config: PathfinderConfig, init_key, str
     seen = (SameObject(spec), Phi_j.shape, init_name)
     if seconds > 0 or seen not in _INITIALIZED:
         seconds += init_seconds
-    _INITIALIZED[seen] = True
-    _INITIALIZED.move_to_end(seen)
-    while len(_INITIALIZED) > _PROGRAMS.max_entries:
-        _INITIALIZED.popitem(last=False)
+    _INITIALIZED.get(seen, lambda: True)
     return _Model(program, layout, np.asarray(x0), seconds, init_seconds)
 
 
@@ -364,7 +357,7 @@ def _settings(config, paths):
     if not isinstance(config, PathfinderConfig):
         raise TypeError(f"config must be a PathfinderConfig, got {type(config).__name__}")
     paths = 1 if paths is None else paths
-    if not (_is_int(paths) and paths >= 1):
+    if not (is_integer(paths) and paths >= 1):
         raise ValueError(f"paths must be None or an integer >= 1, got {paths!r}")
     return config, int(paths)
 

@@ -47,7 +47,8 @@ from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
 __all__ = ["KHAT_TRUSTED", "psis", "corrected", "corrected_fit", "weighted_draws", "support_mask",
-           "inside_support", "log_joint_fn", "importance_log_weights", "joint_importance_log_weights"]
+           "inside_support", "log_joint_fn", "importance_log_weights", "joint_importance_log_weights",
+           "joint_weights_problem", "on_joint"]
 
 #: k-hat at or below this: the corrected draws are trusted (the PSIS paper's threshold for
 #: a finite-sample-reliable estimate at any practical S; the metrics' KHAT_OK)
@@ -146,6 +147,22 @@ def on_joint(spec) -> bool:
     return getattr(spec, "log_density_sites", None) is None and hasattr(spec, "log_joint")
 
 
+def joint_weights_problem(approx, spec) -> str | None:
+    """Why ``approx`` has no importance weights on ``spec``'s joint (None where it has): a
+    model whose sites' density has no closed form (:func:`on_joint`) is weighted on the
+    joint with the approximation's own factors over the other latents, which must exist
+    and be this model's."""
+    factors = getattr(approx, "hyper_factors", None)
+    if not factors:
+        return ("the density of the weights alone needs the hyper-parameters integrated out (no closed form), and "
+                "this approximation gives no distribution over them")
+    wanted = {k: tuple(v) for k, v in getattr(spec, "hyper_shapes", {}).items()}
+    if wanted != {k: np.shape(v[0]) for k, v in factors.items()}:
+        return ("the approximation's hyper-parameters are another model's (its joint is not this model's), so it "
+                "has no importance weights here")
+    return None
+
+
 def weighted_draws(approx, spec, Phi, y, *, n_draws: int, key) -> DrawsPosterior:
     """``approx`` (a posterior with a density) as ``n_draws`` of its draws over its sites,
     each with its importance log weight against ``spec``'s posterior on (Phi, y).
@@ -162,12 +179,9 @@ def weighted_draws(approx, spec, Phi, y, *, n_draws: int, key) -> DrawsPosterior
                                   "importance-weighted")
     theta = np.asarray(approx.sample_flat(key, int(n_draws)), dtype=float)
     if on_joint(spec):
-        factors = getattr(approx, "hyper_factors", None)
-        wanted = {k: tuple(v) for k, v in getattr(spec, "hyper_shapes", {}).items()}
-        if not factors or wanted != {k: np.shape(v[0]) for k, v in factors.items()}:
-            raise ApproximationFailed(
-                f"{engine}: the density of the weights alone needs the model's other latents integrated out (no "
-                "closed form), and this approximation gives no distribution over them")
+        problem = joint_weights_problem(approx, spec)
+        if problem:
+            raise ApproximationFailed(f"{engine}: {problem}")
         log_w, degenerate = joint_importance_log_weights(approx, spec, Phi, y, theta, jax.random.fold_in(key, 1))
         log_w = np.where(degenerate, -np.inf, log_w)
     else:

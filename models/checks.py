@@ -16,6 +16,11 @@ import numpy as np
 from scipy import sparse
 
 
+def is_integer(v) -> bool:
+    """Whether ``v`` is a Python or NumPy integer and not a bool (for validating configs)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def check_features(X, *, n_features: int | None = None, name: str = "X", min_features: int = 0) -> np.ndarray:
     """Return X as a finite float64 matrix of shape (n, d); raise ValueError (TypeError for
     entries that are not numbers) otherwise.

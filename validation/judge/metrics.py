@@ -21,18 +21,18 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from numpyro.infer.util import log_density
 from scipy.stats import wasserstein_distance
 from sklearn.metrics import roc_auc_score
 
-from ...inference.importance import (  # noqa: F401  (the weights live with the engines that resample by them)
-    importance_log_weights, inside_support as _inside, joint_importance_log_weights, log_joint_fn, on_joint,
-    support_mask,
+# the weights live with the engines that resample by them; importance_log_weights is also
+# this module's for its callers (tests/test_metrics.py)
+from ...inference.importance import (
+    importance_log_weights, inside_support as _inside, joint_importance_log_weights, joint_weights_problem,
+    on_joint, support_mask,
 )
 from ...inference.posterior import DrawsPosterior
-from ...models.base import flatten, unflatten
+from ...models.base import flatten
 from ...models.checks import check_features
 from ..base import arviz_adapter as adapter
 from ..references import ESS_BULK_MIN, ESS_TAIL_MIN, MAX_DIVERGENCES, RHAT_MAX  # noqa: F401  (one rule, re-exported)
@@ -156,14 +156,10 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     if not hasattr(approx, "log_density_flat"):
         return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean())
     if on_joint(spec):
-        factors = getattr(approx, "hyper_factors", None)
-        if not factors:
-            return None, ("the density of the weights alone needs the hyper-parameters integrated out (no closed "
-                          "form), and this approximation gives no distribution over them"), 0.0
-        wanted = {k: tuple(v) for k, v in getattr(spec, "hyper_shapes", {}).items()}
-        if wanted != {k: np.shape(v[0]) for k, v in factors.items()}:
-            return None, ("the approximation's hyper-parameters are another model's (its joint is not this "
-                          "model's), so it has no importance weights here"), 0.0
+        problem = joint_weights_problem(approx, spec)
+        if problem:
+            return None, problem, 0.0
+        factors = approx.hyper_factors
         log_w, degenerate = joint_importance_log_weights(approx, spec, Phi, y, theta,
                                                          jax.random.PRNGKey(0) if key is None else key)
         inside = np.ones(theta.shape[0], bool)

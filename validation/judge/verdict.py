@@ -304,8 +304,9 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     if approx.kind == "point":
         return not_applicable("a point estimate has no distribution to compare (its distance to the "
                               "reference is in the metrics)")
-    if untrusted_resampling(approx):
-        return not_applicable(untrusted_resampling(approx))
+    untrusted = untrusted_resampling(approx)
+    if untrusted:
+        return not_applicable(untrusted)
     mean_exists = moments is None or moments.get("mean_exists") is True
     sd_exists = moments is None or moments.get("sd_exists") is True
     if not mean_exists:
@@ -443,8 +444,9 @@ def joint_verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     if approx.kind == "point":
         return _joint_not_applicable("a point estimate has no distribution to compare (its distance to the "
                                      "reference is in the metrics)")
-    if untrusted_resampling(approx):
-        return _joint_not_applicable(untrusted_resampling(approx))
+    untrusted = untrusted_resampling(approx)
+    if untrusted:
+        return _joint_not_applicable(untrusted)
     if not (moments is None or moments.get("mean_exists") is True):
         return _joint_not_applicable("the posterior mean does not exist on these data: nothing to compare")
     if not (moments is None or moments.get("sd_exists") is True):

@@ -18,17 +18,9 @@ import math
 import os
 
 import zoo  # noqa: F401  (float64)
+from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.runs.defects import BatterySettings, run_battery
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def main(argv=None) -> None:
@@ -84,7 +76,7 @@ def main(argv=None) -> None:
             if r is None or r["trials"] + r["failed_fits"] == 0:  # not run (e.g. --sbc-replicates 0)
                 cells.append("-")
                 continue
-            lo, hi = wilson(r["detected"], r["trials"])
+            lo, hi = wilson_interval(r["detected"], r["trials"])
             cells.append(f"{r['detected']}/{r['trials']} = {r['detected'] / max(r['trials'], 1):.2f} "
                          f"({lo:.2f}-{hi:.2f})" + (f", {r['failed_fits']} failed" if r["failed_fits"] else ""))
         print(f"| {name} | {' | '.join(cells)} |")

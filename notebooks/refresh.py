@@ -1,6 +1,6 @@
 """Re-execute the teaching notebooks and store them with their outputs.
 
-    python notebooks/refresh.py                        # every notebook in notebooks/
+    python notebooks/refresh.py                        # every lesson, then every solutions notebook
     python notebooks/refresh.py notebooks/ggsm_probit_shape_and_references.ipynb
     python notebooks/refresh.py --check                # re-execute, report stale outputs, store nothing
 
@@ -15,16 +15,22 @@ stale; both use the functions below, so a notebook runs the same way in both:
   ZOO_CACHE_DIR (here a fresh temporary folder unless ``--cache-dir`` names one: cached
   draws are the draws a run would make, so the cache changes the time, never an output),
   draws figures with matplotlib's inline backend, and runs with progress bars switched off
-  (TQDM_DISABLE) and a fixed PYTHONHASHSEED.
+  (TQDM_DISABLE) and a fixed PYTHONHASHSEED;
+* an IPython startup file (in a temporary IPYTHONDIR) checks every figure the kernel draws
+  for axis labels (``zoo.validation.base.figures.axis_label_problems``).
 
-What is stored: every output the kernel produced except the stderr stream (warnings,
-progress bars and the kernel's own messages are machine- and version-dependent), no
-timing metadata, and a language_info without the Python version. The notebooks
-themselves fix every seed and print no wall-clock time or absolute path.
+A notebook is not stored while a figure lacks an axis label or its code uses a private
+name (:func:`private_names`): the lessons use the package's public API only.
+
+What is stored: every output the kernel produced, the stderr stream included - a student
+who runs a lesson sees its warnings, so the stored copy shows them too - with the
+machine's paths taken out of it (:func:`portable_stderr`); no timing metadata, and a
+language_info without the Python version. The notebooks themselves fix every seed and
+print no wall-clock time or absolute path.
 
 When is a stored output stale (:func:`differences`)? Per code cell, the stdout text, the
-text of every rich output (Markdown, plain text) and the number of images are compared
-with a fresh run. Images are compared by count only: PNG bytes change with the
+warnings on stderr (category and message, :func:`warning_lines`), the text of every rich
+output (Markdown, plain text) and the number of images are compared with a fresh run. Images are compared by count only: PNG bytes change with the
 matplotlib, FreeType and font versions of the machine that drew them. Text is compared
 after every number in it is taken out and compared on its own: the words and layout must
 match exactly (runs of white space count as one space: NumPy pads array columns to the
@@ -34,7 +40,9 @@ when printed with a decimal point, within one unit of their last printed digit.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
+import json
 import os
 import re
 import sys
@@ -67,13 +75,63 @@ _TEXT_TYPES = ("text/markdown", "text/plain", "text/latex")
 REFRESH_HINT = "python notebooks/refresh.py"
 
 
+#: where the solutions of each lesson's exercises are kept, apart from the lesson
+SOLUTIONS_DIR = NOTEBOOK_DIR / "solutions"
+
+
+#: How a lesson is laid out (tests/test_notebooks.py checks it). Its first cell names what
+#: the student will learn and what they need first; its exercises are markdown cells headed
+#: "### Exercise N" with open answers; their solutions are kept apart, in
+#: notebooks/solutions/<lesson>_solutions.ipynb, one "### Solution to exercise N" per
+#: exercise, executed and stored like the lessons.
+LESSON_OPENING = ("What you will learn", "What you need first")
+EXERCISE_HEADING = "Exercise"
+SOLUTION_HEADING = "Solution to exercise"
+
+
+def solutions_of(lesson: Path) -> Path:
+    """Where the solutions of a lesson's exercises are kept."""
+    return SOLUTIONS_DIR / f"{Path(lesson).stem}_solutions.ipynb"
+
+
+def exercise_numbers(nb, heading: str) -> list[int]:
+    """The numbers N of the markdown headings "<heading> N" of a notebook, in order."""
+    pattern = re.compile(rf"^#+\s*{re.escape(heading)}\s+(\d+)\b", re.MULTILINE)
+    return [int(n) for c in nb.cells if c.cell_type == "markdown" for n in pattern.findall(text_of(c.source))]
+
+
 def notebooks() -> list[Path]:
-    return sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+    """Every notebook: the lessons, then their solutions."""
+    return sorted(NOTEBOOK_DIR.glob("*.ipynb")) + sorted(SOLUTIONS_DIR.glob("*.ipynb"))
 
 
 # --------------------------------------------------------------------------------------
 # Running a notebook
 # --------------------------------------------------------------------------------------
+#: the kernel's startup file: every figure the kernel renders (shown inline or saved) is
+#: checked for axis labels after it is drawn, and each one without is recorded in the file
+#: named by ZOO_FIGURE_AUDIT (one JSON line per figure: the cell's execution count, the problems)
+_STARTUP = """\
+import json as _j, os as _o
+def _zoo_figure_audit():
+    from zoo.validation.base.figures import axis_label_problems
+    from matplotlib.backend_bases import FigureCanvasBase
+    render = FigureCanvasBase.print_figure
+    def print_figure(self, *args, **kwargs):
+        out = render(self, *args, **kwargs)
+        problems = axis_label_problems(self.figure)
+        if problems:
+            with open(_o.environ["ZOO_FIGURE_AUDIT"], "a") as fh:
+                # IPython counts the running cell as the next one until its post-execute hooks
+                # (where the inline backend draws) are done
+                fh.write(_j.dumps({"cell": get_ipython().execution_count - 1, "problems": problems}) + "\\n")
+        return out
+    FigureCanvasBase.print_figure = print_figure
+_zoo_figure_audit()
+del _zoo_figure_audit
+"""
+
+
 def kernel_environment(cache_dir, tmp_dir) -> dict[str, str]:
     """The environment variables the kernel runs with (see the module docstring)."""
     import zoo
@@ -90,6 +148,9 @@ def kernel_environment(cache_dir, tmp_dir) -> dict[str, str]:
         "TMPDIR": str(tmp_dir),
         "TQDM_DISABLE": "1",
         "PYTHONHASHSEED": "0",
+        # IPython's folder of this run: its startup file installs the figure audit
+        "IPYTHONDIR": str(Path(tmp_dir) / "ipython"),
+        "ZOO_FIGURE_AUDIT": str(Path(tmp_dir) / "figure-audit.jsonl"),
     }
 
 
@@ -122,6 +183,11 @@ def execute(path, *, workdir, cache_dir=None, timeout: int = CELL_TIMEOUT):
     if cache_dir is None:
         cache_dir = workdir / "reference-cache"
         Path(cache_dir).mkdir(exist_ok=True)
+    startup = tmp_dir / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-zoo-figure-audit.py").writetext_of(_STARTUP)
+    audit = tmp_dir / "figure-audit.jsonl"
+    audit.unlink(missing_ok=True)
     nb = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name="python3", record_timing=False, coalesce_streams=True,
@@ -129,19 +195,29 @@ def execute(path, *, workdir, cache_dir=None, timeout: int = CELL_TIMEOUT):
     )
     with _environment(kernel_environment(cache_dir, tmp_dir)):
         client.execute()
+    found = [json.loads(line) for line in audit.readtext_of().splitlines()] if audit.exists() else []
+    nb.metadata["zoo_figure_audit"] = [f"In [{f['cell']}]: {p}" for f in found for p in f["problems"]]
     return nb
 
 
+def figure_problems(nb) -> list[str]:
+    """The figures of an executed notebook (:func:`execute`) that lack axis labels."""
+    return list(nb.metadata.get("zoo_figure_audit", []))
+
+
 def for_storage(nb):
-    """The executed notebook as it is stored: no stderr streams, no timing or widget
-    metadata, language_info without the Python version."""
+    """The executed notebook as it is stored: stderr streams with the machine's paths taken
+    out (:func:`portable_stderr`), no timing or widget metadata, language_info without the
+    Python version."""
     for cell in nb.cells:
         for key in ("execution", "ExecuteTime", "collapsed", "scrolled"):
             cell.metadata.pop(key, None)
         if cell.cell_type == "code":
-            cell.outputs = [out for out in cell.outputs
-                            if not (out.get("output_type") == "stream" and out.get("name") == "stderr")]
+            for out in cell.outputs:
+                if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                    out["text"] = portable_stderr(text_of(out.get("text", "")))
     nb.metadata.pop("widgets", None)
+    nb.metadata.pop("zoo_figure_audit", None)
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     return nb
@@ -150,23 +226,53 @@ def for_storage(nb):
 # --------------------------------------------------------------------------------------
 # Comparing outputs
 # --------------------------------------------------------------------------------------
+_PATH = re.compile(r"(?<![\w.:/<])(?:/|[A-Za-z]:\\)[^\s:'\"]+")
+_WARNING = re.compile(r"\b(\w*Warning): (.*)")
+
+
+def portable_stderr(text: str) -> str:
+    """stderr as a student sees it, without the machine's paths: a file of an installed
+    package keeps its path from the package on (``numpyro/infer/mcmc.py``), a file of this
+    repository its path in it, any other absolute path becomes ``<path>``."""
+    root = str(NOTEBOOK_DIR.parent) + os.sep
+
+    def shorter(m):
+        path = m.group(0)
+        for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+            if marker in path:
+                return path.split(marker, 1)[1]
+        if path.startswith(root):
+            return path[len(root):]
+        return "<path>"
+
+    return _PATH.sub(shorter, text)
+
+
+def warning_lines(text: str) -> list[str]:
+    """The warnings in a stderr text, each as ``Category: message`` (what is compared of
+    stderr: where a warning was raised and its source line depend on package versions)."""
+    return sorted(f"{m.group(1)}: {m.group(2).strip()}" for m in map(_WARNING.search, text.splitlines()) if m)
+
+
 @dataclass
 class CellOutputs:
     """What is compared of one code cell's outputs."""
 
     index: int
     stdout: str = ""
+    stderr: str = ""
     texts: list[str] = field(default_factory=list)
     images: int = 0
     errors: list[str] = field(default_factory=list)
 
 
-def _text(value) -> str:
+def text_of(value) -> str:
+    """A notebook field's text (stored as one string or a list of lines)."""
     return "".join(value) if isinstance(value, list) else str(value)
 
 
 def cell_outputs(nb) -> list[CellOutputs]:
-    """The compared outputs of every code cell, in order (stderr left out)."""
+    """The compared outputs of every code cell, in order."""
     cells = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -176,7 +282,9 @@ def cell_outputs(nb) -> list[CellOutputs]:
             kind = out.get("output_type")
             if kind == "stream":
                 if out.get("name") == "stdout":
-                    c.stdout += _text(out.get("text", ""))
+                    c.stdout += text_of(out.get("text", ""))
+                elif out.get("name") == "stderr":
+                    c.stderr += text_of(out.get("text", ""))
             elif kind in ("display_data", "execute_result"):
                 data = out.get("data", {})
                 if any(m in data for m in _IMAGE_TYPES):
@@ -184,7 +292,7 @@ def cell_outputs(nb) -> list[CellOutputs]:
                 else:
                     for m in _TEXT_TYPES:
                         if m in data:
-                            c.texts.append(_text(data[m]))
+                            c.texts.append(text_of(data[m]))
                             break
             elif kind == "error":
                 c.errors.append(f"{out.get('ename')}: {out.get('evalue')}")
@@ -256,6 +364,11 @@ def differences(stored_nb, fresh_nb, rtol: float = RTOL) -> list[str]:
             found.append(f"{where}: {s.images} image(s) stored, {f.images} now")
         if (diff := text_difference(s.stdout, f.stdout, rtol)) is not None:
             found.append(f"{where}, printed output: {diff}")
+        s_warn, f_warn = warning_lines(s.stderr), warning_lines(f.stderr)
+        if len(s_warn) != len(f_warn):
+            found.append(f"{where}: {len(s_warn)} warning(s) stored, {len(f_warn)} now: {_short(chr(10).join(f_warn))!r}")
+        elif (diff := text_difference("\n".join(s_warn), "\n".join(f_warn), rtol)) is not None:
+            found.append(f"{where}, warnings: {diff}")
         if len(s.texts) != len(f.texts):
             found.append(f"{where}: {len(s.texts)} displayed text output(s) stored, {len(f.texts)} now")
         else:
@@ -278,15 +391,43 @@ def storage_problems(nb) -> list[str]:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 problems.append(f"code cell {i} stores an error: {out.get('ename')}: {out.get('evalue')}")
-            if out.get("output_type") == "stream" and out.get("name") == "stderr":
-                problems.append(f"code cell {i} stores a stderr stream")
         if "execution" in cell.metadata:
             problems.append(f"code cell {i} stores timing metadata")
     for c in cell_outputs(nb):
-        for text in [c.stdout, *c.texts]:
+        for text in [c.stdout, c.stderr, *c.texts]:
             if m := _ABSOLUTE_PATH.search(text):
                 problems.append(f"code cell {c.index} prints an absolute path ({text[m.start():m.start() + 40]!r})")
     return problems
+
+
+def private_names(nb) -> list[str]:
+    """Private names a notebook's code uses (a lesson uses the public API only): an import
+    from a module path with a part that starts with an underscore, an imported name that
+    does, or an attribute that does (dunder names such as ``__file__`` aside)."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        # IPython's magics and shell escapes are not Python
+        source = "\n".join(line for line in text_of(cell.source).splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as err:
+            found.append(f"code cell {i} is not valid Python ({err.msg}, line {err.lineno})")
+            continue
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = (node.module or "").split(".") + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [part for a in node.names for part in a.name.split(".")]
+            elif isinstance(node, ast.Attribute):
+                names = [node.attr]
+            found += [f"code cell {i}, line {node.lineno}: {n}" for n in names if private(n)]
+    return found
 
 
 # --------------------------------------------------------------------------------------
@@ -299,9 +440,16 @@ def refresh(path: Path, *, cache_dir=None, check: bool = False) -> list[str]:
 
     stored = nbformat.read(str(path), as_version=4)
     with tempfile.TemporaryDirectory(prefix="zoo-notebook-") as workdir:
-        fresh = for_storage(execute(path, workdir=workdir, cache_dir=cache_dir))
+        executed = execute(path, workdir=workdir, cache_dir=cache_dir)
+    unlabelled = figure_problems(executed)
+    fresh = for_storage(executed)
     problems = storage_problems(stored)
     found = differences(stored, fresh) if not problems else [f"was not stored as this script stores it: {problems[0]}"]
+    if unlabelled or private_names(fresh):
+        # a lesson with an unlabelled figure or a private name is not stored: mend it first
+        raise SystemExit(f"{path.name} not stored: " + "; ".join(
+            [f"a figure lacks an axis label: {p}" for p in unlabelled]
+            + [f"uses a private name: {p}" for p in private_names(fresh)]))
     if not check:
         nbformat.validate(fresh)
         nbformat.write(fresh, str(path))

@@ -193,6 +193,31 @@ def test_report_markdown_and_figures(run):
     assert "(surrogate; reference certified)" in md
 
 
+def test_table_and_figures_as_values(run):
+    """What a lesson reads instead of the report: the table's cells are the rows' values (the
+    report's table is the same table), the timing columns can be dropped, the engine of a
+    variant gets its row against that variant, and the figures have labelled axes."""
+    from zoo.validation.base.figures import axis_label_problems
+    from zoo.validation.report import comparison_figures
+
+    comp, files, _ = run
+    table = comp.result.table(timings=False, variants=True)
+    assert "seconds (warm)" not in table.columns
+    rows = {r["engine"]: r for r in table.records()}
+    for name in ENGINES:
+        m = comp.result.engines[name].metrics
+        assert rows[name]["pred_mae"] == m["pred_mae"] and rows[name]["k-hat"] == m["khat"]
+    variant = comp.result.engines["laplace"].against_variant
+    assert rows["laplace vs surrogate reference"]["std mean err (median)"] == variant.metrics["std_mean_err_median"]
+    assert any(n.startswith("em: khat is null") for n in table.notes)
+    with open(files["report"]) as fh:
+        assert comp.result.table().to_markdown(notes=False) in fh.read()
+    figures = comparison_figures(comp)
+    assert set(figures) == {"forest", "probabilities", "weights", "boundary"}
+    for name, fig in figures.items():
+        assert axis_label_problems(fig) == [], name
+
+
 def test_netcdf_files_reload_with_data_and_reference_names(run):
     comp, files, _ = run
     nc = {k: v for k, v in files.items() if v.endswith(".nc")}

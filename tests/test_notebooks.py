@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 
 def _refresh_module():
@@ -40,6 +39,9 @@ def _refresh_module():
 
 
 refresh = _refresh_module()
+#: the lessons, then the solutions of their exercises
+NOTEBOOKS = refresh.notebooks()
+LESSONS = [p for p in NOTEBOOKS if p.parent == NOTEBOOK_DIR]
 
 
 def _how_to_refresh(path: Path) -> str:
@@ -52,13 +54,46 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_is_stored_executed(path):
-    """Executed top to bottom in one kernel, without errors, stderr, timing metadata or an
-    absolute path of the machine that ran it; and with at least one figure (a lesson)."""
+    """Executed top to bottom in one kernel, without errors, timing metadata or an absolute
+    path of the machine that ran it; a lesson with at least one figure."""
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     problems = refresh.storage_problems(nb)
     assert not problems, f"{path.name}: " + "; ".join(problems) + f"\n{_how_to_refresh(path)}"
-    assert sum(c.images for c in refresh.cell_outputs(nb)) >= 1, f"{path.name} stores no figure"
+    if path in LESSONS:
+        assert sum(c.images for c in refresh.cell_outputs(nb)) >= 1, f"{path.name} stores no figure"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_uses_the_public_api_only(path):
+    """No name with a leading underscore: what a lesson needs is in the package's public API."""
+    nbformat = pytest.importorskip("nbformat")
+    found = refresh.private_names(nbformat.read(path, as_version=4))
+    assert not found, f"{path.name} uses private names: " + "; ".join(found)
+
+
+def _markdown(nb) -> list[str]:
+    return [refresh.text_of(c.source) for c in nb.cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.name for p in LESSONS])
+def test_lesson_is_written_for_a_student(path):
+    """A lesson opens with what the student will learn and what they need first, has
+    exercises, and their solutions are kept apart, one solution per exercise
+    (notebooks/solutions/<lesson>_solutions.ipynb; refresh.SOLUTION_CONVENTION)."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    first = _markdown(nb)[0]
+    for heading in refresh.LESSON_OPENING:
+        assert heading in first, f"{path.name}: the first cell has no {heading!r}"
+    exercises = refresh.exercise_numbers(nb, refresh.EXERCISE_HEADING)
+    assert exercises, f"{path.name} has no exercise (a markdown heading {refresh.EXERCISE_HEADING!r} N)"
+    solutions_path = refresh.solutions_of(path)
+    assert solutions_path.exists(), f"{path.name} has exercises but no {solutions_path.relative_to(NOTEBOOK_DIR)}"
+    solved = refresh.exercise_numbers(nbformat.read(solutions_path, as_version=4), refresh.SOLUTION_HEADING)
+    assert solved == exercises, f"{path.name}: exercises {exercises}, solutions for {solved}"
+    # no answer in the lesson itself
+    assert not refresh.exercise_numbers(nb, refresh.SOLUTION_HEADING), f"{path.name} holds a solution"
 
 
 # Re-executing all six notebooks is the costliest part of the default tier, whose budget is
@@ -74,10 +109,13 @@ def test_notebook_outputs_are_current(path, tmp_path, nuts_cache_dir):
 
     stored = nbformat.read(path, as_version=4)
     try:
-        fresh = refresh.for_storage(refresh.execute(path, workdir=tmp_path, cache_dir=nuts_cache_dir))
+        fresh_executed = refresh.execute(path, workdir=tmp_path, cache_dir=nuts_cache_dir)
     except nbclient.exceptions.CellExecutionError as err:
         pytest.fail(f"{path.name} failed:\n{err}")
+    problems = refresh.figure_problems(fresh_executed)
+    fresh = refresh.for_storage(fresh_executed)
     found = refresh.differences(stored, fresh)
+    found += [f"a figure lacks an axis label: {p}" for p in problems]
     if found:
         # the fresh run, for a look at what changed
         nbformat.write(fresh, str(tmp_path / path.name))
@@ -134,3 +172,37 @@ def test_staleness_check_tolerates_round_off_and_nothing_more():
     assert not refresh.numbers_agree("9", "10") and refresh.numbers_agree("0.125", "0.126")
     leaky = _notebook([("stdout", "report written to /tmp/pytest-7/report\n")])
     assert any("absolute path" in p for p in refresh.storage_problems(leaky))
+    # warnings are stored and compared by category and message, not by where they were raised
+    warned = _notebook([("stdout", "sd ratio 0.38, ESS 858, certified True\n"), ("image", "AAAA"),
+                        ("stderr", "numpyro/infer/mcmc.py:12: UserWarning: 3 chains on 1 device\n  warn(x)\n")],
+                       [("markdown", "| a | 0.034 |")])
+    moved = _notebook([("stdout", "sd ratio 0.38, ESS 858, certified True\n"), ("image", "AAAA"),
+                       ("stderr", "numpyro/infer/mcmc.py:40: UserWarning: 3 chains on 1 device\n  warn(y)\n")],
+                      [("markdown", "| a | 0.034 |")])
+    assert refresh.differences(warned, moved) == []
+    assert refresh.differences(warned, base) and refresh.differences(base, warned)
+    assert refresh.storage_problems(warned) == []
+
+
+def test_stderr_is_stored_without_the_machines_paths():
+    root = str(NOTEBOOK_DIR.parent)
+    text = ("/usr/lib/python3/site-packages/numpyro/infer/mcmc.py:12: UserWarning: slow\n"
+            f"{root}/validation/runs/sbc.py:3: RuntimeWarning: see https://example.org/a/b\n"
+            "/tmp/ipykernel_1/123.py:4: UserWarning: mine\n")
+    assert refresh.portable_stderr(text) == (
+        "numpyro/infer/mcmc.py:12: UserWarning: slow\n"
+        "validation/runs/sbc.py:3: RuntimeWarning: see https://example.org/a/b\n"
+        "<path>:4: UserWarning: mine\n")
+    assert refresh.warning_lines(text) == ["RuntimeWarning: see https://example.org/a/b", "UserWarning: mine",
+                                           "UserWarning: slow"]
+
+
+def test_private_names_are_found():
+    nbformat = pytest.importorskip("nbformat")
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell("from zoo.validation.runs.sbc import _problem, run_sbc\n"
+                                           "import zoo._private\nx = fig._suptitle\n%matplotlib inline\n"
+                                           "y = x.__class__\n_mine = 1")])
+    found = refresh.private_names(nbformat.from_dict(nb))
+    assert sorted(f.split(": ")[1] for f in found) == ["_private", "_problem", "_suptitle"], found

@@ -22,11 +22,12 @@ from matplotlib.figure import Figure
 
 from .base import arviz_adapter
 from .base.atomic import save_figure, write_json_atomic, write_text_atomic
+from .base.tables import Table, format_value as _fmt, markdown_cell as _cell
 from .judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
 from .records.registry import get_model, model_names
 from .references import get_sampler
 from .runs.compare import Comparison
-from .runs.results import ComparisonResult
+from .runs.results import METRIC_OF_COLUMN, ComparisonResult
 
 ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
@@ -113,23 +114,10 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
         idatas[name] = idata
 
     # figures: each one shows the reference's draws
-    if comp.reference is not None:
-        files["forest"] = os.path.join(out_dir, "forest.png")
-        sites = [s.name for s in comp.reference.posterior.sites]
-        coords, shown, total = arviz_adapter.forest_coords(idatas, sites)
-        arviz_adapter.plot_forest(idatas, sites, files["forest"], colors=[_color(k) for k in idatas],
-                                  coords=coords)
-        forest_note = (None if coords is None else
-                       f"The forest plot shows {shown} of the {total} coordinates: those where an engine's "
-                       "mean is furthest from the reference's, in reference sds (every coordinate is in "
-                       "the tables and the netCDF files).")
-        files["probabilities"] = os.path.join(out_dir, "probabilities.png")
-        _plot_probabilities(comp, files["probabilities"])
-        files["weights"] = os.path.join(out_dir, "weight_metrics.png")
-        _plot_weight_metrics(comp, files["weights"])
-        if comp.split.X_train.shape[1] == 2 and comp.prepared.basis is not None:
-            files["boundary"] = os.path.join(out_dir, "decision_boundary.png")
-            _plot_boundary(comp, files["boundary"])
+    figures, forest_note = _figures(comp, idatas)
+    for name, fig in figures.items():
+        files[name] = os.path.join(out_dir, FIGURE_FILES[name])
+        save_figure(fig, files[name])
     captions = {}
     model_figures = getattr(get_model(res.model), "figures", None) if res.model in model_names() else None
     if model_figures is not None:
@@ -145,7 +133,48 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     return files
 
 
-def _plot_probabilities(comp: Comparison, path: str) -> None:
+#: the file each figure of :func:`comparison_figures` is written to by :func:`write_report`
+FIGURE_FILES = {"forest": "forest.png", "probabilities": "probabilities.png", "weights": "weight_metrics.png",
+                "boundary": "decision_boundary.png"}
+
+
+def comparison_figures(comp: Comparison) -> dict[str, Figure]:
+    """The report's figures of a comparison as matplotlib Figures, drawn without pyplot (no
+    global state changes; ``display(fig)`` shows one in a notebook): ``forest`` (every
+    posterior's intervals per coordinate), ``weights`` (standardized mean error and sd ratio
+    per coordinate), ``probabilities`` (test-set predictive probabilities against the
+    reference's) and, for 2-d inputs with a basis, ``boundary`` (decision boundaries). Empty
+    without a reference: each figure compares the engines with its draws."""
+    if comp.reference is None:
+        return {}
+    draw_shape = {"chains": comp.reference.posterior.n_chains, "draws": comp.reference.posterior.n_draws}
+    idatas = {"reference": comp.reference.idata}
+    key = jax.random.PRNGKey(1)  # the draws write_report stores
+    for name, post in comp.posteriors.items():
+        key, sub = jax.random.split(key)
+        idatas[name] = arviz_adapter.posterior_to_idata(post, sub, **draw_shape)
+    return _figures(comp, idatas)[0]
+
+
+def _figures(comp: Comparison, idatas) -> tuple[dict[str, Figure], str | None]:
+    """(the figures, the forest plot's note on the coordinates it leaves out, or None)."""
+    if comp.reference is None:
+        return {}, None
+    sites = [s.name for s in comp.reference.posterior.sites]
+    coords, shown, total = arviz_adapter.forest_coords(idatas, sites)
+    figures = {"forest": arviz_adapter.forest_figure(idatas, sites, colors=[_color(k) for k in idatas],
+                                                     coords=coords),
+               "probabilities": _probabilities_figure(comp), "weights": _weight_metrics_figure(comp)}
+    if comp.split.X_train.shape[1] == 2 and comp.prepared.basis is not None:
+        figures["boundary"] = _boundary_figure(comp)
+    note = (None if coords is None else
+            f"The forest plot shows {shown} of the {total} coordinates: those where an engine's "
+            "mean is furthest from the reference's, in reference sds (every coordinate is in "
+            "the tables and the netCDF files).")
+    return figures, note
+
+
+def _probabilities_figure(comp: Comparison) -> Figure:
     p_ref = comp.reference.posterior.predict_proba(comp.prepared.Phi_test)
     names = list(comp.posteriors)
     fig = Figure(figsize=(4 * len(names), 4))
@@ -159,10 +188,10 @@ def _plot_probabilities(comp: Comparison, path: str) -> None:
         ax.set_xlabel(f"p(y=1|x), reference ({comp.reference.sampler})")
         ax.set_ylabel("engine minus reference")
     fig.suptitle(f"Test-set predictive probabilities against the reference ({comp.reference.sampler})")
-    save_figure(fig, path)
+    return fig
 
 
-def _plot_weight_metrics(comp: Comparison, path: str) -> None:
+def _weight_metrics_figure(comp: Comparison) -> Figure:
     names = comp.reference.posterior.flat_names()
     x = np.arange(len(names))
     fig = Figure(figsize=(max(6, 0.35 * len(names) + 2), 7))
@@ -187,14 +216,15 @@ def _plot_weight_metrics(comp: Comparison, path: str) -> None:
     ax2.set_ylabel("sd / sd_ref")
     ax2.set_xticks(x)
     ax2.set_xticklabels(names, rotation=90, fontsize=7)
+    ax2.set_xlabel("parameter")
     ax1.set_title(
         f"Per-parameter accuracy against the reference ({comp.reference.sampler}) (dotted / grey band: thresholds of\n"
         "validation.metrics, about 2-3 Monte Carlo errors of a 400-ESS reference; points have no sd)"
     )
-    save_figure(fig, path)
+    return fig
 
 
-def _plot_boundary(comp: Comparison, path: str) -> None:
+def _boundary_figure(comp: Comparison) -> Figure:
     X, y = comp.split.X_train, comp.split.y_train
     lo, hi = X.min(0) - 0.5, X.max(0) + 0.5
     g1, g2 = np.meshgrid(np.linspace(lo[0], hi[0], 120), np.linspace(lo[1], hi[1], 120))
@@ -220,26 +250,7 @@ def _plot_boundary(comp: Comparison, path: str) -> None:
     ax.set_ylabel("x2 (standardized)")
     ax.legend(fontsize=8, loc="best")
     ax.set_title("Decision boundaries p(y=1|x) = 0.5")
-    save_figure(fig, path)
-
-
-def _fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, float):
-        if not np.isfinite(v):
-            return "nan"
-        return f"{v:.{digits}g}" if abs(v) < 1e-3 or abs(v) >= 1e4 else f"{v:.{digits}f}"
-    return str(v)
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell (one line, no column separators)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return fig
 
 
 #: rows of a pruned-weights table before "... and k more"
@@ -394,36 +405,17 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
 
 
 def _engine_table_lines(res: ComparisonResult, no_reference: bool) -> list[str]:
-    """One row per engine: its kind, weights kept, metrics against the reference, timings."""
-    lines: list[str] = []
-    lines += [
-        "",
-        "## Engines",
-        "",
-        "| engine | kind | weights kept | pred_mae | std mean err (median / max) | sd ratio (median) | KL(q, ref Gauss) | k-hat | outside support | test error | AUC | seconds (warm) | compile s | speed-up vs reference |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, r in res.engines.items():
-        m = r.metrics
-        if r.failure:
-            # no numbers at all: a reason in place of the first metric, the rest blank
-            lines.append(f"| {name} | {r.kind} | - | failed: {_cell(r.failure)} |" + " |" * 10)
-            continue
-        if no_reference:
-            # the columns measured against the reference are empty, not null: nothing was measured
-            lines.append(
-                f"| {name} | {r.kind} | {r.n_basis} |" + " - |" * 6 + f" {_fmt(m['test_error'])} | "
-                f"{_fmt(m['auc'])} | {_fmt(r.seconds, 3)} | {_fmt(r.compile_seconds, 2)} | - |"
-            )
-            continue
-        lines.append(
-            f"| {name} | {r.kind} | {r.n_basis} | {_fmt(m['pred_mae'])} | {_fmt(m['std_mean_err_median'], 3)} / "
-            f"{_fmt(m['std_mean_err_max'], 3)} | {_fmt(m['sd_ratio_median'], 3)} | {_fmt(m['kl_gauss'], 3)} | "
-            f"{_fmt(m['khat'], 3)} | {_fmt(m['outside_support_fraction'], 3)} | {_fmt(m['test_error'])} | "
-            f"{_fmt(m['auc'])} | {_fmt(r.seconds, 3)} | {_fmt(r.compile_seconds, 2)} | "
-            f"{_fmt(r.speedup_vs_reference, 1)} |"
-        )
-    return lines
+    """One row per engine (:meth:`ComparisonResult.table`): its kind, weights kept, metrics
+    against the reference, verdicts, timings."""
+    table = res.table()
+    if no_reference:
+        # the columns measured against the reference are empty, not null: nothing was measured
+        against = {c for c in table.columns if c in METRIC_OF_COLUMN and METRIC_OF_COLUMN[c] not in HELD_OUT_KEYS}
+        against |= {"verdict", "joint verdict", "speed-up vs reference"}
+        rows = tuple(tuple("-" if c in against and not (isinstance(v, str) and v.startswith("failed"))
+                           else v for c, v in zip(table.columns, row)) for row in table.rows)
+        table = Table(table.columns, rows, table.digits)
+    return ["", "## Engines", "", table.to_markdown(notes=False)]
 
 
 def _engine_notes_lines(res: ComparisonResult, no_reference: bool) -> list[str]:

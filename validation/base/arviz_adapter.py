@@ -317,15 +317,16 @@ def forest_coords(idatas: dict[str, az.InferenceData], var_names, max_coords: in
     return coords, shown, total
 
 
-def plot_forest(
-    idatas: dict[str, az.InferenceData], var_names, path, *, hdi_prob: float = 0.94, colors=None,
+def forest_figure(
+    idatas: dict[str, az.InferenceData], var_names, *, hdi_prob: float = 0.94, colors=None,
     coords: dict | None = None,
-) -> str:
-    """Forest plot (HDI intervals per coordinate) of several posteriors side by side, saved as PNG.
+):
+    """Forest plot (HDI intervals per coordinate) of several posteriors side by side, as a
+    matplotlib Figure on an Agg canvas of its own (the user's global backend and pyplot's
+    figures are untouched; a notebook shows it with ``display``).
 
     idatas: {label: InferenceData}, e.g. {"NUTS": ref.idata, "Laplace": ...}. coords:
-    the coordinates to show (as from :func:`forest_coords`; None: all). Drawn on an Agg
-    canvas owned by this call, so the user's global matplotlib backend is untouched.
+    the coordinates to show (as from :func:`forest_coords`; None: all).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -349,5 +350,16 @@ def plot_forest(
             hdi_prob=hdi_prob, ax=ax, show=False, **({"coords": coords} if coords else {}),
             **({"colors": list(colors)} if colors is not None else {}),
         )
+    ax.set_xlabel(f"parameter value: median (dot), quartiles (thick), {100 * hdi_prob:g}% HDI (thin)")
+    ax.set_ylabel("parameter (one row per posterior)")
     fig.tight_layout()
+    return fig
+
+
+def plot_forest(
+    idatas: dict[str, az.InferenceData], var_names, path, *, hdi_prob: float = 0.94, colors=None,
+    coords: dict | None = None,
+) -> str:
+    """:func:`forest_figure`, saved as PNG at ``path`` (atomically); returns the path."""
+    fig = forest_figure(idatas, var_names, hdi_prob=hdi_prob, colors=colors, coords=coords)
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")

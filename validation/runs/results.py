@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..base.tables import Table
 from ..judge.metrics import METRIC_KEYS
 from ..judge.verdict import Verdict
 from ..references import Reference, ReferenceTimeout
@@ -234,6 +235,29 @@ class ComparisonResult:
                  if r.against_variant is not None and r.against_variant.verdict is not None]
         return rows
 
+    def table(self, *, timings: bool = True, variants: bool = False) -> Table:
+        """The engines as a :class:`~zoo.validation.base.tables.Table`, one row per engine,
+        the columns of :data:`ENGINE_COLUMNS` (the report's table of engines is this table).
+
+        ``timings``: keep the three timing columns (they change from run to run; a lesson or a
+        test that compares numbers drops them). ``variants``: after each engine that fits a
+        variant of the model, a row "<engine> vs <variant> reference" measured against that
+        variant's own reference (its approximation error alone). A failed engine's row holds
+        its failure in the first metric column. The notes say why a value is null.
+        """
+        columns = ENGINE_COLUMNS if timings else tuple(c for c in ENGINE_COLUMNS if c not in TIMING_COLUMNS)
+        rows, notes = [], []
+        for name, r in self.engines.items():
+            rows.append(_engine_cells(name, r.kind, r.n_basis, r.metrics, r, r.failure, columns))
+            reasons = (r.metrics.get("null_reasons") or {}) if not r.failure else {}
+            shown = {METRIC_OF_COLUMN[c] for c in columns if c in METRIC_OF_COLUMN}
+            notes += [f"{name}: {k} is null: {why}" for k, why in reasons.items() if k in shown]
+            if variants and r.against_variant is not None:
+                v = r.against_variant
+                rows.append(_engine_cells(f"{name} vs {v.variant} reference", r.kind, r.n_basis, v.metrics,
+                                          None, None, columns, v.verdict, v.joint_verdict))
+        return Table(columns, tuple(rows), dict(ENGINE_DIGITS), tuple(notes))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model, "data": self.data, "split": self.split, "n_train": self.n_train,
@@ -258,4 +282,40 @@ class ComparisonResult:
             engines={k: EngineRow.from_json(k, r) for k, r in d["engines"].items()})
 
 
-__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult"]
+#: the columns of :meth:`ComparisonResult.table`, in order
+ENGINE_COLUMNS = ("engine", "kind", "weights kept", "pred_mae", "std mean err (median)", "std mean err (max)",
+                  "sd ratio (median)", "KL(q, ref Gauss)", "k-hat", "outside support", "test error", "AUC",
+                  "verdict", "joint verdict", "seconds (warm)", "compile s", "speed-up vs reference")
+TIMING_COLUMNS = ("seconds (warm)", "compile s", "speed-up vs reference")
+#: the metric (a key of METRIC_KEYS) each metric column shows
+METRIC_OF_COLUMN = {"pred_mae": "pred_mae", "std mean err (median)": "std_mean_err_median",
+                    "std mean err (max)": "std_mean_err_max", "sd ratio (median)": "sd_ratio_median",
+                    "KL(q, ref Gauss)": "kl_gauss", "k-hat": "khat", "outside support": "outside_support_fraction",
+                    "test error": "test_error", "AUC": "auc"}
+ENGINE_DIGITS = {"std mean err (median)": 3, "std mean err (max)": 3, "sd ratio (median)": 3,
+                 "KL(q, ref Gauss)": 3, "k-hat": 3, "outside support": 3, "seconds (warm)": 3, "compile s": 2,
+                 "speed-up vs reference": 1}
+
+
+def _engine_cells(name, kind, n_basis, metrics, row: EngineRow | None, failure, columns,
+                  verdict: Verdict | None = None, joint: Verdict | None = None) -> tuple:
+    """One table row: the values of ``columns`` for an engine (``row``) or for an engine
+    measured against a variant's reference (``row`` None, its verdicts given)."""
+    if row is not None:
+        verdict, joint = row.verdict, row.joint_verdict
+    values = {"engine": name, "kind": kind, "weights kept": n_basis,
+              "verdict": None if verdict is None else verdict.status,
+              "joint verdict": None if joint is None else joint.status,
+              "seconds (warm)": None if row is None else row.seconds,
+              "compile s": None if row is None else row.compile_seconds,
+              "speed-up vs reference": None if row is None else row.speedup_vs_reference}
+    values |= {c: metrics.get(m) for c, m in METRIC_OF_COLUMN.items()}
+    if failure:
+        # no numbers at all: the reason in place of the first metric, the rest empty
+        values = {c: (values[c] if c in ("engine", "kind") else None) for c in values}
+        first = next(c for c in columns if c in METRIC_OF_COLUMN or c in TIMING_COLUMNS)
+        values[first] = f"failed: {failure}"
+    return tuple(values[c] for c in columns)
+
+
+__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult", "ENGINE_COLUMNS"]

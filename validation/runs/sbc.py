@@ -1322,6 +1322,24 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
             "glossary": quantity_glossary(names), "ranks": ranks.tolist()}
 
 
+def rank_summary(ranks, names: list[str], n_draws: int, *, settings: SBCSettings | None = None,
+                 model: str = "(ranks)", engine: str = "(ranks)") -> dict[str, Any]:
+    """The SBC verdict of ranks computed elsewhere (e.g. by :func:`conjugate_normal_ranks` or a
+    user's own simulation loop): ``ranks`` (simulations, quantities), each the rank of the
+    true value among ``n_draws`` posterior draws; ``names`` one per quantity. The summary has
+    the layout of :func:`run_sbc`'s, so :func:`sbc_figure` and :func:`summary_line` read it."""
+    settings = settings or SBCSettings(n_sims=len(ranks), n_draws=n_draws)
+    ranks = np.asarray(ranks)
+    if ranks.ndim != 2 or ranks.shape[1] != len(names):
+        raise ValueError(f"ranks must be (simulations, quantities) with one name per quantity: got shape "
+                         f"{ranks.shape} and {len(names)} name(s)")
+    if not np.issubdtype(ranks.dtype, np.integer) or ranks.min() < 0 or ranks.max() > n_draws:
+        raise ValueError(f"ranks must be integers from 0 to n_draws = {n_draws}")
+    results = [{"status": "ok", "ranks": r.tolist(), "n_draws": int(n_draws)} for r in ranks]
+    return {"model": model, "engine": engine, "settings": asdict(settings),
+            **summarize(results, list(names), settings)}
+
+
 def summary_line(summary: dict[str, Any]) -> str:
     head = f"{summary['model']} / {summary['engine']}"
     if summary["status"] == NOT_APPLICABLE:
@@ -1330,23 +1348,29 @@ def summary_line(summary: dict[str, Any]) -> str:
 
 
 __all__ = ["SBCProblem", "SBCSettings", "rbf_design", "problem_for", "resolve_engine", "import_engine",
-           "simulate_one", "uniformity", "conjugate_normal_ranks", "run_sbc", "summarize", "summary_line", "FALSE_ALARM",
+           "simulate_one", "uniformity", "conjugate_normal_ranks", "run_sbc", "summarize", "rank_summary", "summary_line",
+           "sbc_figure", "plot_sbc", "FALSE_ALARM",
            "CALIBRATED", "MISCALIBRATED", "TOO_FEW", "NOT_APPLICABLE", "failure_shape", "describe_failure",
            "detection_rate", "detectable_defects", "simulations_needed", "power_line", "pit_cdf",
            "quantity_glossary"]
 
 
-def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
-    """Rank histograms and PIT-ECDF difference plots, with the simultaneous band the test
-    used, for the failing quantities first and then the others, up to ``max_quantities``;
-    written atomically to ``path`` (PNG). None when there are no ranks to plot."""
+def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
+    """Rank histograms and PIT-ECDF difference plots of an SBC run (a summary of
+    :func:`run_sbc` or :func:`rank_summary`), for the failing quantities first and then the
+    others, up to ``max_quantities``; a matplotlib Figure on an Agg canvas of its own (no
+    pyplot state is touched). None when there are no ranks to plot.
+
+    Left: the histogram of the ranks of the truths, with the band where a bar of a uniform
+    histogram lies 99% of the time. Right: the empirical CDF of the fractional ranks minus
+    the uniform CDF, inside the simultaneous band the test used (its edges drawn); where the
+    curve leaves the band it is drawn thick and marked, so a failure is seen where it is.
+    """
     if "ranks" not in summary:
         return None
-    # a Figure on an Agg canvas of its own: the user's pyplot backend and figures untouched
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from scipy.stats import binom
-
 
     test = summary["uniformity"]
     ranks = np.asarray(summary["ranks"])
@@ -1361,26 +1385,45 @@ def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str |
     edges = np.linspace(-0.5, L + 0.5, bins + 1)
     p_bin = np.diff(edges) / (L + 1)
     lo_c, hi_c = binom.ppf(0.005, S, p_bin.mean()), binom.ppf(0.995, S, p_bin.mean())
-    fig = Figure(figsize=(9, 2.0 * len(shown)))
+    fig = Figure(figsize=(9.5, 0.6 + 2.0 * len(shown)))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(len(shown), 2, squeeze=False)
+    axes = fig.subplots(len(shown), 2, squeeze=False, sharex="col")
     for row, k in enumerate(shown):
         q = test["quantities"][k]
         colour = "tab:blue" if q["inside"] else "tab:red"
         ax = axes[row, 0]
-        ax.axhspan(lo_c, hi_c, color="0.85", label="99% per bin")
+        ax.axhspan(lo_c, hi_c, color="0.85")
         ax.hist(ranks[:, k], bins=edges, color=colour)
-        ax.set_ylabel(q["name"], fontsize=8)
+        ax.set_ylabel(f"{q['name']}\nsimulations", fontsize=8)
         ax = axes[row, 1]
-        ax.fill_between(x, lower - x, upper - x, color="0.85", step="mid")
-        ecdf = (u[:, k][:, None] <= x[None, :]).mean(0)
-        ax.step(x, ecdf - x, where="mid", color=colour)
+        ax.fill_between(x, lower - x, upper - x, color="0.88", step="mid")
+        ax.step(x, lower - x, where="mid", color="0.45", lw=0.7)
+        ax.step(x, upper - x, where="mid", color="0.45", lw=0.7)
+        diff = (u[:, k][:, None] <= x[None, :]).mean(0) - x
+        ax.step(x, diff, where="mid", color=colour, lw=1.0)
+        out = (diff < lower - x) | (diff > upper - x)
+        if out.any():
+            ax.plot(x[out], diff[out], "o", color="tab:red", ms=3)
+            ax.text(0.99, 0.04, f"outside the band at {out.mean():.0%} of u", transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="tab:red")
         ax.axhline(0.0, color="0.4", lw=0.5)
+        ax.set_ylabel("ECDF(u) - u", fontsize=8)
         if row == 0:
-            axes[row, 0].set_title("rank histogram", fontsize=9)
-            ax.set_title(f"PIT ECDF - uniform, simultaneous {100 * test['band_level']:.2f}% band", fontsize=9)
+            axes[row, 0].set_title("rank histogram (grey: 99% of a uniform bar)", fontsize=9)
+            ax.set_title(f"PIT-ECDF minus uniform, simultaneous {100 * test['band_level']:.2f}% band", fontsize=9)
+    axes[-1, 0].set_xlabel(f"rank of the true value among L = {L} posterior draws")
+    axes[-1, 1].set_xlabel("fractional rank u")
     fig.suptitle(f"SBC {summary['model']} / {summary['engine']}: {summary['status']} "
-                 f"({summary['counts']['ok']} simulations, L = {L})", fontsize=10)
+                 f"({summary['counts']['ok']} simulations, L = {L}; red: a quantity outside its band)", fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
+    """:func:`sbc_figure`, written atomically to ``path`` (PNG); the path, or None when there
+    are no ranks to plot."""
+    fig = sbc_figure(summary, max_quantities=max_quantities)
+    if fig is None:
+        return None
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90), suffix=".png")
     return os.fspath(path)

@@ -1,0 +1,111 @@
+"""The public pieces the lessons (notebooks/) are built from: tables as values, figures
+returned without side effects and with labelled axes, SBC of ranks computed elsewhere,
+rates with their intervals. A lesson uses these instead of parsing a report or reaching
+into private names (tests/test_notebooks.py checks that)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64)
+from zoo.validation.base.figures import axis_label_problems
+from zoo.validation.base.tables import Table
+from zoo.validation.judge.rates import wilson_interval
+from zoo.validation.runs.defects import battery_figure, battery_table
+from zoo.validation.runs.sbc import (
+    MISCALIBRATED,
+    SBCSettings,
+    conjugate_normal_ranks,
+    rank_summary,
+    sbc_figure,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def test_axis_label_problems_finds_unlabelled_axes_only():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([0, 1], [1, 2])
+    assert axis_label_problems(fig) == ["'axes 0': the x axis has no label", "'axes 0': the y axis has no label"]
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    assert axis_label_problems(fig) == []
+    # shared axes: the inner one hides its tick labels and needs no label of its own
+    fig = Figure()
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for a in (top, bottom):
+        a.plot([0, 1], [1, 2])
+        a.set_ylabel("y")
+    bottom.set_xlabel("t")
+    assert axis_label_problems(fig) == []
+    # an axes switched off is not read; a figure-wide label stands for every axes
+    fig = Figure()
+    left, right = fig.subplots(1, 2)
+    right.axis("off")
+    left.plot([0, 1])
+    left.set_title("curve")
+    fig.supxlabel("x")
+    assert axis_label_problems(fig) == ["'curve': the y axis has no label"]
+
+
+def test_table_shows_its_values_and_refuses_ragged_rows():
+    t = Table(("engine", "pred_mae", "k-hat"), (("ep", 0.00123456, 0.4), ("em", 0.0058, None)), {"k-hat": 2},
+              ("em: k-hat is null: a point estimate",))
+    assert t.column("pred_mae") == [0.00123456, 0.0058]
+    assert t.records()[1] == {"engine": "em", "pred_mae": 0.0058, "k-hat": None}
+    md = t.to_markdown()
+    assert "| ep | 0.001235 | 0.40 |" in md and "| em | 0.0058 | null |" in md and md.endswith("a point estimate")
+    assert t.select(["k-hat", "engine"]).columns == ("k-hat", "engine")
+    assert "0.40" in str(t) and t._repr_markdown_() == md
+    with pytest.raises(ValueError, match="row 0 has 2 cells for 3 columns"):
+        Table(("a", "b", "c"), ((1, 2),))
+    with pytest.raises(KeyError, match="no column 'x'"):
+        t.column("x")
+
+
+def test_rank_summary_and_its_figure():
+    """Ranks from a problem with a known answer: the exact posterior is calibrated, one too
+    narrow by half is not; the figure marks where the failing curve leaves its band."""
+    settings = SBCSettings(n_sims=100, n_draws=99)
+    rng = np.random.default_rng(0)
+    ranks = np.column_stack([conjugate_normal_ranks(rng, 100, 99, 1, **how)[:, 0]
+                             for how in ({}, {"sd_factor": 0.5})])
+    summary = rank_summary(ranks, ["exact", "sd x 0.5"], 99, settings=settings, model="conjugate normal",
+                           engine="two engines")
+    inside = {q["name"]: q["inside"] for q in summary["uniformity"]["quantities"]}
+    assert summary["status"] == MISCALIBRATED and inside == {"exact": True, "sd x 0.5": False}
+    fig = sbc_figure(summary)
+    assert axis_label_problems(fig) == []
+    failing_row = fig.axes[1]  # failing quantities come first: row 0, the PIT-ECDF panel
+    assert any("outside the band" in t.get_text() for t in failing_row.texts)
+    with pytest.raises(ValueError, match="integers from 0 to n_draws"):
+        rank_summary(ranks + 0.5, ["a", "b"], 99)
+    with pytest.raises(ValueError, match="one name per quantity"):
+        rank_summary(ranks, ["a"], 99)
+
+
+def test_battery_table_and_figure_from_the_stored_battery():
+    batteries = json.loads((REPOSITORY / "benchmarks" / "results" / "defect_battery.json").read_text())
+    table = battery_table(batteries)
+    rows = table.records()
+    first = batteries[next(iter(batteries))]["rows"][0]
+    lo, hi = wilson_interval(first["detected"], first["trials"])
+    assert rows[0]["verdict: flagged / trials (95% interval)"] == (
+        f"{first['detected']}/{first['trials']} ({lo:.2f}-{hi:.2f})")
+    assert axis_label_problems(battery_figure(batteries)) == []
+
+
+def test_wilson_interval():
+    lo, hi = wilson_interval(0, 100)
+    assert lo == 0.0 and 0.03 < hi < 0.04  # the rule of three's neighbourhood
+    lo, hi = wilson_interval(50, 100)
+    assert lo < 0.5 < hi and abs((lo + hi) / 2 - 0.5) < 1e-12
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)

@@ -1,7 +1,7 @@
 """Re-execute the teaching notebooks and store them with their outputs.
 
     python notebooks/refresh.py                        # every lesson, then every solutions notebook
-    python notebooks/refresh.py notebooks/ggsm_probit_shape_and_references.ipynb
+    python notebooks/refresh.py notebooks/03_ggsm_probit_shape_and_references.ipynb
     python notebooks/refresh.py --check                # re-execute, report stale outputs, store nothing
 
 The notebooks are stored executed, so that they read on a code host without running.

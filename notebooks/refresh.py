@@ -185,7 +185,7 @@ def execute(path, *, workdir, cache_dir=None, timeout: int = CELL_TIMEOUT):
         Path(cache_dir).mkdir(exist_ok=True)
     startup = tmp_dir / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
-    (startup / "00-zoo-figure-audit.py").writetext_of(_STARTUP)
+    (startup / "00-zoo-figure-audit.py").write_text(_STARTUP)
     audit = tmp_dir / "figure-audit.jsonl"
     audit.unlink(missing_ok=True)
     nb = nbformat.read(str(path), as_version=4)
@@ -195,7 +195,7 @@ def execute(path, *, workdir, cache_dir=None, timeout: int = CELL_TIMEOUT):
     )
     with _environment(kernel_environment(cache_dir, tmp_dir)):
         client.execute()
-    found = [json.loads(line) for line in audit.readtext_of().splitlines()] if audit.exists() else []
+    found = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
     nb.metadata["zoo_figure_audit"] = [f"In [{f['cell']}]: {p}" for f in found for p in f["problems"]]
     return nb
 

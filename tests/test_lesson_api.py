@@ -54,13 +54,22 @@ def test_axis_label_problems_finds_unlabelled_axes_only():
     assert axis_label_problems(fig) == ["'curve': the y axis has no label"]
 
 
+def test_zoo_figures_show_themselves_without_pyplot():
+    """A figure the zoo returns is shown by a notebook as PNG whatever backend is active."""
+    from zoo.validation.base.figures import ShownFigure
+
+    fig = ShownFigure(figsize=(2, 2))
+    fig.subplots().plot([0, 1])
+    assert fig._repr_png_().startswith(b"\x89PNG")
+
+
 def test_table_shows_its_values_and_refuses_ragged_rows():
     t = Table(("engine", "pred_mae", "k-hat"), (("ep", 0.00123456, 0.4), ("em", 0.0058, None)), {"k-hat": 2},
               ("em: k-hat is null: a point estimate",))
     assert t.column("pred_mae") == [0.00123456, 0.0058]
     assert t.records()[1] == {"engine": "em", "pred_mae": 0.0058, "k-hat": None}
     md = t.to_markdown()
-    assert "| ep | 0.001235 | 0.40 |" in md and "| em | 0.0058 | null |" in md and md.endswith("a point estimate")
+    assert "| ep | 0.0012 | 0.40 |" in md and "| em | 0.0058 | null |" in md and md.endswith("a point estimate")
     assert t.select(["k-hat", "engine"]).columns == ("k-hat", "engine")
     assert "0.40" in str(t) and t._repr_markdown_() == md
     with pytest.raises(ValueError, match="row 0 has 2 cells for 3 columns"):

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 from .base import arviz_adapter
 from .base.atomic import save_figure, write_json_atomic, write_text_atomic
+from .base.figures import ShownFigure
 from .base.tables import Table, format_value as _fmt, markdown_cell as _cell
 from .judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
 from .records.registry import get_model, model_names
@@ -177,7 +178,7 @@ def _figures(comp: Comparison, idatas) -> tuple[dict[str, Figure], str | None]:
 def _probabilities_figure(comp: Comparison) -> Figure:
     p_ref = comp.reference.posterior.predict_proba(comp.prepared.Phi_test)
     names = list(comp.posteriors)
-    fig = Figure(figsize=(4 * len(names), 4))
+    fig = ShownFigure(figsize=(4 * len(names), 4))
     axes = fig.subplots(1, len(names), squeeze=False)
     for ax, name in zip(axes[0], names):
         p = comp.posteriors[name].predict_proba(comp.prepared.Phi_test)
@@ -194,7 +195,7 @@ def _probabilities_figure(comp: Comparison) -> Figure:
 def _weight_metrics_figure(comp: Comparison) -> Figure:
     names = comp.reference.posterior.flat_names()
     x = np.arange(len(names))
-    fig = Figure(figsize=(max(6, 0.35 * len(names) + 2), 7))
+    fig = ShownFigure(figsize=(max(6, 0.35 * len(names) + 2), 7))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
     for name, row in comp.result.engines.items():
         if row.failure:  # a failed engine has no numbers to plot
@@ -230,7 +231,7 @@ def _boundary_figure(comp: Comparison) -> Figure:
     g1, g2 = np.meshgrid(np.linspace(lo[0], hi[0], 120), np.linspace(lo[1], hi[1], 120))
     grid = np.column_stack([g1.ravel(), g2.ravel()])
     Phi_grid = comp.prepared.basis.transform(grid)
-    fig = Figure(figsize=(6.5, 5.5))
+    fig = ShownFigure(figsize=(6.5, 5.5))
     ax = fig.subplots()
     ax.scatter(X[y == 0, 0], X[y == 0, 1], s=10, marker="o", color="0.6", label="class 0")
     ax.scatter(X[y == 1, 0], X[y == 1, 1], s=10, marker="^", color="0.3", label="class 1")

@@ -322,14 +322,13 @@ def forest_figure(
     coords: dict | None = None,
 ):
     """Forest plot (HDI intervals per coordinate) of several posteriors side by side, as a
-    matplotlib Figure on an Agg canvas of its own (the user's global backend and pyplot's
+    matplotlib Figure drawn off pyplot (the user's global backend and pyplot's
     figures are untouched; a notebook shows it with ``display``).
 
     idatas: {label: InferenceData}, e.g. {"NUTS": ref.idata, "Laplace": ...}. coords:
     the coordinates to show (as from :func:`forest_coords`; None: all).
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .figures import ShownFigure
 
     labels = list(idatas)
     data = [idatas[k] for k in labels]
@@ -339,8 +338,7 @@ def forest_figure(
         else len(coords[data[0].posterior[v].dims[2]])
         for v in var_names
     )
-    fig = Figure(figsize=(7.0, 1.5 + 0.22 * n_coords * max(1, len(labels))))
-    FigureCanvasAgg(fig)
+    fig = ShownFigure(figsize=(7.0, 1.5 + 0.22 * n_coords * max(1, len(labels))))
     ax = fig.add_subplot(1, 1, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

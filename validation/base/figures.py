@@ -8,6 +8,11 @@ draws.
 """
 from __future__ import annotations
 
+import io
+
+# matplotlib is loaded with ArviZ wherever the zoo's validation is imported
+from matplotlib.figure import Figure
+
 
 def axis_label_problems(fig) -> list[str]:
     """One sentence per axis of ``fig`` that shows tick labels but has no label (nor a
@@ -31,4 +36,19 @@ def axis_label_problems(fig) -> list[str]:
     return problems
 
 
-__all__ = ["axis_label_problems"]
+
+
+
+class ShownFigure(Figure):
+    """A matplotlib Figure that shows itself in a notebook (as PNG) without pyplot or a
+    notebook backend. The zoo draws its figures off pyplot, so that a user's backend and open
+    figures are never touched; this is what still lets ``display(fig)``, or a figure left as
+    a cell's last expression, show it."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        return buf.getvalue()
+
+
+__all__ = ["axis_label_problems", "ShownFigure"]

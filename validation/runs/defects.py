@@ -313,12 +313,12 @@ def battery_figure(batteries: dict[str, dict[str, Any]], *, detectors=("verdict"
     """Detection rates with their 95% Wilson intervals, one panel per battery (label ->
     result of :func:`run_battery`), one row per defect, one colour per detector; a dotted
     line at the 5% a control should stay near. A matplotlib Figure (no pyplot state)."""
-    from matplotlib.figure import Figure
+    from ..base.figures import ShownFigure
 
     colours = {"verdict": "tab:blue", "joint verdict": "tab:green", "sbc": "tab:orange"}
     n = len(batteries)
     cols = min(2, n)
-    fig = Figure(figsize=(6 * cols, 3.5 * ((n + cols - 1) // cols)))
+    fig = ShownFigure(figsize=(6 * cols, 3.5 * ((n + cols - 1) // cols)))
     axes = fig.subplots((n + cols - 1) // cols, cols, squeeze=False).ravel()
     offsets = dict(zip(detectors, np.linspace(-0.2, 0.2, len(detectors))))
     for ax, (label, run) in zip(axes, batteries.items()):

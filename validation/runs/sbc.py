@@ -1358,7 +1358,7 @@ __all__ = ["SBCProblem", "SBCSettings", "rbf_design", "problem_for", "resolve_en
 def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     """Rank histograms and PIT-ECDF difference plots of an SBC run (a summary of
     :func:`run_sbc` or :func:`rank_summary`), for the failing quantities first and then the
-    others, up to ``max_quantities``; a matplotlib Figure on an Agg canvas of its own (no
+    others, up to ``max_quantities``; a matplotlib Figure off pyplot that a notebook shows (no
     pyplot state is touched). None when there are no ranks to plot.
 
     Left: the histogram of the ranks of the truths, with the band where a bar of a uniform
@@ -1368,9 +1368,9 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     """
     if "ranks" not in summary:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from scipy.stats import binom
+
+    from ..base.figures import ShownFigure
 
     test = summary["uniformity"]
     ranks = np.asarray(summary["ranks"])
@@ -1385,8 +1385,7 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     edges = np.linspace(-0.5, L + 0.5, bins + 1)
     p_bin = np.diff(edges) / (L + 1)
     lo_c, hi_c = binom.ppf(0.005, S, p_bin.mean()), binom.ppf(0.995, S, p_bin.mean())
-    fig = Figure(figsize=(9.5, 0.6 + 2.0 * len(shown)))
-    FigureCanvasAgg(fig)
+    fig = ShownFigure(figsize=(9.5, 0.6 + 2.0 * len(shown)))
     axes = fig.subplots(len(shown), 2, squeeze=False, sharex="col")
     for row, k in enumerate(shown):
         q = test["quantities"][k]

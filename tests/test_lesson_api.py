@@ -118,3 +118,21 @@ def test_wilson_interval():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
+
+
+def test_engines_fitted_without_a_reference():
+    """prepare_problem + fit_engines: the frozen posterior of a comparison and the engines'
+    answers on it, with no reference sampled (what a practitioner without a gold standard
+    has); the same posteriors compare() would fit."""
+    from zoo.validation.runs.compare import CompareConfig, fit_engines, prepare_problem
+
+    config = CompareConfig(model="pcvm", data="ripley", engines=("em", "ep"), params={"width": 0.7, "alpha": 10.0})
+    problem = prepare_problem(config)
+    assert problem.Phi_train.shape[0] == 250 and problem.Phi_test.shape[0] == 1000
+    posteriors = fit_engines(config, problem)
+    assert list(posteriors) == ["em", "ep"]
+    assert posteriors["ep"].kind == "gaussian" and np.all(posteriors["ep"].sd_flat() > 0)
+    p = np.asarray(posteriors["ep"].predict_proba(problem.Phi_test))
+    assert np.mean((p > 0.5) != np.asarray(problem.y_test)) < 0.2  # Ripley's Bayes error is about 8%
+    with pytest.raises(ValueError, match="has no engine 'vb'"):
+        fit_engines(CompareConfig(model="pcvm", engines=("vb",), params={"width": 0.7, "alpha": 10.0}), problem)

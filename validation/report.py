@@ -454,8 +454,9 @@ def _engine_notes_lines(res: ComparisonResult, no_reference: bool) -> list[str]:
                     f"({sub.variant}; reference {'certified' if sub.reference_certified else 'NOT certified'}): "
                     f"pred_mae {_fmt(m['pred_mae'])}, std mean err median {_fmt(m['std_mean_err_median'], 3)}, "
                     f"sd ratio median {_fmt(m['sd_ratio_median'], 3)}, k-hat {_fmt(m['khat'], 3)}. "
-                    "The gap between this line and the table row is the error of changing the model; "
-                    "this line alone is the error of the Gaussian approximation.",
+                    "This line alone is the error of the approximation on its own model; the table row adds "
+                    "the change of model. The two need not add up: per coordinate they can point opposite "
+                    "ways and partly cancel, so the row can be closer to the reference than this line.",
                 ]
         if not r.converged and not r.failure:
             lines += ["", f"**{name} did not converge**: {r.reason}"]

@@ -228,6 +228,35 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     return Comparison(result, prepared, truth.reference, truth.variant_refs, posteriors, split, tried)
 
 
+def prepare_problem(config: CompareConfig):
+    """The frozen posterior a comparison of ``config`` would judge - its data split loaded,
+    its hyper-parameters selected once (the record's ``prepare``), its moments analysed -
+    without any reference run. A ``Prepared``: ``spec``, ``Phi_train``, ``y_train``,
+    ``Phi_test``, ``y_test``, ``moments``. What a practitioner has who cannot afford a
+    reference (see :func:`fit_engines`)."""
+    record = registry.get_model(config.model)
+    record.check_params(config.params)
+    split = datasets.load(config.data, config.split, standardize=not record.raw_inputs)
+    return registry.prepare(config.model, split, config.params)
+
+
+def fit_engines(config: CompareConfig, prepared=None) -> dict[str, Any]:
+    """Each engine of ``config`` fitted to the frozen posterior (``prepared``, from
+    :func:`prepare_problem`; None: made here), with no reference: name -> Posterior.
+    Engines whose answer does not exist here (ApproximationFailed, one line) or that fail
+    the contract raise as in :func:`compare`'s rows, naming the engine."""
+    record = registry.get_model(config.model)
+    entries = [resolve_entry(record, e) for e in config.engines]
+    prepared = prepare_problem(config) if prepared is None else prepared
+    posteriors = {}
+    for entry in entries:
+        try:
+            posteriors[entry.name] = entry.fit()(prepared.spec, prepared.Phi_train, prepared.y_train)
+        except (ApproximationFailed, FloatingPointError) as err:
+            raise ApproximationFailed(f"{entry.name}: {err}") from err
+    return posteriors
+
+
 def _references(config: CompareConfig, prepared, entries, bar, progress: bool) -> tuple[_Truth, list]:
     """The reference of the frozen model and of every variant an engine fits, each the
     first certified of ``config.reference``'s samplers; (truth, every run tried)."""

@@ -57,6 +57,7 @@ with warnings.catch_warnings(), _private_cache_home():
 
 from ...models.base import Site
 from .atomic import atomic_write
+from .figures import ShownFigure
 
 #: dims of the data arrays stored next to the draws (constant_data / observed_data)
 DATA_DIMS: dict[str, tuple[str, ...]] = {
@@ -328,8 +329,6 @@ def forest_figure(
     idatas: {label: InferenceData}, e.g. {"NUTS": ref.idata, "Laplace": ...}. coords:
     the coordinates to show (as from :func:`forest_coords`; None: all).
     """
-    from .figures import ShownFigure
-
     labels = list(idatas)
     data = [idatas[k] for k in labels]
     n_coords = sum(

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..base.atomic import write_json_atomic
 from ..base.code_digest import code_digest
+from ..base.figures import ShownFigure
 from ..base.tables import Table
 from ..judge.defects import (  # noqa: F401  (re-exported: the battery's public names)
     CORRELATIONS,
@@ -313,8 +314,6 @@ def battery_figure(batteries: dict[str, dict[str, Any]], *, detectors=("verdict"
     """Detection rates with their 95% Wilson intervals, one panel per battery (label ->
     result of :func:`run_battery`), one row per defect, one colour per detector; a dotted
     line at the 5% a control should stay near. A matplotlib Figure (no pyplot state)."""
-    from ..base.figures import ShownFigure
-
     colours = {"verdict": "tab:blue", "joint verdict": "tab:green", "sbc": "tab:orange"}
     n = len(batteries)
     cols = min(2, n)

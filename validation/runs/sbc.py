@@ -71,6 +71,7 @@ from ...inference.compile_cache import batch_size_for
 from ...inference.contracts import checked_fit, contract_problems, many_of
 from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write, write_json_atomic
+from ..base.figures import ShownFigure
 from ..base.code_digest import code_digest, spec_key
 from ..records import registry
 from ..references import run_reference
@@ -1368,9 +1369,7 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     """
     if "ranks" not in summary:
         return None
-    from scipy.stats import binom
-
-    from ..base.figures import ShownFigure
+    from scipy.stats import binom  # scipy.stats is slow to import: only the figure needs it here
 
     test = summary["uniformity"]
     ranks = np.asarray(summary["ranks"])

@@ -126,13 +126,26 @@ def test_tempering_finds_the_weights_of_two_separated_modes():
 
 
 @pytest.mark.slow
-def test_nuts_does_not_certify_the_two_modes():
-    # the case above is one where tempering is needed: NUTS's chains keep the shares of the
-    # two modes they started in (measured: 0.03 to 0.22 of draws with w > 0 per chain)
+def test_nuts_cannot_be_trusted_on_the_two_modes():
+    # the case above is one where tempering is needed. NUTS's answer is wrong in one of two
+    # ways, and which one depends on its seed and on the JAX build: its chains keep different
+    # shares of the minor mode and R-hat fails (measured when this test was written: 0.03 to 0.22 of draws
+    # with w > 0 per chain, R-hat 1.026), or no chain ever visits the minor mode and the run is
+    # *certified* with a share of w > 0 far from the exact one (measured 2026-11-28, jax 0.10.2, seed 0:
+    # 0 draws against 0.103) - R-hat compares chains with each other and cannot see a mode
+    # that none of them visits. Either way its P(w > 0) is not to be trusted.
     spec, Phi, y = _two_modes()
+    p_positive, _ = _quadrature(spec, Phi, y)
     ref = run_reference(spec, Phi, y, config=ReferenceConfig())
-    assert not ref.certified
-    assert any("R-hat" in f for f in ref.failures)
+    w0 = np.asarray(ref.posterior.draws["w"])[..., 0]
+    if ref.certified:
+        # a certified answer that misses the exact share by many Monte Carlo errors of a
+        # share near the exact one (sd sqrt(p(1-p)) over the draws' count: a lower bound on
+        # the error of correlated draws, so the test is conservative in NUTS's favour)
+        se = np.sqrt(p_positive * (1 - p_positive) / w0.size)
+        assert abs(float(np.mean(w0 > 0)) - p_positive) > 10 * se, (float(np.mean(w0 > 0)), p_positive)
+    else:
+        assert any("R-hat" in f for f in ref.failures)
 
 
 def test_too_few_round_trips_is_a_failure_more_draws_can_mend():

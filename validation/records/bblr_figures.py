@@ -13,6 +13,7 @@ from ...data import flipped_labels
 from ...inference.sla import logistic_start
 from ...models.basis import WithBias
 from ..base.atomic import save_figure, write_json_atomic
+from ..base.figures import ShownFigure
 from ..judge.modes import basins
 
 
@@ -40,8 +41,6 @@ def label_noise_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
     training point to the decision boundary, by its true label, under L2 logistic
     regression (same lam) and under BBLR's SLA - the flipped points' pull on the boundary
     is what a bounded likelihood limits."""
-    from matplotlib.figure import Figure
-
 
     prep = comp.prepared
     fraction = prep.hyper.get("flip")
@@ -56,7 +55,7 @@ def label_noise_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
     y_true[idx] = 1 - y_true[idx]
     w_lr = logistic_start(Phi, y_obs, prep.spec.lam)
     fits = {"L2 logistic regression": w_lr, "BBLR (sla)": sla.mean_flat()}
-    fig = Figure(figsize=(7.2, 3.4))
+    fig = ShownFigure(figsize=(7.2, 3.4))
     errors = {}
     for k, (label, w) in enumerate(fits.items()):
         # signed distance to the boundary: the bias column is the last of the design
@@ -85,14 +84,12 @@ def label_noise_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
 
 
 def modes_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
-    from matplotlib.figure import Figure
-
     analysis = mode_analysis(comp)
     if analysis is None or not analysis["modes"]:
         return {}
     write_json_atomic(analysis, os.path.join(out_dir, "modes.json"))
     modes = analysis["modes"]
-    fig = Figure(figsize=(6.4, 3.2))
+    fig = ShownFigure(figsize=(6.4, 3.2))
     ax = fig.add_subplot(1, 1, 1)
     shares = [m["share"] for m in modes]
     ax.bar(range(len(modes)), shares, yerr=[2 * m["share_se"] for m in modes], color="0.6", capsize=3)

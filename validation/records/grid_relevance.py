@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from ..base.atomic import save_figure
+from ..base.figures import ShownFigure
 
 #: quantiles of the relevance shown as the bar and its whiskers
 QUANTILES = (0.05, 0.5, 0.95)
@@ -58,21 +59,20 @@ def _bars(ax, values: dict[str, np.ndarray], colors: dict[str, str], horizontal:
     (ax.set_xscale if horizontal else ax.set_yscale)("log")
 
 
-def relevance_figure(panels: list[dict[str, Any]], path: str, *, title: str, save) -> None:
-    """One block per panel: the weight-mean table as a picture, the row relevances beside
-    it (one bar per row, aligned with it) and the column relevances below it.
+def draw_relevance(panels: list[dict[str, Any]], *, title: str):
+    """The relevance figure as a matplotlib Figure (drawn without pyplot, saved nowhere): one
+    block per panel, the weight-mean table as a picture, the row relevances beside it (one
+    bar per row, aligned with it) and the column relevances below it; every axis labelled.
 
     panels: [{"title", "weights": (M1, M2) means, "rows": {label: (3, M1)},
-    "columns": {label: (3, M2)}}]; save(fig, path) writes the figure.
-    """
-    from matplotlib.figure import Figure
-
+    "columns": {label: (3, M2)}}], the (3, K) arrays the 5%, 50% and 95% quantiles of
+    1/alpha_i or 1/beta_j (:func:`reference_relevance`, :func:`vb_relevance`)."""
     colors = {}
     palette = ["0.25", "tab:orange", "tab:blue", "tab:green", "tab:purple"]
     for panel in panels:
         for label in (*panel["rows"], *panel["columns"]):
             colors.setdefault(label, palette[len(colors) % len(palette)])
-    fig = Figure(figsize=(6.2 * len(panels), 6.4))
+    fig = ShownFigure(figsize=(6.2 * len(panels), 6.4))
     grid = fig.add_gridspec(2, 2 * len(panels), width_ratios=[3, 1.4] * len(panels), height_ratios=[3, 1.4],
                             wspace=0.35, hspace=0.3)
     limit = max(float(np.max(np.abs(p["weights"]))) for p in panels) or 1.0
@@ -83,12 +83,13 @@ def relevance_figure(panels: list[dict[str, Any]], path: str, *, title: str, sav
         ax_img.set_title(panel["title"], fontsize=9)
         ax_img.set_xlabel("column j")
         ax_img.set_ylabel("row i")
-        fig.colorbar(image, ax=ax_img, fraction=0.046, pad=0.12, location="left", label="posterior mean of w_ij")
+        fig.colorbar(image, ax=ax_img, fraction=0.046, pad=0.2, location="left", label="posterior mean of w_ij")
         if panel["rows"]:
             ax_rows = fig.add_subplot(grid[0, 2 * k + 1])
             _bars(ax_rows, panel["rows"], colors, horizontal=True)
             ax_rows.set_ylim(m1 - 0.5, -0.5)  # row 0 on top, as in the picture
             ax_rows.set_xlabel("row relevance 1/alpha_i")
+            ax_rows.set_ylabel("row i")
             ax_rows.legend(fontsize=7)
         if panel["columns"]:
             ax_cols = fig.add_subplot(grid[1, 2 * k])
@@ -97,17 +98,20 @@ def relevance_figure(panels: list[dict[str, Any]], path: str, *, title: str, sav
             ax_cols.set_ylabel("column relevance 1/beta_j")
             ax_cols.set_xlabel("column j")
     fig.suptitle(title + "\n(bars: median; whiskers: 5% and 95% quantiles)", fontsize=10)
-    save(fig, path)
+    return fig
+
+
+def relevance_figure(panels: list[dict[str, Any]], path: str, *, title: str, save) -> None:
+    """:func:`draw_relevance`'s figure, written by save(fig, path)."""
+    save(draw_relevance(panels, title=title), path)
 
 
 def weight_tables_figure(tables: dict[str, np.ndarray], path: str, *, title: str, save) -> None:
     """The weight-mean table of every posterior side by side, on one colour scale."""
-    from matplotlib.figure import Figure
-
     names = list(tables)
     cols = min(4, len(names))
     rows = -(-len(names) // cols)
-    fig = Figure(figsize=(3.4 * cols, 3.2 * rows))
+    fig = ShownFigure(figsize=(3.4 * cols, 3.2 * rows))
     axes = fig.subplots(rows, cols, squeeze=False)
     limit = max(float(np.max(np.abs(t))) for t in tables.values()) or 1.0
     for ax in axes.ravel():
@@ -123,13 +127,18 @@ def weight_tables_figure(tables: dict[str, np.ndarray], path: str, *, title: str
     save(fig, path)
 
 
-def comparison_figures(comp, out_dir: str) -> dict[str, tuple[str, str]]:
-    """The figures of a gridRVM comparison (``ModelRecord.figures``): relevances of the
-    p-grid and s-grid references beside their VB's, and every weight-mean table."""
+#: the title of the relevance figure of a comparison
+RELEVANCE_TITLE = "Row and column relevances: reference against VB"
 
-    spec = comp.prepared.spec
+
+def relevance_panels(comp) -> list[dict[str, Any]]:
+    """The panels of a gridRVM comparison's relevance figure (:func:`draw_relevance`): the
+    p-grid reference and, where the comparison ran it, the s-grid variant's, each with the
+    quantiles of 1/alpha_i and 1/beta_j from the reference's draws and from its VB's q
+    (where that engine ran). Empty without a reference."""
     if comp.reference is None:
-        return {}
+        return []
+    spec = comp.prepared.spec
     references = {"p-grid": comp.reference, **comp.variant_references}
     vb_of = {"p-grid": "vb", "s-grid": "vb-s-grid", "rvm": "vb-rvm"}
     panels = []
@@ -147,10 +156,30 @@ def comparison_figures(comp, out_dir: str) -> dict[str, tuple[str, str]]:
                 cols[label] = col
         panels.append({"title": f"{prior}: reference's weight means", "rows": rows, "columns": cols,
                        "weights": spec.as_table(ref.posterior.mean_flat())})
+    return panels
+
+
+def relevance_comparison_figure(comp):
+    """The relevance figure of a gridRVM comparison (what ``zoo compare`` saves as
+    relevance.png) as a matplotlib Figure, drawn without pyplot; None without a reference.
+    In a notebook, ``display(fig)`` shows it."""
+    panels = relevance_panels(comp)
+    return draw_relevance(panels, title=RELEVANCE_TITLE) if panels else None
+
+
+def comparison_figures(comp, out_dir: str) -> dict[str, tuple[str, str]]:
+    """The figures of a gridRVM comparison (``ModelRecord.figures``): relevances of the
+    p-grid and s-grid references beside their VB's, and every weight-mean table."""
+
+    spec = comp.prepared.spec
+    if comp.reference is None:
+        return {}
+    references = {"p-grid": comp.reference, **comp.variant_references}
+    panels = relevance_panels(comp)
     out = {}
     if panels:
         path = os.path.join(out_dir, "relevance.png")
-        relevance_figure(panels, path, title="Row and column relevances: reference against VB", save=save_figure)
+        relevance_figure(panels, path, title=RELEVANCE_TITLE, save=save_figure)
         out["relevance"] = (path, "Row and column relevances (1/alpha_i, 1/beta_j) of the p-grid and s-grid "
                                   "posteriors, the reference's draws against VB's q, beside the reference's "
                                   "weight-mean table. In the p-grid only the products alpha_i beta_j are "

@@ -146,23 +146,33 @@ EXACT = "exact (2nd reference run)"
 INTACT = "intact engine"
 
 
+def battery_dataset(model: str, settings: BatterySettings, index: int, variant: str | None = None):
+    """Data set ``index`` of a battery: (spec, Phi, y), the labels drawn from the model's
+    prior predictive on its SBC problem (``settings.problem``), exactly as the battery's
+    verdict cells draw them (``variant``: the spec of that model variant, for an engine
+    that fits one). For reading a battery's problems one by one."""
+    import jax
+
+    record = registry.get_model(model)
+    problem = problem_for(record, **dict(settings.problem))
+    spec = problem.spec if variant is None else problem.variants[variant]
+    key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
+    _, y, _ = draw_from_prior(spec, problem.Phi, key)
+    return spec, problem.Phi, y
+
+
 def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: int, settings: BatterySettings,
                   path: str) -> dict[str, Any]:
     """Data set ``index``: simulate, run the reference twice (two seeds), fit the intact and
     the broken engines, and record each verdict's status. Written atomically to ``path``."""
-    import jax
-
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
     record = registry.get_model(model)
-    problem = problem_for(record, **dict(settings.problem))
     entry = resolve_entry(record, engine)
-    spec = problem.spec if entry.variant is None else problem.variants[entry.variant]
-    key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
-    _, y, _ = draw_from_prior(spec, problem.Phi, key)
+    spec, Phi, y = battery_dataset(model, settings, index, entry.variant)
     failures: list[str] = []
     for cfg in battery_references(model, settings, index):
-        ref = run_reference(spec, problem.Phi, y, config=cfg)
+        ref = run_reference(spec, Phi, y, config=cfg)
         failures += [f"{cfg.sampler}: {f}" for f in ref.failures]
         if ref.certified:
             break
@@ -171,7 +181,7 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
                             "failures": failures, "statuses": {}, "joint_statuses": {}}
     if ref.certified:
         ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
-        twin = run_reference(spec, problem.Phi, y, config=replace(cfg, seed=2 * index + 1))
+        twin = run_reference(spec, Phi, y, config=replace(cfg, seed=2 * index + 1))
         cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments).status
         cell["joint_statuses"][EXACT] = joint_verdict(twin.posterior, ref.posterior).status
         fit = entry.fit()
@@ -179,7 +189,7 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
             name = INTACT if defect is None else defect.name
             try:
                 f = fit if defect is None else defect(fit)
-                posterior = f(spec, problem.Phi, y)
+                posterior = f(spec, Phi, y)
                 cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments).status
                 cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior).status
             except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason

@@ -1402,8 +1402,10 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
         out = (diff < lower - x) | (diff > upper - x)
         if out.any():
             ax.plot(x[out], diff[out], "o", color="tab:red", ms=3)
+            # in a box, so that a curve running under it does not hide it
             ax.text(0.99, 0.04, f"outside the band at {out.mean():.0%} of u", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=7, color="tab:red")
+                    ha="right", va="bottom", fontsize=7, color="tab:red",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5})
         ax.axhline(0.0, color="0.4", lw=0.5)
         ax.set_ylabel("ECDF(u) - u", fontsize=8)
         if row == 0:

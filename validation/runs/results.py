@@ -312,7 +312,9 @@ def _engine_cells(name, kind, n_basis, metrics, row: EngineRow | None, failure, 
     values |= {c: metrics.get(m) for c, m in METRIC_OF_COLUMN.items()}
     if failure:
         # no numbers at all: the reason in place of the first metric, the rest empty
-        values = {c: (values[c] if c in ("engine", "kind") else None) for c in values}
+        # no fit, so nothing was measured: empty cells (a null would read as "measured, none")
+        values = {c: (values[c] if c in ("engine", "kind") else "") for c in values}
+        values["weights kept"] = "-"
         first = next(c for c in columns if c in METRIC_OF_COLUMN or c in TIMING_COLUMNS)
         values[first] = f"failed: {failure}"
     return tuple(values[c] for c in columns)

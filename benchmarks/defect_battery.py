@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.base.atomic import write_json_atomic
-from zoo.validation.runs.defects import BatterySettings, run_battery
+from zoo.validation.runs.defects import BatterySettings, battery_table, run_battery
 
 
 def main(argv=None) -> None:
@@ -67,19 +65,8 @@ def main(argv=None) -> None:
     stored[f"{args.model}/{args.engine}"] = result
     write_json_atomic(stored, args.results)
     print(f"\n{args.model} / {args.engine}: {result['certified_datasets']} of {result['datasets']} data sets "
-          f"with a certified reference\n\n| defect | verdict | joint verdict | SBC |\n|---|---|---|---|")
-    by = {(r["detector"], r["defect"]): r for r in result["rows"]}
-    for name in dict.fromkeys(r["defect"] for r in result["rows"]):
-        cells = []
-        for det in ("verdict", "joint verdict", "sbc"):
-            r = by.get((det, name))
-            if r is None or r["trials"] + r["failed_fits"] == 0:  # not run (e.g. --sbc-replicates 0)
-                cells.append("-")
-                continue
-            lo, hi = wilson_interval(r["detected"], r["trials"])
-            cells.append(f"{r['detected']}/{r['trials']} = {r['detected'] / max(r['trials'], 1):.2f} "
-                         f"({lo:.2f}-{hi:.2f})" + (f", {r['failed_fits']} failed" if r["failed_fits"] else ""))
-        print(f"| {name} | {' | '.join(cells)} |")
+          f"with a certified reference\n")
+    print(battery_table({f"{args.model}/{args.engine}": result}).to_markdown())
 
 
 if __name__ == "__main__":

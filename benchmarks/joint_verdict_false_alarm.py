@@ -34,10 +34,8 @@ import time
 
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.judge.verdict import FALSE_ALARM, simulate_joint_verdicts
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from verdict_false_alarm import wilson  # noqa: E402
 
 DIMENSIONS = (2, 5, 10, 20, 50, 100, 200)
 POWER_DIMENSIONS = (10, 50)
@@ -48,7 +46,7 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 def rate(flagged) -> dict:
     k, n = int(flagged.sum()), len(flagged)
-    lo, hi = wilson(k, n)
+    lo, hi = wilson_interval(k, n)
     return {"flagged": k, "replicates": n, "rate": k / n, "ci95": [lo, hi]}
 
 

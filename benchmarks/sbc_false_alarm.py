@@ -22,10 +22,10 @@ import json
 import os
 
 import numpy as np
-from verdict_false_alarm import wilson  # noqa: E402  (same folder)
 
 import zoo  # noqa: F401
 from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.runs.sbc import MISCALIBRATED, conjugate_normal_ranks, uniformity
 
 SIMS = (30, 100, 300)
@@ -43,7 +43,7 @@ def cell(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
     rng = np.random.default_rng(seed)
     flagged = sum(uniformity(conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, **defect), N_DRAWS,
                              seed=seed + r)["status"] == MISCALIBRATED for r in range(reps))
-    lo, hi = wilson(flagged, reps)
+    lo, hi = wilson_interval(flagged, reps)
     return {"n_sims": n_sims, "k": k, "replicates": reps, "flagged": flagged, "rate": flagged / reps,
             "ci95": [lo, hi], **defect}
 

@@ -25,10 +25,10 @@ import sys
 import time
 
 import numpy as np
-from verdict_false_alarm import wilson  # noqa: E402  (same folder)
 
 import zoo  # noqa: F401
 from zoo.validation.base.atomic import atomic_write, write_json_atomic
+from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.runs import sbc
 
 SIMS = (10, 20, 50, 100, 200, 500)
@@ -41,7 +41,7 @@ def measured(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
     rng = np.random.default_rng(seed)
     flagged = sum(sbc.uniformity(sbc.conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, defective=1, **defect), N_DRAWS,
                                  seed=seed + r)["status"] == sbc.MISCALIBRATED for r in range(reps))
-    lo, hi = wilson(flagged, reps)
+    lo, hi = wilson_interval(flagged, reps)
     return {"flagged": flagged, "replicates": reps, "rate": flagged / reps, "ci95": [lo, hi]}
 
 

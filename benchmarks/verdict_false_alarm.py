@@ -14,12 +14,11 @@ rule promises at most 5% for any dimension d. Power rows plant one defect in coo
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.base.atomic import write_json_atomic
+from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.judge.verdict import FALSE_ALARM, simulate_verdicts
 
 DIMENSIONS = (2, 5, 10, 20, 50, 100, 200, 500)
@@ -27,13 +26,10 @@ DEFECTS = (("mean + 0.5 sd", {"mean_shift": 0.5}), ("mean + 0.2 sd", {"mean_shif
            ("sd x 2", {"sd_factor": 2.0}), ("sd x 0.5", {"sd_factor": 0.5}))
 
 
-wilson = wilson_interval  # the name the benchmarks beside this one import
-
-
 def cell(d: int, n: int, phi: float, seed: int, **defect) -> dict:
     flagged = simulate_verdicts(d, n, seed=seed, phi=phi, **defect)
     k = int(flagged.sum())
-    lo, hi = wilson(k, n)
+    lo, hi = wilson_interval(k, n)
     return {"d": d, "phi": phi, "replicates": n, "flagged": k, "rate": k / n, "ci95": [lo, hi], **defect}
 
 

@@ -30,8 +30,9 @@ print no wall-clock time or absolute path.
 
 When is a stored output stale (:func:`differences`)? Per code cell, the stdout text, the
 warnings on stderr (category and message, :func:`warning_lines`), the text of every rich
-output (Markdown, plain text) and the number of images are compared with a fresh run. Images are compared by count only: PNG bytes change with the
-matplotlib, FreeType and font versions of the machine that drew them. Text is compared
+output (Markdown, plain text) and the number of images are compared with a fresh run.
+Images are compared by count only: PNG bytes change with the matplotlib, FreeType and
+font versions of the machine that drew them. Text is compared
 after every number in it is taken out and compared on its own: the words and layout must
 match exactly (runs of white space count as one space: NumPy pads array columns to the
 widest entry), and two numbers agree when they are within :data:`RTOL` of each other, or,
@@ -439,17 +440,18 @@ def refresh(path: Path, *, cache_dir=None, check: bool = False) -> list[str]:
     import nbformat
 
     stored = nbformat.read(str(path), as_version=4)
+    private = private_names(stored)  # the code, read before anything runs
+    if private:
+        raise SystemExit(f"{path.name} not stored: it uses private names: " + "; ".join(private))
     with tempfile.TemporaryDirectory(prefix="zoo-notebook-") as workdir:
         executed = execute(path, workdir=workdir, cache_dir=cache_dir)
     unlabelled = figure_problems(executed)
     fresh = for_storage(executed)
     problems = storage_problems(stored)
     found = differences(stored, fresh) if not problems else [f"was not stored as this script stores it: {problems[0]}"]
-    if unlabelled or private_names(fresh):
-        # a lesson with an unlabelled figure or a private name is not stored: mend it first
-        raise SystemExit(f"{path.name} not stored: " + "; ".join(
-            [f"a figure lacks an axis label: {p}" for p in unlabelled]
-            + [f"uses a private name: {p}" for p in private_names(fresh)]))
+    if unlabelled:
+        # a lesson with an unlabelled figure is not stored: mend it first
+        raise SystemExit(f"{path.name} not stored: a figure lacks an axis label: " + "; ".join(unlabelled))
     if not check:
         nbformat.validate(fresh)
         nbformat.write(fresh, str(path))

@@ -80,7 +80,7 @@ def _markdown(nb) -> list[str]:
 def test_lesson_is_written_for_a_student(path):
     """A lesson opens with what the student will learn and what they need first, has
     exercises, and their solutions are kept apart, one solution per exercise
-    (notebooks/solutions/<lesson>_solutions.ipynb; refresh.SOLUTION_CONVENTION)."""
+    (notebooks/solutions/<lesson>_solutions.ipynb; the convention is written in refresh.py)."""
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     first = _markdown(nb)[0]

@@ -88,31 +88,21 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     os.makedirs(out_dir, exist_ok=True)
     res = comp.result
     files: dict[str, str] = {}
-    forest_note = None
     const = _constant_data(comp)
 
     # netCDF: the reference and each approximation, with the data they were fitted on
-    idatas = {}
-    # the approximations' draws come in the reference's shape; without one, in the adapter's default
-    draw_shape = {}
     if comp.reference is not None:
         path = os.path.join(out_dir, "reference.nc")
         arviz_adapter.to_netcdf(arviz_adapter.with_constant_data(comp.reference.idata, const), path)
         files["reference"] = path
-        idatas["reference"] = comp.reference.idata
-        draw_shape = {"chains": comp.reference.posterior.n_chains, "draws": comp.reference.posterior.n_draws}
     for name, ref in comp.variant_references.items():
         path = os.path.join(out_dir, f"reference_{name}.nc")
         arviz_adapter.to_netcdf(arviz_adapter.with_constant_data(ref.idata, const), path)
         files[f"reference_{name}"] = path
-    key = jax.random.PRNGKey(1)
-    for name, post in comp.posteriors.items():
-        key, sub = jax.random.split(key)
-        idata = arviz_adapter.posterior_to_idata(post, sub, **draw_shape, constant_data=const)
-        path = os.path.join(out_dir, f"{file_stem(name)}.nc")
-        arviz_adapter.to_netcdf(idata, path)
-        files[name] = path
-        idatas[name] = idata
+    idatas = _idatas(comp, const)
+    for name in comp.posteriors:
+        files[name] = os.path.join(out_dir, f"{file_stem(name)}.nc")
+        arviz_adapter.to_netcdf(idatas[name], files[name])
 
     # figures: each one shows the reference's draws
     figures, forest_note = _figures(comp, idatas)
@@ -129,8 +119,7 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     files["results"] = os.path.join(out_dir, "results.json")
     write_json_atomic(res.to_json(), files["results"])
     files["report"] = os.path.join(out_dir, "report.md")
-    write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions,
-                                                       forest_note if comp.reference is not None else None))
+    write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions, forest_note))
     return files
 
 
@@ -146,15 +135,23 @@ def comparison_figures(comp: Comparison) -> dict[str, Figure]:
     per coordinate), ``probabilities`` (test-set predictive probabilities against the
     reference's) and, for 2-d inputs with a basis, ``boundary`` (decision boundaries). Empty
     without a reference: each figure compares the engines with its draws."""
-    if comp.reference is None:
-        return {}
-    draw_shape = {"chains": comp.reference.posterior.n_chains, "draws": comp.reference.posterior.n_draws}
-    idatas = {"reference": comp.reference.idata}
-    key = jax.random.PRNGKey(1)  # the draws write_report stores
+    return _figures(comp, _idatas(comp))[0] if comp.reference is not None else {}
+
+
+def _idatas(comp: Comparison, constant_data=None) -> dict:
+    """InferenceData of the reference (when there is one) and of every engine's posterior,
+    the engines' draws in the reference's shape (without one, the adapter's default), drawn
+    with one fixed key: the draws the report's files and figures show."""
+    idatas = {}
+    draw_shape = {}
+    if comp.reference is not None:
+        idatas["reference"] = comp.reference.idata
+        draw_shape = {"chains": comp.reference.posterior.n_chains, "draws": comp.reference.posterior.n_draws}
+    key = jax.random.PRNGKey(1)
     for name, post in comp.posteriors.items():
         key, sub = jax.random.split(key)
-        idatas[name] = arviz_adapter.posterior_to_idata(post, sub, **draw_shape)
-    return _figures(comp, idatas)[0]
+        idatas[name] = arviz_adapter.posterior_to_idata(post, sub, **draw_shape, constant_data=constant_data)
+    return idatas
 
 
 def _figures(comp: Comparison, idatas) -> tuple[dict[str, Figure], str | None]:

@@ -36,9 +36,6 @@ def axis_label_problems(fig) -> list[str]:
     return problems
 
 
-
-
-
 class ShownFigure(Figure):
     """A matplotlib Figure that shows itself in a notebook (as PNG) without pyplot or a
     notebook backend. The zoo draws its figures off pyplot, so that a user's backend and open

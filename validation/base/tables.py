@@ -81,7 +81,7 @@ class Table:
         lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(markdown_cell(t) for t in self._text(row)) + " |" for row in self.rows]
         if notes and self.notes:
-            lines += [""] + [n for n in self.notes]
+            lines += ["", *self.notes]
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:

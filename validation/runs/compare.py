@@ -197,12 +197,9 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     record = registry.get_model(config.model)
     # a user's engine is checked against the contract here, before any costly work
     entries = [resolve_entry(record, e) for e in config.engines]
-    record.check_params(config.params)  # before any data are read or fits run
-    split = datasets.load(config.data, config.split, standardize=not record.raw_inputs)
-
     bar = _progress_bar(progress, total=record.cv_fits + 2 + len(entries), desc="zoo compare")
     bar.set_postfix_str("selecting hyper-parameters")
-    prepared = registry.prepare(config.model, split, config.params, progress=bar)
+    split, prepared = _split_and_problem(config, bar)
     truth, tried = _references(config, prepared, entries, bar, progress)
 
     key = jax.random.PRNGKey(config.seed)
@@ -234,10 +231,16 @@ def prepare_problem(config: CompareConfig):
     without any reference run. A ``Prepared``: ``spec``, ``Phi_train``, ``y_train``,
     ``Phi_test``, ``y_test``, ``moments``. What a practitioner has who cannot afford a
     reference (see :func:`fit_engines`)."""
+    return _split_and_problem(config)[1]
+
+
+def _split_and_problem(config: CompareConfig, progress=None):
+    """(the data split, the frozen problem on it): the parameters checked before any data are
+    read, inputs standardized on the training split unless the model uses them raw."""
     record = registry.get_model(config.model)
     record.check_params(config.params)
     split = datasets.load(config.data, config.split, standardize=not record.raw_inputs)
-    return registry.prepare(config.model, split, config.params)
+    return split, registry.prepare(config.model, split, config.params, progress=progress)
 
 
 def fit_engines(config: CompareConfig, prepared=None) -> dict[str, Any]:

@@ -297,8 +297,8 @@ DETECTORS = ("verdict", "joint verdict", "sbc")
 
 def battery_table(batteries: dict[str, dict[str, Any]]) -> Table:
     """Results of :func:`run_battery` (label -> result) as one table: per engine and defect,
-    each detector's detections over its trials and the 95% Wilson interval of that rate
-    (a detector that no battery ran has no column)."""
+    each detector's detections over its trials and the 95% Wilson interval of that rate, and
+    the fits that failed (no trial); a detector that no battery ran has no column."""
     rows = []
     for label, run in batteries.items():
         by_defect: dict[str, dict[str, dict]] = {}
@@ -308,11 +308,12 @@ def battery_table(batteries: dict[str, dict[str, Any]]) -> Table:
             cells = []
             for detector in DETECTORS:
                 r = found.get(detector)
-                if r is None or r["trials"] == 0:
+                if r is None or r["trials"] + r.get("failed_fits", 0) == 0:  # not run (e.g. no SBC replicates)
                     cells.append("-")
                     continue
                 lo, hi = wilson_interval(r["detected"], r["trials"])
-                cells.append(f"{r['detected']}/{r['trials']} ({lo:.2f}-{hi:.2f})")
+                failed = r.get("failed_fits", 0)
+                cells.append(f"{r['detected']}/{r['trials']} ({lo:.2f}-{hi:.2f})" + (f", {failed} failed" if failed else ""))
             rows.append((label, defect, *cells))
     columns = ("engine", "defect", *(f"{d}: flagged / trials (95% interval)" for d in DETECTORS))
     table = Table(columns, tuple(rows))

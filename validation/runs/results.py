@@ -248,14 +248,13 @@ class ComparisonResult:
         columns = ENGINE_COLUMNS if timings else tuple(c for c in ENGINE_COLUMNS if c not in TIMING_COLUMNS)
         rows, notes = [], []
         for name, r in self.engines.items():
-            rows.append(_engine_cells(name, r.kind, r.n_basis, r.metrics, r, r.failure, columns))
+            rows.append(_engine_cells(name, r, columns))
             reasons = (r.metrics.get("null_reasons") or {}) if not r.failure else {}
             shown = {METRIC_OF_COLUMN[c] for c in columns if c in METRIC_OF_COLUMN}
             notes += [f"{name}: {k} is null: {why}" for k, why in reasons.items() if k in shown]
             if variants and r.against_variant is not None:
-                v = r.against_variant
-                rows.append(_engine_cells(f"{name} vs {v.variant} reference", r.kind, r.n_basis, v.metrics,
-                                          None, None, columns, v.verdict, v.joint_verdict))
+                rows.append(_engine_cells(f"{name} vs {r.against_variant.variant} reference", r, columns,
+                                          r.against_variant))
         return Table(columns, tuple(rows), dict(ENGINE_DIGITS), tuple(notes))
 
     def to_json(self) -> dict[str, Any]:
@@ -297,26 +296,24 @@ ENGINE_DIGITS = {"std mean err (median)": 3, "std mean err (max)": 3, "sd ratio 
                  "speed-up vs reference": 1}
 
 
-def _engine_cells(name, kind, n_basis, metrics, row: EngineRow | None, failure, columns,
-                  verdict: Verdict | None = None, joint: Verdict | None = None) -> tuple:
-    """One table row: the values of ``columns`` for an engine (``row``) or for an engine
-    measured against a variant's reference (``row`` None, its verdicts given)."""
-    if row is not None:
-        verdict, joint = row.verdict, row.joint_verdict
-    values = {"engine": name, "kind": kind, "weights kept": n_basis,
-              "verdict": None if verdict is None else verdict.status,
-              "joint verdict": None if joint is None else joint.status,
-              "seconds (warm)": None if row is None else row.seconds,
-              "compile s": None if row is None else row.compile_seconds,
-              "speed-up vs reference": None if row is None else row.speedup_vs_reference}
-    values |= {c: metrics.get(m) for c, m in METRIC_OF_COLUMN.items()}
-    if failure:
-        # no numbers at all: the reason in place of the first metric, the rest empty
-        # no fit, so nothing was measured: empty cells (a null would read as "measured, none")
+def _engine_cells(name: str, row: EngineRow, columns, against: AgainstVariant | None = None) -> tuple:
+    """One table row: the values of ``columns`` for an engine's row, or, with ``against``,
+    for that engine measured against its variant's reference (no timings there)."""
+    source = row if against is None else against
+    values = {"engine": name, "kind": row.kind, "weights kept": row.n_basis,
+              "verdict": None if source.verdict is None else source.verdict.status,
+              "joint verdict": None if source.joint_verdict is None else source.joint_verdict.status,
+              "seconds (warm)": row.seconds if against is None else None,
+              "compile s": row.compile_seconds if against is None else None,
+              "speed-up vs reference": row.speedup_vs_reference if against is None else None}
+    values |= {c: source.metrics.get(m) for c, m in METRIC_OF_COLUMN.items()}
+    if row.failure and against is None:
+        # no fit, so nothing was measured: empty cells (a null would read as "measured, none"),
+        # the failure in place of the first metric
         values = {c: (values[c] if c in ("engine", "kind") else "") for c in values}
         values["weights kept"] = "-"
         first = next(c for c in columns if c in METRIC_OF_COLUMN or c in TIMING_COLUMNS)
-        values[first] = f"failed: {failure}"
+        values[first] = f"failed: {row.failure}"
     return tuple(values[c] for c in columns)
 
 

@@ -71,8 +71,8 @@ from ...inference.compile_cache import batch_size_for
 from ...inference.contracts import checked_fit, contract_problems, many_of
 from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write, write_json_atomic
-from ..base.figures import ShownFigure
 from ..base.code_digest import code_digest, spec_key
+from ..base.figures import ShownFigure
 from ..records import registry
 from ..references import run_reference
 from ..references.nuts import nuts_posteriors

@@ -197,7 +197,7 @@ def importance_corrected(entry: EngineEntry) -> EngineEntry:
     return EngineEntry(
         name, "draws" if entry.kind != "user" else "user",
         f"{entry.description}; its draws then importance-resampled (PSIS) against the model's density, "
-        "trusted where Pareto k-hat <= 0.7",
+        "trusted where Pareto k-hat <= min(1 - 1/log10 S, 0.7), S the weighted draws",
         corrected_fit(entry.fit(), label=name), generic=entry.generic)
 
 

@@ -6,10 +6,11 @@ exact posterior p(theta | y): the draws theta_s ~ q, weighted by w_s = p(theta_s
 estimate every posterior expectation, and resampling the draws with probabilities
 proportional to the weights turns them into (approximately) draws of p. Whether that can
 be trusted is decided by the same weights: the Pareto k-hat of their upper tail
-(Vehtari, Simpson, Gelman, Yao & Gabry 2024). Below 0.7 the smoothed estimate is
-reliable; above it the weights' variance is effectively infinite and a finite number of
-draws cannot repair q - the proposal misses posterior mass that the weights cannot put
-back. DERIVATIONS.md §8.4.
+(Vehtari, Simpson, Gelman, Yao & Gabry 2024). Below min(1 - 1/log10 S, 0.7), S the
+number of draws the weights were fitted from (:func:`khat_threshold`), the smoothed estimate
+is reliable; above it the weights' variance is effectively infinite, or too large for S draws
+to estimate, and q cannot be repaired - the proposal misses posterior mass that the weights
+cannot put back. DERIVATIONS.md §8.4.
 
 Two sources of weights:
 
@@ -46,13 +47,25 @@ from ..models.base import unflatten
 from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
-__all__ = ["KHAT_TRUSTED", "psis", "corrected", "corrected_fit", "weighted_draws", "support_mask",
+__all__ = ["KHAT_TRUSTED", "khat_threshold", "psis", "corrected", "corrected_fit", "weighted_draws", "support_mask",
            "inside_support", "log_joint_fn", "importance_log_weights", "joint_importance_log_weights",
            "joint_weights_problem", "on_joint"]
 
-#: k-hat at or below this: the corrected draws are trusted (the PSIS paper's threshold for
-#: a finite-sample-reliable estimate at any practical S; the metrics' KHAT_OK)
+#: the cap of :func:`khat_threshold`: above 0.7 no number of draws makes the estimate
+#: reliable (the PSIS paper's threshold for large S; the metrics' KHAT_OK)
 KHAT_TRUSTED = 0.7
+
+
+def khat_threshold(n_draws: int) -> float:
+    """The largest Pareto k-hat at which an importance-sampling estimate from ``n_draws``
+    draws is reliable: min(1 - 1 / log10 S, 0.7) (Vehtari et al. 2024, Section 3.2.4: the
+    number of draws needed for a given relative error grows like S^(1/(1-k)), so with few
+    draws a smaller k is needed). 0.5 at S = 100, 0.67 at 1000, the cap 0.7 from S = 2155
+    on. S must exceed 10 (at 10 the threshold is 0: nothing can be trusted)."""
+    n = int(n_draws)
+    if n <= 10:
+        raise ValueError(f"k-hat needs more than 10 draws to judge; got {n}")
+    return min(1.0 - 1.0 / math.log10(n), KHAT_TRUSTED)
 #: fewer than this many tail weights: no generalized Pareto fit (k-hat is then undefined)
 MIN_TAIL = 5
 #: the weak prior on the Pareto shape: 0.5 with the weight of this many tail draws
@@ -270,11 +283,13 @@ def corrected(posterior: DrawsPosterior, *, n_draws: int | None = None, seed: in
     Pareto-smoothed importance weights: ``n_draws`` (default: as many as it has) draws with
     replacement, as one chain.
 
-    ``info.extra``: psis_khat (of the raw weights), psis_trusted (k-hat <= KHAT_TRUSTED),
-    psis_ess (1 / sum of squared normalized smoothed weights: how many independent draws
-    the weighted set is worth), psis_distinct (distinct draws among those returned),
-    proposal (the proposal's engine). ``info.converged`` is False where k-hat exceeds
-    KHAT_TRUSTED, with the reason: the corrected draws are then not to be trusted.
+    ``info.extra``: psis_khat (of the raw weights), psis_draws (S: the draws with non-zero
+    weight the Pareto shape was fitted from), psis_khat_threshold (:func:`khat_threshold` of
+    S), psis_trusted (k-hat <= that threshold), psis_ess (1 / sum of squared normalized
+    smoothed weights: how many independent draws the weighted set is worth), psis_distinct
+    (distinct draws among those returned), proposal (the proposal's engine).
+    ``info.converged`` is False where k-hat exceeds the threshold, with the reason: the
+    corrected draws are then not to be trusted.
     """
     if getattr(posterior, "log_weights", None) is None:
         raise ValueError("corrected() needs a DrawsPosterior with log_weights (see weighted_draws)")
@@ -291,12 +306,15 @@ def corrected(posterior: DrawsPosterior, *, n_draws: int | None = None, seed: in
     pooled = {k: v.reshape((-1,) + v.shape[2:]) for k, v in posterior.draws.items()}
     draws = {k: v[idx][None] for k, v in pooled.items()}
     proposal = posterior.info
-    trusted = bool(np.isfinite(khat) and khat <= KHAT_TRUSTED)
+    fitted = int(np.sum(np.isfinite(lw)))
+    limit = khat_threshold(fitted) if fitted > 10 else 0.0
+    trusted = bool(np.isfinite(khat) and khat <= limit)
     reason = "" if trusted else (
-        f"Pareto k-hat {khat:.2f} of the importance weights exceeds {KHAT_TRUSTED}: the proposal "
-        f"{proposal.engine} misses posterior mass that resampling cannot put back; the corrected draws "
-        "are not to be trusted")
-    extra = {"psis_khat": khat, "psis_trusted": trusted, "psis_ess": float(1.0 / np.sum(w**2)),
+        f"Pareto k-hat {khat:.2f} of the importance weights exceeds {limit:.2f} (min(1 - 1/log10 S, 0.7) at "
+        f"S = {fitted} weighted draws): the proposal {proposal.engine} misses posterior mass that resampling "
+        "cannot put back; the corrected draws are not to be trusted")
+    extra = {"psis_khat": khat, "psis_draws": fitted, "psis_khat_threshold": limit, "psis_trusted": trusted,
+             "psis_ess": float(1.0 / np.sum(w**2)),
              "psis_distinct": int(np.unique(idx).size), "psis_zero_weights": int(np.sum(~np.isfinite(lw))),
              "proposal": proposal.engine, "proposal_converged": proposal.converged}
     info = FitInfo(

@@ -149,6 +149,36 @@ def test_untrusted_resampled_draws_get_no_verdict():
     post = imp.corrected_fit(lambda spec_, Phi_, y_, *, config=None: narrow, label="narrow+psis")(spec, Phi, y)
     exact = np.random.default_rng(5).multivariate_normal(MEAN, COV, size=(4, 1000))
     ref = DrawsPosterior(spec, spec.sites(2), {"w": exact}, FitInfo(engine="exact", converged=True, n_iter=0))
-    for judge in (verdict, joint_verdict):
+    from zoo.validation.judge.distribution import distribution_verdict
+    for judge in (verdict, joint_verdict, distribution_verdict):
         v = judge(post, ref)
         assert v.status == NOT_APPLICABLE and "k-hat" in v.reason
+
+
+def test_the_khat_threshold_is_set_by_the_number_of_draws():
+    """min(1 - 1/log10 S, 0.7) (Vehtari et al. 2024): stricter with few draws, 0.7 from S = 2155 on."""
+    assert imp.khat_threshold(100) == pytest.approx(0.5)
+    assert imp.khat_threshold(1000) == pytest.approx(2.0 / 3.0)
+    assert imp.khat_threshold(2154) < 0.7 == imp.khat_threshold(2156) == imp.khat_threshold(10**6)
+    with pytest.raises(ValueError, match="more than 10"):
+        imp.khat_threshold(10)
+
+
+@pytest.mark.parametrize("n", [150, 4000])
+def test_corrected_draws_are_trusted_by_the_threshold_of_their_sample_size(n):
+    """The same Pareto tail of shape 0.62 is trusted from 4000 weighted draws and not from 150
+    (threshold 0.54 there): the trust follows k-hat <= khat_threshold(S), and says S. The
+    weights are the tail's quantiles at (i - 1/2) / S, not random draws, so that k-hat is
+    near the shape at both sizes rather than as noisy as 150 random draws make it."""
+    u = (np.arange(n) + 0.5) / n
+    log_w = -0.62 * np.log1p(-u)  # w = (1 - u)^-0.62: a Pareto tail of shape 0.62
+    draws = np.random.default_rng(11).normal(size=(1, n, 2))
+    info = FitInfo(engine="tail", converged=True, n_iter=0)
+    post = DrawsPosterior(None, (Site("theta", (2,), "real", ("d",)),), {"theta": draws}, info, log_weights=log_w[None])
+    extra = imp.corrected(post).info.extra
+    assert extra["psis_draws"] == n and extra["psis_khat_threshold"] == pytest.approx(imp.khat_threshold(n))
+    # the estimate lies between the two thresholds at both sizes
+    assert imp.khat_threshold(150) < extra["psis_khat"] < imp.KHAT_TRUSTED
+    assert extra["psis_trusted"] is (n == 4000)
+    if n == 150:
+        assert "S = 150" in imp.corrected(post).info.reason

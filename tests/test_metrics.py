@@ -181,7 +181,7 @@ def test_point_estimate(problem):
     json.dumps(m, allow_nan=False)
     assert m["sd_ratio"] is None and m["sd_ratio_median"] is None and m["kl_gauss"] is None
     assert m["khat"] is None and m["khat_reason"] == "point estimate: no proposal density"
-    assert set(m["null_reasons"]) == {"sd_ratio", "sd_ratio_median", "kl_gauss", "khat"}
+    assert set(m["null_reasons"]) == {"sd_ratio", "sd_ratio_median", "kl_gauss", "khat", "khat_draws", "khat_threshold"}
     assert max(m["std_mean_err"]) < MEAN_TOL
     # W1 between a point mass at the mean and N(mean, sd^2) is E|X - mean| = sd sqrt(2/pi);
     # its MC sd is sd sqrt(1 - 2/pi) / sqrt(S)

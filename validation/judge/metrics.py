@@ -29,7 +29,7 @@ from sklearn.metrics import roc_auc_score
 # this module's for its callers (tests/test_metrics.py)
 from ...inference.importance import (
     importance_log_weights, inside_support as _inside, joint_importance_log_weights, joint_weights_problem,
-    on_joint, support_mask,
+    khat_threshold, on_joint, support_mask,
 )
 from ...inference.posterior import DrawsPosterior
 from ...models.base import flatten
@@ -55,9 +55,11 @@ SD_RATIO_HIGH = 1.0 / 0.9
 #: good as the exact posterior's for a decision maker (2 percentage points).
 PRED_MAE_OK = 0.02
 #: Pareto k-hat (Vehtari et al. 2024, PSIS): below 0.5 the importance-weighted estimate
-#: converges quickly - the approximation is close in the tails too; 0.5-0.7 usable with
-#: slower convergence; above 0.7 the weights' variance is effectively infinite and the
-#: approximation misses posterior mass (Yao et al. 2018 use the same cut-offs).
+#: converges quickly - the approximation is close in the tails too; up to
+#: min(1 - 1/log10 S, 0.7) usable with slower convergence (S the draws it was fitted from:
+#: importance.khat_threshold; 0.7 from S = 2155 on); above it the weights' variance is
+#: effectively infinite, or too large for S draws, and the approximation misses posterior mass.
+#: KHAT_OK is that threshold's cap; a metric row carries its own, for its S (khat_threshold).
 KHAT_GOOD = 0.5
 KHAT_OK = 0.7
 #: fewer importance draws inside the support than this: k-hat is not estimated (the
@@ -93,7 +95,7 @@ METRIC_KEYS = (
     "pred_mae", "test_error", "test_log_lik", "auc",
     "std_mean_err", "std_mean_err_median", "std_mean_err_max",
     "sd_ratio", "sd_ratio_median", "wasserstein", "kl_gauss",
-    "khat", "khat_reason", "outside_support_fraction", "null_reasons",
+    "khat", "khat_reason", "khat_draws", "khat_threshold", "outside_support_fraction", "null_reasons",
 )
 #: the metrics of the held-out test set alone: they need no reference
 HELD_OUT_KEYS = ("test_error", "test_log_lik", "auc")
@@ -139,8 +141,16 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     measures. How much proposal mass was wasted is reported separately. A model whose
     sites' own density needs other latents integrated out with no closed form (it has
     ``log_joint``, not ``log_density_sites``) is measured on the joint, when the
-    approximation covers it (:func:`joint_importance_log_weights`).
+    approximation covers it (:func:`joint_importance_log_weights`). How many draws the
+    shape was fitted from, which sets the threshold it is judged by: :func:`khat_with_draws`.
     """
+    return khat_with_draws(approx, spec, Phi, y, theta, key)[:3]
+
+
+def khat_with_draws(approx, spec, Phi, y, theta: np.ndarray, key=None):
+    """:func:`pareto_khat` and, fourth, S: the number of draws with non-zero weight the
+    Pareto shape was fitted from (None where there is no k-hat), so that k-hat is judged by
+    ``importance.khat_threshold(S)``."""
     mask = support_mask(spec, Phi)
     if approx.kind == "draws" and getattr(approx, "log_weights", None) is not None:
         # the engine weighed its own draws on the model's whole latent space (SVI, Pathfinder)
@@ -148,17 +158,18 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     if approx.kind == "draws" and "psis_khat" in approx.info.extra:
         # importance-corrected draws: the k-hat of the weights they were resampled by, which
         # says whether they can be trusted (inference/importance.py)
-        khat = approx.info.extra["psis_khat"]
-        return (float(khat), None, 0.0) if math.isfinite(khat) else (
-            None, "too few draws in the tail of the importance weights to fit a Pareto shape", 0.0)
+        extra = approx.info.extra
+        khat = extra["psis_khat"]
+        return (float(khat), None, 0.0, extra.get("psis_draws")) if math.isfinite(khat) else (
+            None, "too few draws in the tail of the importance weights to fit a Pareto shape", 0.0, None)
     if approx.kind == "point":
-        return None, "point estimate: no proposal density", 1.0 - float(_inside(mask, theta).mean())
+        return None, "point estimate: no proposal density", 1.0 - float(_inside(mask, theta).mean()), None
     if not hasattr(approx, "log_density_flat"):
-        return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean())
+        return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean()), None
     if on_joint(spec):
         problem = joint_weights_problem(approx, spec)
         if problem:
-            return None, problem, 0.0
+            return None, problem, 0.0, None
         factors = approx.hyper_factors
         log_w, degenerate = joint_importance_log_weights(approx, spec, Phi, y, theta,
                                                          jax.random.PRNGKey(0) if key is None else key)
@@ -169,7 +180,7 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
             shapes = [float(np.min(s)) for s, _ in factors.values()]
             return None, (f"undefined here: {int(degenerate.sum())} of {degenerate.size} draws of the "
                           f"approximation's Gamma factors (shapes down to {min(shapes):.1g}) underflow to 0 or "
-                          "overflow, where log p - log q cannot be evaluated"), 0.0
+                          "overflow, where log p - log q cannot be evaluated"), 0.0, None
     else:
         log_w, inside = importance_log_weights(approx, spec, Phi, y, theta)
     finite = np.isfinite(log_w)
@@ -181,22 +192,24 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     return _khat_of(np.where(inside, log_w, -np.inf))
 
 
-def _khat_of(log_w: np.ndarray) -> tuple[float | None, str | None, float]:
-    """(k-hat, reason if None, fraction of zero weights) of log weights, -inf for weight 0."""
+def _khat_of(log_w: np.ndarray) -> tuple[float | None, str | None, float, int | None]:
+    """(k-hat, reason if None, fraction of zero weights, draws it was fitted from) of log
+    weights, -inf for weight 0."""
     finite = np.isfinite(log_w)
     outside = float(1.0 - finite.mean())
-    if finite.sum() < MIN_DRAWS_FOR_KHAT:
+    fitted = int(finite.sum())
+    if fitted < MIN_DRAWS_FOR_KHAT:
         return None, (
-            f"only {int(finite.sum())} of {finite.size} proposal draws lie inside the support "
+            f"only {fitted} of {finite.size} proposal draws lie inside the support "
             f"(need {MIN_DRAWS_FOR_KHAT})"
-        ), outside
+        ), outside, None
     lw = log_w[finite]
     if np.ptp(lw) < CONSTANT_LOG_WEIGHT_SPREAD:
-        return 0.0, None, outside
+        return 0.0, None, outside, fitted
     khat, _ = adapter.psis_khat(lw)
     if not math.isfinite(khat):
-        return None, "Pareto fit of the importance weights failed (non-finite k-hat)", outside
-    return khat, None, outside
+        return None, "Pareto fit of the importance weights failed (non-finite k-hat)", outside, None
+    return khat, None, outside, fitted
 
 
 def _proposal_draws_for_khat(approx, mask, theta, key, n_draws: int) -> np.ndarray:
@@ -377,10 +390,11 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
     null_reasons.update(reasons)
 
     theta_khat = _proposal_draws_for_khat(approx, support_mask(spec, Phi_train), theta, key, n_draws)
-    khat, khat_reason, outside = pareto_khat(approx, spec, Phi_train, y_train, theta_khat,
-                                             key=jax.random.fold_in(key, 2))
+    khat, khat_reason, outside, khat_draws = khat_with_draws(approx, spec, Phi_train, y_train, theta_khat,
+                                                             key=jax.random.fold_in(key, 2))
     if khat is None:
         null_reasons["khat"] = khat_reason
+        null_reasons["khat_draws"] = null_reasons["khat_threshold"] = khat_reason
 
     out = {
         **predictive,
@@ -393,6 +407,9 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
         "kl_gauss": kl,
         "khat": khat,
         "khat_reason": khat_reason,
+        # k-hat is judged by the number of draws it was fitted from (importance.khat_threshold)
+        "khat_draws": khat_draws,
+        "khat_threshold": None if khat_draws is None else khat_threshold(khat_draws),
         "outside_support_fraction": outside,
         "null_reasons": null_reasons,
     }
@@ -432,7 +449,8 @@ def assess(metrics: dict[str, Any]) -> dict[str, bool | None]:
         "sd_ok": within(metrics["sd_ratio"], lambda v: all(SD_RATIO_LOW <= r <= SD_RATIO_HIGH for r in v)),
         "pred_ok": within(metrics["pred_mae"], lambda v: v <= PRED_MAE_OK),
         "khat_good": within(metrics["khat"], lambda v: v <= KHAT_GOOD),
-        "khat_ok": within(metrics["khat"], lambda v: v <= KHAT_OK),
+        # judged by its sample size: min(1 - 1/log10 S, 0.7) (importance.khat_threshold)
+        "khat_ok": within(metrics["khat"], lambda v: v <= (metrics.get("khat_threshold") or KHAT_OK)),
     }
 
 

@@ -124,8 +124,8 @@ def pathfinder_engines() -> tuple[EngineEntry, ...]:
         EngineEntry(
             "pathfinder-multi", "draws",
             "Multi-path Pathfinder from the model alone: 4 single paths from Uniform(-2, 2) starts in NumPyro's "
-            "unconstrained space, pooled and Pareto-smoothed importance resampled (trusted where k-hat <= 0.7; "
-            "DERIVATIONS.md §9)",
+            "unconstrained space, pooled and Pareto-smoothed importance resampled (trusted where k-hat <= "
+            "min(1 - 1/log10 S, 0.7); DERIVATIONS.md §9)",
             "generic_pathfinder:fit_multi", generic=True,
         ),
     )

@@ -17,8 +17,10 @@ import numpy as np
 class Site:
     """A latent NumPyro site: its name, event shape and support.
 
-    support is "real" or "nonnegative" (the latter for PCVM's truncated weights, where
-    a Gaussian approximation puts mass outside the support and metrics must say how much).
+    support is "real", "nonnegative" (PCVM's truncated weights, where a Gaussian
+    approximation puts mass outside the support and metrics must say how much) or
+    "positive" (a scale such as GGSM's lambda); the distribution verdict counts an engine's
+    mass below 0 in the latter two as a difference.
     ``dims`` names the axes for ArviZ (e.g. ("basis",)).
     """
 

@@ -19,6 +19,7 @@ from ...inference.contracts import many_of
 from ...inference.posterior import DrawsPosterior, GaussianPosterior
 from ...models.base import unflatten
 from .correlations import dropped_correlation, rotated_correlation, unit_diagonal
+from .shapes import SHAPE_DEFECTS
 
 
 @dataclass(frozen=True)
@@ -128,22 +129,32 @@ def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float =
     raise ValueError(f"a {posterior.kind} posterior has no distribution to break")
 
 
-def posterior_defect(**how) -> Callable[[Callable], Callable]:
-    """Break every posterior the engine returns with :func:`transform_posterior`; the
-    engine's batched form (``fit.many``), where it has one, is broken alike."""
+def answer_defect(transform: Callable) -> Callable[[Callable], Callable]:
+    """Break every posterior the engine returns with ``transform(posterior) -> posterior``;
+    the engine's batched form (``fit.many``), where it has one, is broken alike."""
     def wrap(fit):
         def broken(spec, Phi, y, *, config=None):
-            return transform_posterior(fit(spec, Phi, y, config=config), **how)
+            return transform(fit(spec, Phi, y, config=config))
 
         many = many_of(fit)
         if many is not None:
             def broken_many(spec, Phi, ys, *, config=None):
-                return [p if isinstance(p, BaseException) else transform_posterior(p, **how)
-                        for p in many(spec, Phi, ys, config=config)]
+                return [p if isinstance(p, BaseException) else transform(p) for p in many(spec, Phi, ys, config=config)]
 
             broken.many = broken_many
         return broken
     return wrap
+
+
+def posterior_defect(**how) -> Callable[[Callable], Callable]:
+    """Break every posterior the engine returns with :func:`transform_posterior`."""
+    return answer_defect(functools.partial(transform_posterior, **how))
+
+
+def shape_defect(name: str) -> Callable[[Callable], Callable]:
+    """Break every posterior the engine returns with the shape defect ``name`` of
+    ``shapes.SHAPE_DEFECTS`` (its means and sds kept)."""
+    return answer_defect(SHAPE_DEFECTS[name][0])
 
 
 def config_defect(config_class_path: str, **fields) -> Callable[[Callable], Callable]:
@@ -182,8 +193,12 @@ GENERIC = (
            posterior_defect(correlations="dropped")),
     Defect("rotated", "the correlation matrix turned by a fixed random rotation and renormalized, every marginal "
            "kept", posterior_defect(correlations="rotated")),
+    # the next two keep every mean and covariance: only the distribution verdict (and SBC) can see
+    # them; the other two shape defects leave a Gaussian as it is, so the battery plants them in the
+    # exact engine's answer instead (validation/runs/defects.py)
+    *(Defect(name, SHAPE_DEFECTS[name][1], shape_defect(name)) for name in ("heavy tails", "extra mode")),
 )
 
 
 __all__ = ["Defect", "GENERIC", "CORRELATIONS", "transform_posterior", "replace_correlations", "posterior_defect",
-           "config_defect"]
+           "shape_defect", "answer_defect", "config_defect"]

@@ -63,6 +63,10 @@ from .correlations import dropped_correlation, random_correlation, rotated_corre
 FALSE_ALARM = 0.05
 #: worst coordinates named in a verdict
 N_WORST = 3
+#: what a verdict compares: coordinates' means and sds, means and sds along directions, or
+#: the coordinates' whole distributions (validation/judge/distribution.py)
+MARGINAL, JOINT, DISTRIBUTION = "marginal", "joint", "distribution"
+SCOPES = (MARGINAL, JOINT, DISTRIBUTION)
 INDISTINGUISHABLE = "indistinguishable"
 DIFFERS = "differs"
 NOT_APPLICABLE = "not applicable"
@@ -70,7 +74,10 @@ NOT_APPLICABLE = "not applicable"
 
 @dataclass(frozen=True)
 class Verdict:
-    """The judgement of one engine against one reference, marginal or joint.
+    """The judgement of one engine against one reference: ``scope`` says of what - the
+    coordinates' means and sds (:data:`MARGINAL`), means and sds along directions
+    (:data:`JOINT`), or the coordinates' whole distributions (:data:`DISTRIBUTION`,
+    ``validation/judge/distribution.py``).
 
     status: :data:`INDISTINGUISHABLE`, :data:`DIFFERS` or :data:`NOT_APPLICABLE`; reason: one
     sentence saying why (for "not applicable", why there is no verdict). statistic: max |z|
@@ -80,7 +87,12 @@ class Verdict:
     (a certain difference, outside the z tests). detectable_mean_shift (in reference sds)
     and detectable_sd_change (relative): what the reference could detect with probability
     1/2. The joint verdict also has direction (the worst test's direction: text, loadings,
-    share, test, z, sd_ratio, mean_shift), directions (d) and draws_per_half.
+    share, test, z, sd_ratio, mean_shift), directions (d) and draws_per_half. The
+    distribution verdict has detectable_cdf_change and detectable_pooled_cdf_change (in
+    probability, a coordinate's and the average over coordinates), outside_support (the
+    coordinate where the engine puts most mass below 0 where the model's support is w >= 0:
+    coordinate, mass, resolution) and levels (the engine quantiles compared); its statistic
+    and threshold are the worst test's, whose family has its own threshold.
     """
 
     status: str
@@ -93,16 +105,27 @@ class Verdict:
     point_mass: tuple[str, ...] = ()
     detectable_mean_shift: float | None = None
     detectable_sd_change: float | None = None
-    joint: bool = False
+    scope: str = MARGINAL
     direction: Mapping[str, Any] | None = None
     directions: int | None = None
     draws_per_half: int | None = None
+    detectable_cdf_change: float | None = None
+    detectable_pooled_cdf_change: float | None = None
+    outside_support: Mapping[str, Any] | None = None
+    levels: tuple[float, ...] = ()
 
     def __post_init__(self):
         if self.status not in (INDISTINGUISHABLE, DIFFERS, NOT_APPLICABLE):
             raise ValueError(f"unknown verdict status {self.status!r}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"unknown verdict scope {self.scope!r}; known: {', '.join(SCOPES)}")
         object.__setattr__(self, "worst", tuple(self.worst))
         object.__setattr__(self, "point_mass", tuple(self.point_mass))
+        object.__setattr__(self, "levels", tuple(self.levels))
+
+    @property
+    def joint(self) -> bool:
+        return self.scope == JOINT
 
     @property
     def differs(self) -> bool:
@@ -119,20 +142,30 @@ class Verdict:
                "worst": [dict(w) for w in self.worst], "point_mass": list(self.point_mass),
                "detectable_mean_shift": self.detectable_mean_shift,
                "detectable_sd_change": self.detectable_sd_change}
+        if self.scope != MARGINAL:
+            out["scope"] = self.scope
         if self.joint:
             out.update(direction=None if self.direction is None else dict(self.direction),
                        directions=self.directions, draws_per_half=self.draws_per_half)
+        if self.scope == DISTRIBUTION:
+            out.update(detectable_cdf_change=self.detectable_cdf_change,
+                       detectable_pooled_cdf_change=self.detectable_pooled_cdf_change,
+                       outside_support=None if self.outside_support is None else dict(self.outside_support),
+                       levels=list(self.levels))
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Verdict":
-        """The inverse of :meth:`to_json` (a stored results.json read back)."""
-        joint = "direction" in d
+        """The inverse of :meth:`to_json` (a stored results.json read back; one stored before
+        verdicts had a scope is joint when it has a direction)."""
+        scope = d.get("scope", JOINT if "direction" in d else MARGINAL)
         return cls(**{k: d[k] for k in ("status", "reason", "false_alarm", "n_tests", "statistic", "threshold",
                                         "detectable_mean_shift", "detectable_sd_change")},
-                   worst=tuple(d.get("worst") or ()), point_mass=tuple(d.get("point_mass") or ()), joint=joint,
+                   worst=tuple(d.get("worst") or ()), point_mass=tuple(d.get("point_mass") or ()), scope=scope,
                    direction=d.get("direction"), directions=d.get("directions"),
-                   draws_per_half=d.get("draws_per_half"))
+                   draws_per_half=d.get("draws_per_half"), detectable_cdf_change=d.get("detectable_cdf_change"),
+                   detectable_pooled_cdf_change=d.get("detectable_pooled_cdf_change"),
+                   outside_support=d.get("outside_support"), levels=tuple(d.get("levels") or ()))
 
 
 def threshold(n_tests: int, false_alarm: float = FALSE_ALARM, df: float | None = None) -> float:
@@ -214,30 +247,40 @@ def own_moments(approx, draws: np.ndarray) -> dict[str, Any]:
     ESS independent draws: their batch means see only the resampling error sigma^2 / n,
     not the pool's own importance-sampling error sigma^2 / ESS, which all batches share.
     Their errors are therefore scaled by sqrt(1 + n / ESS), the ratio of the two totals."""
-    own = moments_and_mcse(draws)
+    return resampling_corrected(approx, moments_and_mcse(draws), draws.shape[0] * draws.shape[1])
+
+
+def resampling_corrected(approx, own: dict[str, Any], n: int) -> dict[str, Any]:
+    """:func:`moments_and_mcse` ``own`` of n of an engine's draws, with the errors scaled by
+    sqrt(1 + n / ESS) when they were resampled by importance weights (:func:`own_moments`);
+    unchanged otherwise."""
     ess = (getattr(approx.info, "extra", None) or {}).get("psis_ess")
-    if ess:
-        factor = float(np.sqrt(1.0 + draws.shape[0] * draws.shape[1] / float(ess)))
-        own = {**own, "mcse_mean": own["mcse_mean"] * factor, "rel_mcse_sd": own["rel_mcse_sd"] * factor}
-    return own
+    if not ess:
+        return own
+    factor = float(np.sqrt(1.0 + n / float(ess)))
+    return {**own, "mcse_mean": own["mcse_mean"] * factor, "rel_mcse_sd": own["rel_mcse_sd"] * factor}
 
 
 def untrusted_resampling(approx) -> str | None:
-    """Why draws resampled by importance weights whose Pareto k-hat exceeds 0.7 get no
-    verdict (None for any other posterior): above 0.7 the importance-sampling ESS that
-    :func:`own_moments` takes their Monte Carlo error from is itself unreliable (Vehtari et
-    al. 2024), so no test on them has a known false-alarm rate."""
+    """Why draws resampled by importance weights whose Pareto k-hat exceeds its threshold
+    min(1 - 1/log10 S, 0.7) get no verdict (None for any other posterior): above it the
+    importance-sampling ESS that :func:`own_moments` takes their Monte Carlo error from is
+    itself unreliable (Vehtari et al. 2024), so no test on them has a known false-alarm rate."""
     extra = getattr(getattr(approx, "info", None), "extra", None) or {}
     if extra.get("psis_trusted") is False:
-        return (f"importance-resampled draws with Pareto k-hat {extra.get('psis_khat', float('nan')):.2f} > 0.7: "
+        limit, fitted = extra.get("psis_khat_threshold"), extra.get("psis_draws")
+        bound = (f"{limit:.2f} (min(1 - 1/log10 S, 0.7) at S = {fitted})" if limit is not None and fitted
+                 else "its threshold")
+        return (f"importance-resampled draws with Pareto k-hat {extra.get('psis_khat', float('nan')):.2f} > {bound}: "
                 "their effective sample size, and so their Monte Carlo error, cannot be estimated reliably, "
                 "so no test on them has a known false-alarm rate")
     return None
 
 
-def not_applicable(reason: str, *, joint: bool = False) -> Verdict:
-    """No verdict, and why (a point estimate, a reference that is not certified, ...)."""
-    return Verdict(NOT_APPLICABLE, reason, joint=joint)
+def not_applicable(reason: str, *, joint: bool = False, scope: str | None = None) -> Verdict:
+    """No verdict, and why (a point estimate, a reference that is not certified, ...);
+    ``scope`` (or ``joint``) says which verdict is missing."""
+    return Verdict(NOT_APPLICABLE, reason, scope=scope or (JOINT if joint else MARGINAL))
 
 
 def reference_errors_usable(ref: dict[str, Any], sd_exists: bool = True) -> bool:
@@ -466,14 +509,14 @@ def _one_coordinate(approx, ref_post, name: str, false_alarm: float) -> Verdict:
     """d = 1: the only direction is the coordinate, and the joint verdict the marginal one."""
     v = verdict(approx, ref_post, false_alarm=false_alarm)
     if not v.applicable:
-        return replace(v, joint=True, point_mass=())
+        return replace(v, scope=JOINT, point_mass=())
     top = v.worst[0]
     ref_sd = float(np.asarray(ref_post.sd_flat())[0])
     engine_sd = float(np.asarray(approx.sd_flat())[0])
     shift = float((np.asarray(approx.mean_flat())[0] - np.asarray(ref_post.mean_flat())[0]) / ref_sd)
     direction = {"text": name, "loadings": {name: 1.0}, "share": 1.0, "test": top["test"], "z": top["z"],
                  "sd_ratio": engine_sd / ref_sd, "mean_shift": shift}
-    return replace(v, joint=True, direction=direction, directions=1,
+    return replace(v, scope=JOINT, direction=direction, directions=1,
                    reason=v.reason + " (one coordinate: the joint verdict is the marginal one)")
 
 
@@ -550,7 +593,7 @@ def _joint_result(cmp, V, ref, m_e, s_e, ref_sd, names, false_alarm, half) -> Ve
                   f"rate); along any of them the reference would detect a mean shift of {detect_mean:.3f} sd or "
                   f"an sd off by {100 * detect_sd:.1f}% (with probability 1/2)")
     return Verdict(status, reason, false_alarm=false_alarm, n_tests=len(tests), statistic=statistic, threshold=c,
-                   worst=tuple(worst), detectable_mean_shift=detect_mean, detectable_sd_change=detect_sd, joint=True,
+                   worst=tuple(worst), detectable_mean_shift=detect_mean, detectable_sd_change=detect_sd, scope=JOINT,
                    direction=direction, directions=len(names), draws_per_half=int(half))
 
 
@@ -655,7 +698,8 @@ def summary_line(name: str, v: Verdict) -> str:
     return f"{name:<10} {v.reason}"
 
 
-__all__ = ["Verdict", "FALSE_ALARM", "threshold", "verdict", "joint_verdict", "compare_moments", "moments_and_mcse",
+__all__ = ["Verdict", "FALSE_ALARM", "MARGINAL", "JOINT", "DISTRIBUTION", "SCOPES", "resampling_corrected",
+           "threshold", "verdict", "joint_verdict", "compare_moments", "moments_and_mcse",
            "not_applicable", "summary_line", "ar1_reference_draws", "simulate_verdicts", "simulate_joint_verdicts",
            "random_correlation", "joint_directions", "describe_direction", "JOINT_DEFECTS",
            "INDISTINGUISHABLE", "DIFFERS", "NOT_APPLICABLE"]

@@ -123,8 +123,11 @@ def test_the_result_is_typed_and_results_json_reads_back_as_the_same_types(run):
     assert ComparisonResult.from_json(res) == ComparisonResult.from_json(result.to_json())
     assert ComparisonResult.from_json(res).to_json() == res
     # the verdicts of every engine and of laplace against its surrogate, in one list
-    labels = [(name, variant) for name, variant, _, _ in result.verdicts]
+    labels = [(row.engine, row.variant) for row in result.verdicts]
     assert labels == [("em", None), ("laplace", None), ("ep", None), ("laplace", "surrogate")]
+    # three verdicts each, of their three scopes
+    assert all((row.marginal.scope, row.joint.scope, row.distribution.scope) == ("marginal", "joint", "distribution")
+               for row in result.verdicts)
 
 
 def test_every_null_metric_carries_a_reason(run):
@@ -319,6 +322,30 @@ def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
     assert "laplace.pred_mae" not in md  # the reason heads the report, not once per cell
     assert "could not be measured against the reference of the model it actually approximates (surrogate)" in md
     assert "reference: none, NOT CERTIFIED: nuts ran out of time" in summary_table(comp.result)
+
+
+def test_every_engine_gets_a_distribution_verdict_and_its_khat_threshold(run):
+    """The third verdict (validation/judge/distribution.py) in results.json, the report and the
+    summary; k-hat beside the threshold its number of draws sets."""
+    from zoo.inference.importance import khat_threshold
+
+    comp, files, res = run
+    em, lap, ep = (res["engines"][e]["distribution_verdict"] for e in ("em", "laplace", "ep"))
+    assert em["status"] == "not applicable" and "point estimate" in em["reason"]
+    for v in (lap, ep):
+        assert v["scope"] == "distribution" and v["status"] in ("differs", "indistinguishable")
+        assert 0 < v["detectable_cdf_change"] < 0.5 and 0 < v["detectable_pooled_cdf_change"] < 0.5
+        # PCVM's weights are bounded at 0: the engine's mass below it is reported with its resolution
+        assert v["outside_support"]["coordinate"].startswith("w[") and v["outside_support"]["resolution"] > 0
+        # a test past its threshold, or more mass below 0 than the resolution there, is "differs"
+        out = v["outside_support"]
+        assert v["status"] == "differs" or (v["statistic"] <= v["threshold"] and out["mass"] <= out["resolution"])
+    for name in ("laplace", "ep"):
+        row = res["engines"][name]
+        assert row["khat_threshold"] == pytest.approx(khat_threshold(row["khat_draws"]))
+    md = open(files["report"]).read()
+    assert "## Distribution verdicts" in md and "k-hat against its threshold: laplace" in md
+    assert "distribution verdicts (shape, tails, support, modes" in summary_table(comp.result)
 
 
 def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):

@@ -227,14 +227,16 @@ def summary_table(res: ComparisonResult) -> str:
         lines.append("* fits another model (prior) than the reference's: its row is a distance, not an approximation error")
     if any(r.against_variant is not None for r in res.engines.values()):
         lines.append("  vs X: the same engine against the reference of the model variant X it fits")
-    rows = [(name if variant is None else f"{name} vs {variant}", v, j) for name, variant, v, j in res.verdicts]
-    if rows:
-        lines += ["", "verdicts (an exact engine is called different about 5% of the time, in any dimension):"]
-        lines += ["  " + verdict.summary_line(name, v) for name, v, _ in rows]
-    joint = [(name, j) for name, _, j in rows if j is not None]
-    if joint:
-        lines += ["", "joint verdicts (the joint posterior, correlations included; also about 5% each):"]
-        lines += ["  " + verdict.summary_line(name, j) for name, j in joint]
+    rows = [(row.engine if row.variant is None else f"{row.engine} vs {row.variant}", row) for row in res.verdicts]
+    for title, scope in (("verdicts (an exact engine is called different about 5% of the time, in any dimension):",
+                          "marginal"),
+                         ("joint verdicts (the joint posterior, correlations included; also about 5% each):", "joint"),
+                         ("distribution verdicts (shape, tails, support, modes of every coordinate; at most 5% "
+                          "each):", "distribution")):
+        shown = [(name, getattr(row, scope)) for name, row in rows if getattr(row, scope) is not None]
+        if shown:
+            lines += ["", title]
+            lines += ["  " + verdict.summary_line(name, v) for name, v in shown]
     return "\n".join(lines)
 
 
@@ -531,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
                         + ". Your own: module:function with fit(spec, Phi, y, *, config=None) -> Posterior, "
                           "imported from the current folder first (e.g. examples.biased_ep:fit). Any of these "
                           "with '+psis' appended (ep+psis, advi-meanfield+psis): its draws importance-resampled "
-                          "against the model's density, trusted where k-hat <= 0.7")
+                          "against the model's density, trusted where k-hat <= min(1 - 1/log10 S, 0.7), S the "
+                          "weighted draws")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a scalar hyper-parameter (repeatable): "
                         + "; ".join(f"{r.name} {', '.join(r.params)}" for r in records if r.params))

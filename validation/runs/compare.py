@@ -31,7 +31,11 @@ from ..judge.metrics import (
     posterior_metrics,
     pruned_weights_vs_reference,
 )
+from ..judge.distribution import distribution_verdict
 from ..judge.verdict import (
+    DISTRIBUTION,
+    JOINT,
+    MARGINAL,
     Verdict,
     chains_draws_flat,
     joint_verdict,
@@ -327,7 +331,9 @@ def _engine_row(entry, posterior, warm: float, compile_s: float, truth: _Truth, 
             pruned_weights_vs_reference(posterior, reference.posterior), prepared.moments),
         verdict=_verdict(posterior, reference, entry, prepared.moments, truth.ref_moments),
         # the same question of the joint posterior: correlations the marginals cannot see
-        joint_verdict=_verdict(posterior, reference, entry, prepared.moments, None, joint=True),
+        joint_verdict=_verdict(posterior, reference, entry, prepared.moments, None, scope=JOINT),
+        # and of the whole marginal distributions: shape, tails, support, modes
+        distribution_verdict=_verdict(posterior, reference, entry, prepared.moments, None, scope=DISTRIBUTION),
         against_variant=against,
     )
     return row, key
@@ -354,7 +360,9 @@ def _against_variant(entry, posterior, truth: _Truth, key) -> tuple[AgainstVaria
                                   prepared.y_test, key=sub, n_draws=truth.metric_draws, moments=vmoments),
         reference_certified=bool(vref.certified),
         verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True),
-        joint_verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True, joint=True)), key
+        joint_verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True, scope=JOINT),
+        distribution_verdict=_verdict(posterior, vref, entry, vmoments, None, own_model=True,
+                                      scope=DISTRIBUTION)), key
 
 
 def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: dict[str, EngineRow]) -> ComparisonResult:
@@ -396,19 +404,23 @@ def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: di
 
 
 def _verdict(posterior, reference, entry, moments, ref_moments, *, own_model: bool = False,
-             joint: bool = False) -> Verdict:
-    """The engine's verdict against a reference (validation/judge/verdict.py): the marginal one,
-    or with ``joint`` the verdict on the joint posterior; or why there is none: no
-    reference, an uncertified one (its draws are not known to be the posterior), or an
-    engine that fits another model (its distance is not an approximation error, unless
-    ``own_model``: the reference is that of the variant the engine fits)."""
+             scope: str = MARGINAL) -> Verdict:
+    """The engine's verdict of ``scope`` against a reference: the marginal one
+    (validation/judge/verdict.py), the joint one, or the distribution verdict
+    (validation/judge/distribution.py); or why there is none: no reference, an uncertified
+    one (its draws are not known to be the posterior), or an engine that fits another model
+    (its distance is not an approximation error, unless ``own_model``: the reference is that
+    of the variant the engine fits). The distribution verdict needs no moments: it is made
+    where the posterior's mean or sd does not exist too."""
     if reference is None:
-        return not_applicable("no reference posterior", joint=joint)
+        return not_applicable("no reference posterior", scope=scope)
     if not reference.certified:
         return not_applicable("the reference is not certified: a difference from it would prove nothing",
-                              joint=joint)
-    if joint:
+                              scope=scope)
+    if scope == JOINT:
         v = joint_verdict(posterior, reference.posterior, moments=moments)
+    elif scope == DISTRIBUTION:
+        v = distribution_verdict(posterior, reference.posterior)
     else:
         v = verdict(posterior, reference.posterior, moments=moments, reference_moments=ref_moments)
     if entry.other_model and not own_model and v.applicable:

@@ -4,17 +4,23 @@ A detector that never fires proves nothing. Each :class:`Defect` wraps an engine
 fixed-spec fit and returns a fit with the same contract whose answer is wrong in a known,
 controlled way; :func:`run_battery` runs the broken engines (and the intact one) through
 both detectors over simulated data sets and reports how often each detector fires:
-* the **verdict** (``validation/judge/verdict.py``) against a reference sampler run on each
-  simulated data set - its false-alarm rate is measured by fitting, as the "engine", a
+* the **verdicts** - marginal, joint (``validation/judge/verdict.py``) and distribution
+  (``validation/judge/distribution.py``) - against a reference sampler run on each
+  simulated data set; their false-alarm rate is measured by fitting, as the "engine", a
   second independent run of the reference sampler (an exact engine with Monte Carlo
-  error), beside the defects;
+  error), beside the defects. The same exact answer with a shape defect planted in it
+  (:data:`EXACT_SHAPES`: reversed skew, heavy tails, Gaussian marginals of the same means and
+  sds, an extra mode; every mean and sd kept) gives the distribution verdict's power on the
+  model's own posteriors;
 * **SBC** (``validation/runs/sbc.py``) - each replicate is one SBC run of ``n_sims``
   simulations; its false-alarm rate for an exact posterior is measured in
   ``benchmarks/sbc_false_alarm.py``.
 
 The generic defects act on the returned posterior and so apply to any engine with a
 distribution (Gaussian or draws): the covariance scaled by 0.5 or 2, the mean moved by 0.5
-posterior sd in one coordinate or in all (the type and these: ``validation/judge/defects.py``).
+posterior sd in one coordinate or in all, the correlations dropped or rotated, heavier tails
+or an extra mode with the same mean and covariance (the type and these:
+``validation/judge/defects.py``).
 Engine-specific ones switch on a documented defect of the engine itself and live in the
 model's registry record (``ModelRecord.defects``): PCVM's EP with the truncation sites off
 (the untruncated prior), GIG's VB with Horii's printed a-update, and gridRVM's VB with the variance left out of
@@ -48,7 +54,9 @@ from ..judge.defects import (  # noqa: F401  (re-exported: the battery's public 
     replace_correlations,
     transform_posterior,
 )
+from ..judge.distribution import distribution_verdict
 from ..judge.rates import wilson_interval
+from ..judge.shapes import SHAPE_DEFECTS
 from ..judge.verdict import chains_draws_flat, joint_verdict, moments_and_mcse, verdict
 from ..records import registry
 from ..references import run_reference
@@ -144,6 +152,15 @@ def battery_references(model: str, settings: BatterySettings, index: int):
 
 EXACT = "exact (2nd reference run)"
 INTACT = "intact engine"
+#: shape defects planted in the exact engine's answer (the second reference run): every mean
+#: and sd is then the posterior's own to Monte Carlo error (and the covariance, but for
+#: "gaussianized", whose normal scores change the correlations a little - or, for GIG's peaked
+#: posteriors, enough for the joint verdict to see), so what the moment verdicts cannot see is
+#: the distribution verdict's to flag; name -> transform (judge/shapes.py)
+EXACT_SHAPES = {f"exact, {name}": transform for name, (transform, _) in SHAPE_DEFECTS.items()}
+#: a cell's statuses per detector: the field of a stored cell that holds them
+STATUS_FIELDS = {"verdict": "statuses", "joint verdict": "joint_statuses",
+                 "distribution verdict": "distribution_statuses"}
 
 
 def battery_dataset(model: str, settings: BatterySettings, index: int, variant: str | None = None):
@@ -176,26 +193,39 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
         failures += [f"{cfg.sampler}: {f}" for f in ref.failures]
         if ref.certified:
             break
-    # statuses: the marginal verdict's; joint_statuses: the joint verdict's, on the same fits
+    # one status per detector (STATUS_FIELDS), all on the same fits
     cell: dict[str, Any] = {"index": index, "certified": bool(ref.certified), "sampler": cfg.sampler,
-                            "failures": failures, "statuses": {}, "joint_statuses": {}}
+                            "failures": failures, **{f: {} for f in STATUS_FIELDS.values()}}
     if ref.certified:
         ref_moments = moments_and_mcse(chains_draws_flat(ref.posterior))
+
+        def judge(name, posterior):
+            cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments).status
+            cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior).status
+            cell["distribution_statuses"][name] = distribution_verdict(posterior, ref.posterior).status
+
         twin = run_reference(spec, Phi, y, config=replace(cfg, seed=2 * index + 1))
-        cell["statuses"][EXACT] = verdict(twin.posterior, ref.posterior, reference_moments=ref_moments).status
-        cell["joint_statuses"][EXACT] = joint_verdict(twin.posterior, ref.posterior).status
+        judge(EXACT, twin.posterior)
+        for name, transform in EXACT_SHAPES.items():
+            judge(name, transform(twin.posterior))
         fit = entry.fit()
         for defect in (None, *defects):
             name = INTACT if defect is None else defect.name
             try:
                 f = fit if defect is None else defect(fit)
-                posterior = f(spec, Phi, y)
-                cell["statuses"][name] = verdict(posterior, ref.posterior, reference_moments=ref_moments).status
-                cell["joint_statuses"][name] = joint_verdict(posterior, ref.posterior).status
+                judge(name, f(spec, Phi, y))
             except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
-                cell["statuses"][name] = cell["joint_statuses"][name] = f"failed: {type(err).__name__}: {err}"[:300]
+                for field_name in STATUS_FIELDS.values():
+                    cell[field_name][name] = f"failed: {type(err).__name__}: {err}"[:300]
     write_json_atomic(cell, path)
     return cell
+
+
+def _cell_complete(cell: dict[str, Any], names) -> bool:
+    """A stored cell holds every detector's status of every defect asked for (or had no
+    certified reference, so there was nothing to judge)."""
+    return not cell["certified"] or all(n in cell.get(f, {}) for f in STATUS_FIELDS.values()
+                                        for n in (*names, *EXACT_SHAPES))
 
 
 def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
@@ -205,7 +235,9 @@ def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
     # a user's engine's module is digested too: its stored cells go stale with its code
     payload = {"model": model, "engine": engine, "settings": s,
                "code": code_digest((__name__, "zoo.validation.runs.sbc", "zoo.validation.judge.verdict",
-                                    "zoo.validation.references") + user_modules([engine]))}
+                                    "zoo.validation.judge.distribution", "zoo.validation.judge.shapes",
+                                    "zoo.validation.judge.defects", "zoo.validation.references")
+                                   + user_modules([engine]))}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -246,8 +278,7 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
         if os.path.exists(p):
             with open(p) as fh:
                 cell = json.load(fh)
-            if not cell["certified"] or all(n in cell["statuses"] and n in cell.get("joint_statuses", {})
-                                            for n in names):
+            if _cell_complete(cell, names):
                 cells[i] = cell
     todo = [i for i in range(settings.n_datasets) if i not in cells]
     run = functools.partial(_verdict_cell_star, model, engine, tuple(chosen), settings)
@@ -258,8 +289,8 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
             progress("verdict", len(cells), settings.n_datasets)
     certified = [c for c in cells.values() if c["certified"]]
     rows = []
-    for detector, field_name in (("verdict", "statuses"), ("joint verdict", "joint_statuses")):
-        for name in (EXACT, INTACT, *names):
+    for detector, field_name in STATUS_FIELDS.items():
+        for name in (EXACT, *EXACT_SHAPES, INTACT, *names):
             statuses = [c[field_name].get(name) for c in certified]
             flagged = sum(s == "differs" for s in statuses)
             failed = sum(isinstance(s, str) and s.startswith("failed") for s in statuses)
@@ -292,7 +323,7 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
 
 
 #: the detectors of a battery, in the order its tables show them
-DETECTORS = ("verdict", "joint verdict", "sbc")
+DETECTORS = ("verdict", "joint verdict", "distribution verdict", "sbc")
 
 
 def battery_table(batteries: dict[str, dict[str, Any]]) -> Table:
@@ -325,7 +356,8 @@ def battery_figure(batteries: dict[str, dict[str, Any]], *, detectors=("verdict"
     """Detection rates with their 95% Wilson intervals, one panel per battery (label ->
     result of :func:`run_battery`), one row per defect, one colour per detector; a dotted
     line at the 5% a control should stay near. A matplotlib Figure (no pyplot state)."""
-    colours = {"verdict": "tab:blue", "joint verdict": "tab:green", "sbc": "tab:orange"}
+    colours = {"verdict": "tab:blue", "joint verdict": "tab:green", "distribution verdict": "tab:purple",
+               "sbc": "tab:orange"}
     n = len(batteries)
     cols = min(2, n)
     fig = ShownFigure(figsize=(6 * cols, 3.5 * ((n + cols - 1) // cols)))
@@ -361,8 +393,7 @@ def _verdict_cell_star(model, engine, defects, settings, args):
     if os.path.exists(path):  # a task rerun after its worker died may find its cell done
         with open(path) as fh:
             cell = json.load(fh)
-        if not cell["certified"] or all(d.name in cell["statuses"] and d.name in cell.get("joint_statuses", {})
-                                        for d in defects):
+        if _cell_complete(cell, [d.name for d in defects]):
             return cell
     return _verdict_cell(model, engine, defects, index, settings, path)
 
@@ -384,4 +415,4 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
 
 __all__ = ["Defect", "GENERIC", "specific_defects", "all_defects", "get_defect", "transform_posterior", "replace_correlations",
            "BatterySettings",
-           "run_battery", "battery_references", "EXACT", "INTACT"]
+           "run_battery", "battery_references", "EXACT", "INTACT", "EXACT_SHAPES", "DETECTORS"]

@@ -16,7 +16,7 @@ is None): they are a table the report lays out by name, not fields a reader pick
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from ..base.tables import Table
 from ..judge.metrics import METRIC_KEYS
@@ -122,21 +122,38 @@ class AgainstVariant:
     reference_certified: bool
     verdict: Verdict | None = None
     joint_verdict: Verdict | None = None
+    distribution_verdict: Verdict | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {**self.metrics, "reference_certified": self.reference_certified}
-        if self.verdict is not None:
-            out["verdict"] = self.verdict.to_json()
-        if self.joint_verdict is not None:
-            out["joint_verdict"] = self.joint_verdict.to_json()
-        return out
+        return {**self.metrics, "reference_certified": self.reference_certified, **_verdicts_json(self)}
 
     @classmethod
     def from_json(cls, variant: str, d: Mapping[str, Any]) -> "AgainstVariant":
         return cls(variant=variant, metrics={k: d[k] for k in METRIC_KEYS if k in d},
-                   reference_certified=bool(d["reference_certified"]),
-                   verdict=Verdict.from_json(d["verdict"]) if d.get("verdict") else None,
-                   joint_verdict=Verdict.from_json(d["joint_verdict"]) if d.get("joint_verdict") else None)
+                   reference_certified=bool(d["reference_certified"]), **_verdicts_from_json(d))
+
+
+#: the verdicts of an engine row, as results.json names them
+VERDICT_FIELDS = ("verdict", "joint_verdict", "distribution_verdict")
+
+
+def _verdicts_json(row) -> dict[str, Any]:
+    return {k: getattr(row, k).to_json() for k in VERDICT_FIELDS if getattr(row, k) is not None}
+
+
+def _verdicts_from_json(d: Mapping[str, Any]) -> dict[str, Verdict | None]:
+    """The verdicts of a stored row; one stored before a verdict existed has None for it."""
+    return {k: Verdict.from_json(d[k]) if d.get(k) else None for k in VERDICT_FIELDS}
+
+
+class VerdictRow(NamedTuple):
+    """One engine's three verdicts against one reference (variant None: the model's own)."""
+
+    engine: str
+    variant: str | None
+    marginal: Verdict
+    joint: Verdict | None
+    distribution: Verdict | None
 
 
 #: the fields of an engine row besides its metrics, verdicts and variant, in results.json's order
@@ -172,16 +189,14 @@ class EngineRow:
     pruned_vs_reference: tuple[Mapping[str, Any], ...] | None
     verdict: Verdict | None = None
     joint_verdict: Verdict | None = None
+    distribution_verdict: Verdict | None = None
     against_variant: AgainstVariant | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {**self.metrics, **{k: getattr(self, k) for k in _ROW_FIELDS}}
         if self.pruned_vs_reference is not None:
             out["pruned_vs_reference"] = [dict(r) for r in self.pruned_vs_reference]
-        if self.verdict is not None:
-            out["verdict"] = self.verdict.to_json()
-        if self.joint_verdict is not None:
-            out["joint_verdict"] = self.joint_verdict.to_json()
+        out.update(_verdicts_json(self))
         if self.against_variant is not None:
             out[f"vs_{self.against_variant.variant}"] = self.against_variant.to_json()
         return out
@@ -192,9 +207,7 @@ class EngineRow:
         pruned = d.get("pruned_vs_reference")
         return cls(name=name, metrics={k: d[k] for k in METRIC_KEYS if k in d},
                    **{k: d.get(k) for k in _ROW_FIELDS if k != "pruned_vs_reference"},
-                   pruned_vs_reference=None if pruned is None else tuple(pruned),
-                   verdict=Verdict.from_json(d["verdict"]) if d.get("verdict") else None,
-                   joint_verdict=Verdict.from_json(d["joint_verdict"]) if d.get("joint_verdict") else None,
+                   pruned_vs_reference=None if pruned is None else tuple(pruned), **_verdicts_from_json(d),
                    against_variant=AgainstVariant.from_json(variants[0][3:], d[variants[0]]) if variants else None)
 
 
@@ -226,11 +239,13 @@ class ComparisonResult:
     config: Mapping[str, Any]
 
     @property
-    def verdicts(self) -> list[tuple[str, str | None, Verdict, Verdict | None]]:
-        """(engine, variant, marginal verdict, joint verdict) of every engine that has them
-        (variant None), then of every engine against the reference of the variant it fits."""
-        rows = [(name, None, r.verdict, r.joint_verdict) for name, r in self.engines.items() if r.verdict is not None]
-        rows += [(name, r.against_variant.variant, r.against_variant.verdict, r.against_variant.joint_verdict)
+    def verdicts(self) -> list[VerdictRow]:
+        """The verdicts of every engine that has them (variant None), then of every engine
+        against the reference of the variant it fits."""
+        rows = [VerdictRow(name, None, r.verdict, r.joint_verdict, r.distribution_verdict)
+                for name, r in self.engines.items() if r.verdict is not None]
+        rows += [VerdictRow(name, r.against_variant.variant, r.against_variant.verdict,
+                            r.against_variant.joint_verdict, r.against_variant.distribution_verdict)
                  for name, r in self.engines.items()
                  if r.against_variant is not None and r.against_variant.verdict is not None]
         return rows
@@ -284,7 +299,8 @@ class ComparisonResult:
 #: the columns of :meth:`ComparisonResult.table`, in order
 ENGINE_COLUMNS = ("engine", "kind", "weights kept", "pred_mae", "std mean err (median)", "std mean err (max)",
                   "sd ratio (median)", "KL(q, ref Gauss)", "k-hat", "outside support", "test error", "AUC",
-                  "verdict", "joint verdict", "seconds (warm)", "compile s", "speed-up vs reference")
+                  "verdict", "joint verdict", "distribution verdict", "seconds (warm)", "compile s",
+                  "speed-up vs reference")
 TIMING_COLUMNS = ("seconds (warm)", "compile s", "speed-up vs reference")
 #: the metric (a key of METRIC_KEYS) each metric column shows
 METRIC_OF_COLUMN = {"pred_mae": "pred_mae", "std mean err (median)": "std_mean_err_median",
@@ -303,6 +319,8 @@ def _engine_cells(name: str, row: EngineRow, columns, against: AgainstVariant | 
     values = {"engine": name, "kind": row.kind, "weights kept": row.n_basis,
               "verdict": None if source.verdict is None else source.verdict.status,
               "joint verdict": None if source.joint_verdict is None else source.joint_verdict.status,
+              "distribution verdict": (None if source.distribution_verdict is None
+                                       else source.distribution_verdict.status),
               "seconds (warm)": row.seconds if against is None else None,
               "compile s": row.compile_seconds if against is None else None,
               "speed-up vs reference": row.speedup_vs_reference if against is None else None}
@@ -317,4 +335,4 @@ def _engine_cells(name: str, row: EngineRow, columns, against: AgainstVariant | 
     return tuple(values[c] for c in columns)
 
 
-__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult", "ENGINE_COLUMNS"]
+__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult", "VerdictRow", "ENGINE_COLUMNS"]

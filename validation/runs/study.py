@@ -72,7 +72,7 @@ from ..base.code_digest import code_digest
 from ..base.processes import die_with_parent
 from ..records import registry
 from .compare import CompareConfig, compare, default_references
-from .defects import BatterySettings, run_battery
+from .defects import DETECTORS, BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
 from .results import ComparisonResult
 from .sbc import SBCSettings, plot_sbc, run_sbc
@@ -653,14 +653,16 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
         lines += ["## Comparisons", "",
                   "Per engine and data set / split: pred_mae (mean |p - p_ref| on the test set), the sd ratio "
                   "sd / sd_ref (median over the parameters, and the worst: farthest from 1), Pareto k-hat of the "
-                  "engine as an importance proposal (<= 0.7: its importance-corrected draws are trusted), the "
-                  "marginal and the joint verdict (each an exact engine calls 'differs' 5% of the time), the SBC "
+                  "engine as an importance proposal (at most min(1 - 1/log10 S, 0.7), S its draws: its "
+                  "importance-corrected draws are trusted), the "
+                  "marginal, the joint and the distribution verdict (each an exact engine calls 'differs' 5% of "
+                  "the time; the distribution verdict sees shape, tails and support), the SBC "
                   "status of the engine in this study (calibrated replicates / all), the warm seconds of the fit "
                   "and the reference's warm seconds over them. Engine type: paper (a paper's hand-derived "
                   "engine), generic (needs only the NumPyro model), user.", "",
                   "| model | data | split | reference | engine | type | pred_mae | sd ratio med / worst | k-hat | "
-                  "verdict | joint | SBC | warm s | x ref |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "verdict | joint | distribution | SBC | warm s | x ref |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         plainly = []
         for c in compares:
             r = ComparisonResult.from_json(c["results"])  # a stored cell, read back as the type compare returns
@@ -669,10 +671,11 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
             for name, e in r.engines.items():
                 v = e.verdict.status if e.verdict is not None else "-"
                 j = e.joint_verdict.status if e.joint_verdict is not None else "-"
+                dv = e.distribution_verdict.status if e.distribution_verdict is not None else "-"
                 lines.append(
                     f"| {r.model} | {r.data} | {r.split} | {sampler} {cert} | {name} | {_engine_type(r.model, name)} | "
                     f"{_fmt(e.metrics.get('pred_mae'))} | {_sd_ratios(e.metrics)} | {_fmt(e.metrics.get('khat'), '.2f')} | "
-                    f"{v if e.failure is None else 'failed'} | {j} | {sbc_status.get((r.model, name), '-')} | "
+                    f"{v if e.failure is None else 'failed'} | {j} | {dv} | {sbc_status.get((r.model, name), '-')} | "
                     f"{_fmt(e.seconds, '.3g')} | {_fmt(e.speedup_vs_reference, '.3g')} |")
             plainly += _generic_against_paper(r)
         lines.append("")
@@ -699,12 +702,13 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
         b = c["battery"]
         lines += [f"## Planted defects: {b['model']} / {b['engine']}", "",
                   f"{b['certified_datasets']} of {b['datasets']} data sets with a certified reference.", "",
-                  "| defect | verdict detections | SBC detections |", "|---|---|---|"]
+                  "| defect | " + " | ".join(f"{d} detections" for d in DETECTORS) + " |",
+                  "|---|" + "---|" * len(DETECTORS)]
         by = {(r["detector"], r["defect"]): r for r in b["rows"]}
         for name in dict.fromkeys(r["defect"] for r in b["rows"]):
             cells_ = [f"{by[(d, name)]['detected']}/{by[(d, name)]['trials']}" if (d, name) in by else "-"
-                      for d in ("verdict", "sbc")]
-            lines.append(f"| {name} | {cells_[0]} | {cells_[1]} |")
+                      for d in DETECTORS]
+            lines.append(f"| {name} | " + " | ".join(cells_) + " |")
         lines.append("")
     path = os.path.join(out_dir, "report.md")
     atomic_write(path, lambda tmp: open(tmp, "w").write("\n".join(lines) + "\n"))

@@ -5,7 +5,10 @@ exact engine's and the intact engine's rates beside them.
     python benchmarks/defect_battery.py --model pcvm --engine ep
     python benchmarks/defect_battery.py --model gig-logistic --engine vb --reference-samplers pg-gibbs
     python benchmarks/defect_battery.py --sbc-replicates 0 --results benchmarks/results/defect_battery_joint.json
-        # the verdicts alone (marginal and joint), without the SBC runs
+        # the verdicts alone (marginal, joint, distribution), without the SBC runs
+    python benchmarks/defect_battery.py --model bblr --engine laplace --n 200 --n-basis 100 --sbc-replicates 0 \
+        --results benchmarks/results/distribution_battery.json
+        # another design of the SBC problem (n points, n-basis features): the verdicts at d = 100
 
 Cells are kept under --out, so an interrupted run resumes. Results are appended to
 benchmarks/results/defect_battery.json (one entry per model and engine).
@@ -35,13 +38,22 @@ def main(argv=None) -> None:
     parser.add_argument("--reference-samplers", default="",
                         help="comma-separated reference samplers tried on each data set, in order (default: the "
                              "model's chain, e.g. nuts,pg-gibbs for gig-logistic)")
+    parser.add_argument("--n", type=int, default=None, help="training points of the SBC problem (default 60)")
+    parser.add_argument("--n-basis", type=int, default=None,
+                        help="features of the SBC problem (default: the model's SBC default, 6 for most)")
+    parser.add_argument("--defects", default="",
+                        help="comma-separated defect names (default: every defect that applies; 'none': the exact "
+                             "engine, its shape defects and the intact engine only)")
     parser.add_argument("--workers", type=int, default=1,
                         help="Dask LocalCluster worker processes for the data sets and SBC runs (1: no cluster)")
     parser.add_argument("--scheduler", default=None, help="address of a running Dask scheduler instead")
     args = parser.parse_args(argv)
+    problem = tuple((k, v) for k, v in (("n", args.n), ("n_basis", args.n_basis)) if v is not None)
     settings = BatterySettings(n_datasets=args.datasets, sbc_replicates=args.sbc_replicates, sbc_sims=args.sbc_sims,
-                               reference_draws=args.reference_draws,
+                               reference_draws=args.reference_draws, problem=problem,
                                reference_samplers=tuple(s for s in args.reference_samplers.split(",") if s))
+    defects = [] if args.defects == "none" else [d for d in args.defects.split(",") if d] or None
+    label = f"{args.model}/{args.engine}" + "".join(f" {k}={v}" for k, v in problem)
 
     def progress(stage, done, total):
         print(f"{stage}: {done}/{total}", flush=True)
@@ -52,21 +64,21 @@ def main(argv=None) -> None:
         cluster = None if args.scheduler else LocalCluster(n_workers=args.workers, threads_per_worker=1,
                                                            dashboard_address=None)
         with Client(args.scheduler or cluster) as client:
-            result = run_battery(args.model, args.engine, settings=settings, out_dir=args.out, progress=progress,
-                                 executor=client.get_executor())
+            result = run_battery(args.model, args.engine, defects, settings=settings, out_dir=args.out,
+                                 progress=progress, executor=client.get_executor())
         if cluster is not None:
             cluster.close()
     else:
-        result = run_battery(args.model, args.engine, settings=settings, out_dir=args.out, progress=progress)
+        result = run_battery(args.model, args.engine, defects, settings=settings, out_dir=args.out, progress=progress)
     stored = {}
     if os.path.exists(args.results):
         with open(args.results) as fh:
             stored = json.load(fh)
-    stored[f"{args.model}/{args.engine}"] = result
+    stored[label] = result
     write_json_atomic(stored, args.results)
-    print(f"\n{args.model} / {args.engine}: {result['certified_datasets']} of {result['datasets']} data sets "
+    print(f"\n{label}: {result['certified_datasets']} of {result['datasets']} data sets "
           f"with a certified reference\n")
-    print(battery_table({f"{args.model}/{args.engine}": result}).to_markdown())
+    print(battery_table({label: result}).to_markdown())
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -87,6 +87,9 @@ class GIGLogistic:
     mixing: str = "gamma"
     parameterization: str = "noncentred"
     name: str = field(default="gig-logistic", init=False)
+    #: the forms of the same model (one posterior, one evidence): a judge that needs every
+    #: latent site of a reference sampled in another form may rewrite the spec in it
+    parameterizations: ClassVar[tuple[str, ...]] = PARAMETERIZATIONS
 
     def __post_init__(self):
         if self.mixing not in MIXINGS:

@@ -168,6 +168,25 @@ def idata_to_draws(idata: az.InferenceData, sites: tuple[Site, ...]) -> dict[str
     return out
 
 
+def posterior_variables_names(idata: az.InferenceData) -> tuple[str, ...]:
+    """The names of the posterior group's variables."""
+    return tuple(idata.posterior.data_vars)
+
+
+def posterior_variables(idata: az.InferenceData, names) -> dict[str, np.ndarray]:
+    """Draws {name: (chains, draws, *shape)} of the posterior group's variables ``names``,
+    in their stored axis order after chain and draw (for sites that are not measured
+    sites, such as a hierarchical model's scales: the evidence needs every latent)."""
+    out = {}
+    for name in names:
+        if name not in idata.posterior:
+            raise KeyError(f"InferenceData has no posterior variable {name!r}")
+        da = idata.posterior[name]
+        rest = [d for d in da.dims if d not in ("chain", "draw")]
+        out[name] = np.asarray(da.transpose("chain", "draw", *rest).values, dtype=float)
+    return out
+
+
 def posterior_to_idata(posterior, key, chains: int = 4, draws: int = 1000, constant_data=None):
     """Any Posterior as InferenceData with the NUTS reference's names, dims and draw shape.
 

@@ -250,21 +250,32 @@ def _whitened_target(density: UnconstrainedDensity, g: GaussianProposal):
     return log_target
 
 
+#: AIS: the mean acceptance probability its step size is steered towards
+AIS_TARGET_ACCEPT = 0.65
+#: AIS: how fast log(step size) follows the acceptance (per temperature)
+AIS_ADAPT_RATE = 1.0
+
+
 def annealed_importance_sampling(density: UnconstrainedDensity, chains: np.ndarray, *, seed: int = 0,
                                  particles: int = 256, temperatures: int = 200, leapfrog_steps: int = 8,
-                                 step_size: float = 0.3) -> EvidenceEstimate:
+                                 step_size: float | None = None) -> EvidenceEstimate:
     """log Z by AIS (Neal 2001) from a Gaussian g fitted to all reference draws to the
     posterior along g^(1-beta) p^beta, beta on a sigmoid ladder of ``temperatures`` steps,
-    one HMC move (``leapfrog_steps`` steps of ``step_size`` in coordinates that make g
-    standard normal) per temperature. log Z = log mean w; its standard error by the delta
-    method, sd(w) / (sqrt(n) mean(w)), trusted where the weights' Pareto k-hat is at most
-    min(1 - 1/log10 n, 0.7)."""
+    one HMC move (``leapfrog_steps`` leapfrog steps in coordinates that make g standard
+    normal) of every particle per temperature. The step size starts at ``step_size``
+    (default 0.5 d^(-1/4)) and follows the particles' mean acceptance probability at the
+    previous temperature towards AIS_TARGET_ACCEPT: a posterior far from g (a funnel, a
+    Laplace prior's kink) needs much smaller steps than one close to it, and a fixed step
+    that is never accepted leaves the particles where g put them. log Z = log mean w; its
+    standard error by the delta method, sd(w) / (sqrt(n) mean(w)), trusted where the
+    weights' Pareto k-hat is at most min(1 - 1/log10 n, 0.7)."""
     t0 = time.perf_counter()
     chains = np.asarray(chains, dtype=float)
     d = chains.shape[-1]
     g = GaussianProposal.fitted(chains.reshape(-1, d))
     log_target = _whitened_target(density, g)
     const = -0.5 * d * math.log(2 * math.pi)
+    first_step = 0.5 * d ** -0.25 if step_size is None else float(step_size)
 
     def log_base(u):
         return -0.5 * jnp.sum(u * u) + const
@@ -279,40 +290,46 @@ def annealed_importance_sampling(density: UnconstrainedDensity, chains: np.ndarr
 
     grad_pi = jax.grad(log_pi)
 
-    def hmc(u, beta, key):
+    def hmc(u, beta, key, eps):
         k_mom, k_acc = jax.random.split(key)
         p0 = jax.random.normal(k_mom, u.shape)
 
         def leap(_, state):
             q, p = state
-            p = p + 0.5 * step_size * grad_pi(q, beta)
-            q = q + step_size * p
-            p = p + 0.5 * step_size * grad_pi(q, beta)
+            p = p + 0.5 * eps * grad_pi(q, beta)
+            q = q + eps * p
+            p = p + 0.5 * eps * grad_pi(q, beta)
             return q, p
 
         q, p = jax.lax.fori_loop(0, leapfrog_steps, leap, (u, p0))
         log_accept = log_pi(q, beta) - 0.5 * jnp.sum(p * p) - log_pi(u, beta) + 0.5 * jnp.sum(p0 * p0)
-        log_accept = jnp.where(jnp.isfinite(log_accept), log_accept, -jnp.inf)
+        log_accept = jnp.where(jnp.isfinite(log_accept), jnp.minimum(log_accept, 0.0), -jnp.inf)
         accept = jnp.log(jax.random.uniform(k_acc)) < log_accept
-        return jnp.where(accept, q, u), accept
+        return jnp.where(accept, q, u), jnp.exp(log_accept)
 
-    def one_particle(key):
+    moves = jax.vmap(hmc, in_axes=(0, None, 0, None))
+    log_ratio = jax.vmap(lambda u: log_target(u) - log_base(u))
+
+    def run(key):
         k0, k_run = jax.random.split(key)
-        u0 = jax.random.normal(k0, (d,))
+        u0 = jax.random.normal(k0, (particles, d))
 
         def step(carry, inputs):
-            u, log_w = carry
+            u, log_w, log_eps = carry
             beta_prev, beta, k = inputs
-            log_w = log_w + (beta - beta_prev) * (log_target(u) - log_base(u))
-            u, acc = hmc(u, beta, k)
-            return (u, log_w), acc
+            log_w = log_w + (beta - beta_prev) * log_ratio(u)
+            u, accept_prob = moves(u, beta, jax.random.split(k, particles), jnp.exp(log_eps))
+            rate = jnp.mean(accept_prob)
+            log_eps = log_eps + AIS_ADAPT_RATE * (rate - AIS_TARGET_ACCEPT)
+            return (u, log_w, log_eps), (rate, jnp.exp(log_eps))
 
         keys = jax.random.split(k_run, temperatures)
-        (_, log_w), acc = jax.lax.scan(step, (u0, 0.0), (betas[:-1], betas[1:], keys))
-        return log_w, jnp.mean(acc)
+        (_, log_w, _), (rates, steps) = jax.lax.scan(
+            step, (u0, jnp.zeros(particles), jnp.log(first_step)), (betas[:-1], betas[1:], keys))
+        return log_w, rates, steps
 
-    run = jax.jit(jax.vmap(one_particle))
-    log_w, acc = run(jax.random.split(jax.random.PRNGKey(seed), particles))
+    log_w, rates, steps = jax.jit(run)(jax.random.PRNGKey(seed))
+    acc = np.asarray(rates)
     log_w = np.asarray(log_w, dtype=float)
     seconds = time.perf_counter() - t0
     finite = np.isfinite(log_w)
@@ -326,7 +343,8 @@ def annealed_importance_sampling(density: UnconstrainedDensity, chains: np.ndarr
     khat, _ = adapter.psis_khat(log_w) if np.ptp(log_w) > 0 else (0.0, None)
     threshold = khat_threshold(particles)
     details = {"particles": particles, "temperatures": temperatures, "leapfrog_steps": leapfrog_steps,
-               "step_size": step_size, "acceptance": float(np.mean(np.asarray(acc))), "khat": float(khat),
+               "first_step_size": first_step, "last_step_size": float(np.asarray(steps)[-1]),
+               "acceptance": float(np.mean(acc)), "khat": float(khat),
                "khat_threshold": threshold, "dimension": int(d)}
     if not khat <= threshold:
         return EvidenceEstimate("annealed importance sampling", None, None, seconds, details,

@@ -37,8 +37,9 @@ from zoo.validation.references import ReferenceConfig, run_reference
 from zoo.validation.runs.compare import CompareConfig, compare
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-CASES = {"pcvm, w >= 0 and b": PCVM(alpha=1.0, alpha_bias=1.0),
-         "bblr, two weights": BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5)}
+#: the cases of tests/test_evidence.py: (spec, columns), two latent dimensions each
+CASES = {"pcvm, w >= 0 and b": (PCVM(alpha=1.0, alpha_bias=1.0), 1),
+         "bblr, two weights": (BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5), 2)}
 
 
 def machine() -> dict:
@@ -46,20 +47,10 @@ def machine() -> dict:
             "cpus": os.cpu_count(), "python": platform.python_version(), "command": " ".join(sys.argv)}
 
 
-def two_dimensional(spec, seed=1, n=120):
-    """The data of tests/test_evidence.py: two latent dimensions for either spec."""
-    rng = np.random.default_rng(seed)
-    m = 1 if isinstance(spec, PCVM) else 2
-    Phi = rng.standard_normal((n, m))
-    f = Phi @ np.abs(rng.standard_normal(m)) + 0.3
-    y = (rng.random(n) < 1 / (1 + np.exp(-2 * f))).astype(float)
-    return Phi, y
-
-
 def calibration(repeats: int) -> dict:
     out = {"cases": {}, **machine()}
-    for name, spec in CASES.items():
-        Phi, y = two_dimensional(spec)
+    for name, (spec, n_basis) in CASES.items():
+        Phi, y = ev.small_problem(n_basis)
         density = ev.unconstrained_density(spec, Phi, y)
         rows, quad = [], None
         for seed in range(repeats):

@@ -24,25 +24,15 @@ from zoo.validation.references import ReferenceConfig, run_reference
 Z_TEST = 3.29
 
 
-def _two_dimensional(spec, seed=1, n=120):
-    """A data set on which ``spec`` has two latent dimensions: PCVM with one basis
-    function (w >= 0 and the bias b), BBLR with two weights."""
-    rng = np.random.default_rng(seed)
-    m = 1 if isinstance(spec, PCVM) else 2
-    Phi = rng.standard_normal((n, m))
-    f = Phi @ np.abs(rng.standard_normal(m)) + 0.3
-    y = (rng.random(n) < 1 / (1 + np.exp(-2 * f))).astype(float)
-    return Phi, y
-
-
-CASES = {"pcvm (w >= 0, b)": PCVM(alpha=1.0, alpha_bias=1.0),
-         "bblr (two weights)": BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5)}
+#: two latent dimensions each: PCVM on one column (w >= 0 and the bias b), BBLR on two
+CASES = {"pcvm (w >= 0, b)": (PCVM(alpha=1.0, alpha_bias=1.0), 1),
+         "bblr (two weights)": (BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5), 2)}
 
 
 @pytest.fixture(scope="module", params=list(CASES), ids=list(CASES))
 def case(request):
-    spec = CASES[request.param]
-    Phi, y = _two_dimensional(spec)
+    spec, n_basis = CASES[request.param]
+    Phi, y = ev.small_problem(n_basis)
     ref = run_reference(spec, Phi, y, config=ReferenceConfig(num_samples=2000, seed=5)).require_certified()
     density = ev.unconstrained_density(spec, Phi, y)
     chains = ev.reference_chains(density, ref.idata)
@@ -76,8 +66,8 @@ def test_ais_matches_quadrature_within_its_error(case):
 def test_the_density_is_the_models_joint_with_the_jacobian_of_pcvms_positive_weight():
     # w = exp(u) on PCVM's w >= 0: log p(y, b, w) + log|dw/du| = log p(y, b, w) + u; a
     # density without the Jacobian would integrate to the wrong evidence
-    spec = CASES["pcvm (w >= 0, b)"]
-    Phi, y = _two_dimensional(spec)
+    spec, n_basis = CASES["pcvm (w >= 0, b)"]
+    Phi, y = ev.small_problem(n_basis)
     density = ev.unconstrained_density(spec, Phi, y)
     assert density.names == ("b", "w") and density.dim == 2
     z = np.array([[0.3, -0.4], [-1.0, 0.8]])

@@ -564,3 +564,18 @@ def engine_evidence(posterior) -> tuple[float, str, str] | None:
     if "evidence lower bound" in objective and info.trace is not None and len(info.trace):
         return float(np.asarray(info.trace)[-1]), LOWER_BOUND, "info.trace[-1] (the ELBO at the last update)"
     return None
+
+
+# ----------------------------------------------------------------------------------------
+# Problems small enough for quadrature: the tests' and the calibration's
+# ----------------------------------------------------------------------------------------
+def small_problem(n_basis: int, seed: int = 1, n: int = 120) -> tuple[np.ndarray, np.ndarray]:
+    """(Phi, y) with ``n_basis`` columns, for a model small enough that its evidence can be
+    integrated by quadrature: PCVM on one column has two latents (w >= 0 and the bias b),
+    BBLR on two columns its two weights. Labels drawn from a logistic model of slope 2 on
+    Phi @ |N(0, I)| + 0.3."""
+    rng = np.random.default_rng(seed)
+    Phi = rng.standard_normal((n, n_basis))
+    f = Phi @ np.abs(rng.standard_normal(n_basis)) + 0.3
+    y = (rng.random(n) < 1 / (1 + np.exp(-2 * f))).astype(float)
+    return Phi, y

@@ -94,8 +94,8 @@ def _distribution_verdict_lines(res: ComparisonResult) -> list[str]:
              f"the engine's {', '.join(f'{100 * p:g}' for p in levels)}% quantiles of each coordinate, and "
              "averaged over the coordinates, against the engine's own, in units of their Monte Carlo errors "
              "(batch means over every chain), with a Bonferroni threshold (validation/judge/distribution.py, "
-             "DERIVATIONS.md §10). Mass the engine puts below 0 where the model's support is w >= 0 counts as a "
-             "difference of that size. Skew, heavy tails with the right variance, mass outside the support and "
+             "DERIVATIONS.md §10). Mass the engine puts below 0 at a site whose support is w >= 0 (or > 0) "
+             "counts as a difference of that size. Skew, heavy tails with the right variance, mass outside the support and "
              "missing modes are seen here and not above; an exact engine is called different at most 5% of the "
              "time (measured: about 2%, docs/validation.md); the three verdicts together at most 15%.",
              "", "| engine | distribution verdict | max abs z (threshold) | worst tests (engine minus reference, "

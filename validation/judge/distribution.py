@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 from scipy.stats import norm

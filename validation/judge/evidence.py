@@ -181,7 +181,8 @@ def _log_mean_exp(x: np.ndarray) -> float:
 
 def bridge_sampling(density: UnconstrainedDensity, chains: np.ndarray, *, seed: int = 0,
                     tol: float = 1e-10, max_iter: int = 1000) -> EvidenceEstimate:
-    """log Z by the optimal bridge (Meng & Wong 1996, their eq. 4.1 iterated) between the
+    """log Z by the optimal bridge (Meng & Wong 1996, their eq. 4.1; its fixed point found as
+    the root of the estimating equation, below) between the
     second halves of the reference chains (C, S, d) and as many draws of a Gaussian fitted
     to the first halves. Standard error: Frühwirth-Schnatter (2004), the relative MSE of
     the bridge estimator with the posterior-side term's variance inflated by N1 / ESS."""
@@ -189,7 +190,7 @@ def bridge_sampling(density: UnconstrainedDensity, chains: np.ndarray, *, seed: 
     chains = np.asarray(chains, dtype=float)
     C, S, d = chains.shape
     half = S // 2
-    if S - half < MIN_BRIDGE_DRAWS // max(C, 1) or C * (S - half) < MIN_BRIDGE_DRAWS:
+    if C * (S - half) < MIN_BRIDGE_DRAWS:
         return EvidenceEstimate("bridge sampling", None, None, 0.0,
                                 reason=f"{C * (S - half)} posterior draws in the second halves; "
                                        f"bridge sampling needs {MIN_BRIDGE_DRAWS}")

@@ -4,6 +4,7 @@
     zoo compare --model pcvm --data banana --split 3 --engines laplace,ep --param width=0.7
     zoo sbc --model pcvm --engine laplace,ep   # simulation-based calibration -> ./zoo-sbc/
     zoo sbc --model pcvm --engine my_module:fit  # ... of your own engine
+    zoo sbc --model pcvm --engine ep --conditional  # posterior SBC: near the default case's data
     zoo study example      # a grid of comparisons, SBC runs and defect batteries on Dask
     zoo datasets           # names, sizes and sources of the embedded data
     zoo reproduce --help   # paper reproductions (our numbers beside the published ones)
@@ -46,12 +47,15 @@ from zoo.validation.runs.sbc import (
     TOO_FEW,
     USELESS,
     SBCSettings,
+    coverage_line,
     plot_sbc,
+    plot_sbc_views,
     resolve_engine,
     run_sbc,
     sbc_names,
 )
 from zoo.validation.runs.sbc import summary_line as sbc_summary_line
+from zoo.validation.runs import posterior_sbc
 from zoo.validation.runs.study import expand, load_config, run_study
 
 
@@ -343,8 +347,13 @@ def _cmd_sbc(args) -> int:
         def progress(done, total, _name=name):
             print(f"\r{_name}: {done}/{total} simulations", end="", file=sys.stderr, flush=True)
         try:
-            summary = run_sbc(args.model, name, settings=settings, out_dir=folder, problem_kwargs=problem,
-                              progress=progress if show else None)
+            if args.conditional:
+                summary = posterior_sbc.run_posterior_sbc(
+                    args.model, name, settings=settings, out_dir=folder, cache_dir=args.cache_dir,
+                    n_new_data=args.new_data, progress=progress if show else None)
+            else:
+                summary = run_sbc(args.model, name, settings=settings, out_dir=folder, problem_kwargs=problem,
+                                  progress=progress if show else None)
         except ValueError as err:
             print(f"zoo sbc: error: {err}", file=sys.stderr)
             return 2
@@ -352,32 +361,46 @@ def _cmd_sbc(args) -> int:
             print(file=sys.stderr)
         write_json_atomic(summary, os.path.join(folder, "sbc.json"))
         figure = plot_sbc(summary, os.path.join(folder, "sbc.png"))
-        print(sbc_summary_line(summary))
-        rows.append((name, summary, figure))
+        views = plot_sbc_views(summary, os.path.join(folder, "sbc-views.png"))
+        print(posterior_sbc.summary_line(summary) if args.conditional else sbc_summary_line(summary))
+        rows.append((name, summary, figure, views))
     # what the ranked quantities are, once for all engines (the same names, or a variant's)
     glossary = {}
-    for _, summary, _ in rows:
+    for _, summary, _, _ in rows:
         glossary.update(summary.get("glossary", {}))
     if glossary:
         print("\nranked quantities:")
         for pattern, meaning in glossary.items():
             print(f"  {pattern}: {meaning}")
-    lines = [f"# SBC: {args.model}", "",
-             f"{args.sims} simulations, {args.draws} posterior draws ranked in each, design of {args.n} points and "
-             f"{rows[0][1]['design']['n_basis'] if rows else args.n_basis} RBF features (validation/runs/sbc.py); "
+    if args.conditional:
+        cond = next((r[1]["conditioning"] for r in rows if "conditioning" in r[1]), None)
+        design = ("conditioned on " + (f"{cond['case']}: truths drawn from its certified {cond['reference_sampler']} "
+                                       f"reference, {cond['n_new_data']} new labels simulated at the training "
+                                       f"design, each engine fitted to the {cond['n_observed']} observed and the new "
+                                       "labels together (validation/runs/posterior_sbc.py)" if cond else
+                                       "the model's default case") + "; ")
+    else:
+        design = (f"design of {args.n} points and "
+                  f"{rows[0][1]['design']['n_basis'] if rows and 'design' in rows[0][1] else args.n_basis} RBF "
+                  "features, truths from the prior (validation/runs/sbc.py); ")
+    lines = [f"# {'Posterior SBC' if args.conditional else 'SBC'}: {args.model}", "",
+             f"{args.sims} simulations, {args.draws} posterior draws ranked in each, " + design +
              "each engine is called miscalibrated when a "
              "quantity's PIT ECDF leaves its simultaneous band, with a 5% family-wise false-alarm rate, and "
              f"'{TOO_FEW}' (not calibrated) when every ECDF stays inside but the run is too small to detect, "
              f"80% of the time, a mean off by {USELESS['mean_shift_sd']:g} posterior sd or an sd "
              f"x{USELESS['sd_factor_narrow']:g} in one quantity. Each verdict ends with what its run could detect.", "",
              f"Computed on: {device_line}.", "",
-             "| engine | verdict | fits ok / failed | median fit seconds | figure |", "|---|---|---|---|---|"]
-    for name, summary, figure in rows:
+             "| engine | verdict | coverage | fits ok / failed | median fit seconds | ranks | coverage and "
+             "contraction |", "|---|---|---|---|---|---|---|"]
+    for name, summary, figure, views in rows:
         counts = summary.get("counts", {})
         secs = counts.get("fit_seconds_median")
-        lines.append(f"| {name} | {summary['reason']} | {counts.get('ok', '-')} / {counts.get('failed', '-')} | "
+        lines.append(f"| {name} | {summary['reason']} | {coverage_line(summary) or '-'} | "
+                     f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
                      f"{'-' if secs is None else f'{secs:.3g}'} | "
-                     f"{os.path.relpath(figure, args.out) if figure else '-'} |")
+                     f"{os.path.relpath(figure, args.out) if figure else '-'} | "
+                     f"{os.path.relpath(views, args.out) if views else '-'} |")
     if glossary:
         lines += ["", "Ranked quantities:", ""] + [f"- `{pattern}`: {meaning}" for pattern, meaning in glossary.items()]
     report = os.path.join(args.out, args.model, "sbc.md")
@@ -416,6 +439,15 @@ def _add_sbc_parser(sub, records) -> None:
                         "spec fixes one: grid-rvm's 4 x 3 table)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="zoo-sbc", help="output folder (default ./zoo-sbc)")
+    p.add_argument("--conditional", action="store_true",
+                   help="posterior SBC: truths drawn from the certified reference posterior of the model's default "
+                        "case (zoo compare's), new labels simulated from them and fitted together with the observed "
+                        "ones - calibration near the data a user has, not over the whole prior (--n and --n-basis "
+                        "do not apply)")
+    p.add_argument("--new-data", type=_positive_int, default=None,
+                   help="with --conditional: new labels per simulation (default: as many as the observed ones)")
+    p.add_argument("--cache-dir", default=_default_cache_dir(),
+                   help="with --conditional: where the default case's reference run is kept (as zoo compare's)")
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     _add_device_argument(p, "an accelerator when every engine runs its simulations as one program (nuts), "
                             "else the CPU")

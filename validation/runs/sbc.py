@@ -73,6 +73,7 @@ from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write, write_json_atomic
 from ..base.code_digest import code_digest, spec_key
 from ..base.figures import ShownFigure
+from ..judge.rates import wilson_interval
 from ..records import registry
 from ..references import run_reference
 from ..references.nuts import nuts_posteriors
@@ -90,8 +91,10 @@ MISCALIBRATED = "miscalibrated"
 #: defect (:data:`USELESS`): not a verdict of "calibrated"
 TOO_FEW = "too few simulations to call"
 NOT_APPLICABLE = "not applicable"
-#: file format of the stored simulations (bump when their content changes)
-SBC_FORMAT = 1
+#: file format of the stored simulations (bump when their content changes; 2: each
+#: simulation also keeps the truth and its posterior's mean and sd of every quantity, which
+#: the coverage and contraction views read)
+SBC_FORMAT = 2
 
 
 # --------------------------------------------------------------------------------------
@@ -618,7 +621,11 @@ def _rank_result(index: int, redraws: int, seconds: float, posterior, q_true, q_
     info = getattr(posterior, "info", None)
     result = {"index": index, "status": "ok", "redraws": redraws, "seconds": seconds,
               "ranks": [int(r) for r in ranks], "n_draws": int(q_draws.shape[0]),
-              "converged": bool(getattr(info, "converged", True))}
+              "converged": bool(getattr(info, "converged", True)),
+              # the contraction view: how far the posterior moved from the truth, in its own sd,
+              # and how much narrower it is than the distribution the truths come from
+              "truth": [float(v) for v in q_true], "post_mean": [float(v) for v in q_draws.mean(0)],
+              "post_sd": [float(v) for v in q_draws.std(0, ddof=1)]}
     layout = getattr(info, "extra", {}).get("layout") if info is not None else None
     if layout is not None:
         result["layout"] = layout
@@ -1161,6 +1168,19 @@ def run_key(model: str, engine: str, problem: SBCProblem, settings: SBCSettings,
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def stored_simulations(folder: str, n_sims: int) -> tuple[list[str], dict[int, dict[str, Any]]]:
+    """(the path of each of a run's ``n_sims`` simulations in ``folder``, made if missing;
+    the results already stored there, by index): what a resumed run reuses."""
+    os.makedirs(folder, exist_ok=True)
+    paths = [os.path.join(folder, f"{i:05d}.json") for i in range(n_sims)]
+    results: dict[int, dict[str, Any]] = {}
+    for i, p in enumerate(paths):
+        if os.path.exists(p):
+            with open(p) as fh:
+                results[i] = json.load(fh)
+    return paths, results
+
+
 def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), out_dir=None,
             problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None,
             variant: str | None = None) -> dict[str, Any]:
@@ -1214,13 +1234,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         key = run_key(model, (resolved.label if callable(engine) else engine) + f"@{resolved.variant}",
                       problem, settings, resolved.fit)
         folder = os.path.join(os.fspath(out_dir), f"sims-{key}")
-        os.makedirs(folder, exist_ok=True)
-        paths = [os.path.join(folder, f"{i:05d}.json") for i in range(settings.n_sims)]
-        results: dict[int, dict] = {}
-        for i, p in enumerate(paths):
-            if os.path.exists(p):
-                with open(p) as fh:
-                    results[i] = json.load(fh)
+        paths, results = stored_simulations(folder, settings.n_sims)
         reused = len(results)
         todo = [i for i in range(settings.n_sims) if i not in results]
         t0 = time.perf_counter()
@@ -1320,7 +1334,86 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
     reason += f"; {power['line']}"
     return {"status": status, "reason": reason, "counts": counts, "failure_messages": failures,
             "uniformity": test, "power": {**power, "simulations_needed": needed},
-            "glossary": quantity_glossary(names), "ranks": ranks.tolist()}
+            "glossary": quantity_glossary(names), "ranks": ranks.tolist(),
+            "coverage": coverage_view(ranks, n_draws, names, settings),
+            "contraction": contraction_view(ok, names)}
+
+
+# --------------------------------------------------------------------------------------
+# Two more views of the same simulations: coverage and contraction
+# --------------------------------------------------------------------------------------
+#: the nominal levels of central intervals the coverage view states numbers for
+COVERAGE_LEVELS = (0.5, 0.8, 0.9, 0.95)
+
+
+def coverage_view(ranks: np.ndarray, n_draws: int, names: list[str], settings: SBCSettings) -> dict[str, Any]:
+    """Empirical coverage of central posterior intervals against their nominal level.
+
+    The truth lies in the central interval of level p exactly when its PIT value u does,
+    i.e. when w = |2u - 1| <= p; so the coverage curve is the ECDF of w, and w is uniform
+    when the ranks are. The same simultaneous band as the uniformity test's (level
+    1 - false_alarm / K) therefore holds the whole curve of a calibrated engine; it is a view
+    of the simulations, not a second verdict (the verdict stays the uniformity test's,
+    whose false-alarm rate is measured). Numbers at :data:`COVERAGE_LEVELS` come with
+    pointwise 95% Wilson intervals. The PIT values are those the test used (same seed)."""
+    S, K = ranks.shape
+    u = pit_values(ranks, n_draws, np.random.default_rng(settings.seed))
+    w = np.abs(2.0 * u - 1.0)
+    per = []
+    for k in range(K):
+        levels = []
+        for p in COVERAGE_LEVELS:
+            hits = int(np.sum(w[:, k] <= p))
+            lo, hi = wilson_interval(hits, S)
+            levels.append({"nominal": p, "coverage": hits / S, "interval": [lo, hi]})
+        per.append({"name": names[k], "levels": levels})
+    return {"levels": list(COVERAGE_LEVELS), "n_sims": S, "interval": "pointwise 95% Wilson",
+            "band_level": 1.0 - settings.false_alarm / K, "quantities": per}
+
+
+def coverage_line(summary: dict[str, Any], level: float = 0.9) -> str | None:
+    """One line: the median over quantities of the empirical coverage of central intervals
+    of nominal ``level``, and the quantity furthest from it with its Wilson interval."""
+    view = summary.get("coverage")
+    if not view or level not in view["levels"]:
+        return None
+    i = view["levels"].index(level)
+    rows = [(q["name"], q["levels"][i]) for q in view["quantities"]]
+    median = float(np.median([r["coverage"] for _, r in rows]))
+    name, worst = max(rows, key=lambda r: abs(r[1]["coverage"] - level))
+    lo, hi = worst["interval"]
+    return (f"{100 * level:g}% central intervals cover the truth in {100 * median:.0f}% of simulations "
+            f"(median over quantities); furthest: {name} {100 * worst['coverage']:.0f}% "
+            f"[{100 * lo:.0f}, {100 * hi:.0f}]")
+
+
+def contraction_view(ok: list[dict[str, Any]], names: list[str]) -> dict[str, Any] | None:
+    """Posterior contraction against z-score, per simulation and quantity (Betancourt's
+    view of what the fits learn): z = (posterior mean - truth) / posterior sd, and
+    contraction = 1 - posterior variance / variance of the truths over the simulations (the
+    prior's variance in SBC; the variance under the conditioning posterior in posterior
+    SBC). A calibrated engine's z have mean 0 and sd near 1 (exactly 1 for Gaussian
+    posteriors; P(|z| > 2) is then 4.6%); contraction near 0 means the data taught the fit
+    nothing about a quantity, near 1 that they pinned it down. None when the stored
+    simulations predate these numbers (format 1)."""
+    if not ok or any("post_mean" not in r for r in ok):
+        return None
+    truth = np.array([r["truth"] for r in ok])
+    mean, sd = np.array([r["post_mean"] for r in ok]), np.array([r["post_sd"] for r in ok])
+    spread = truth.var(0, ddof=1) if len(ok) > 1 else np.full(truth.shape[1], np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(sd > 0, (mean - truth) / sd, np.nan)
+        contraction = np.where(spread > 0, 1.0 - sd ** 2 / spread, np.nan)
+    per = []
+    for k, name in enumerate(names):
+        zk = z[:, k][np.isfinite(z[:, k])]
+        per.append({"name": name, "z_mean": float(zk.mean()) if zk.size else None,
+                    "z_sd": float(zk.std(ddof=1)) if zk.size > 1 else None,
+                    "share_abs_z_above_2": float(np.mean(np.abs(zk) > 2.0)) if zk.size else None,
+                    "contraction_median": float(np.nanmedian(contraction[:, k]))
+                    if np.isfinite(contraction[:, k]).any() else None})
+    return {"z": np.round(z, 5).tolist(), "contraction": np.round(contraction, 5).tolist(), "quantities": per,
+            "truth_spread": "variance of the truths over the simulations"}
 
 
 def rank_summary(ranks, names: list[str], n_draws: int, *, settings: SBCSettings | None = None,
@@ -1350,7 +1443,8 @@ def summary_line(summary: dict[str, Any]) -> str:
 
 __all__ = ["SBCProblem", "SBCSettings", "rbf_design", "problem_for", "resolve_engine", "import_engine",
            "simulate_one", "uniformity", "conjugate_normal_ranks", "run_sbc", "summarize", "rank_summary", "summary_line",
-           "sbc_figure", "plot_sbc", "FALSE_ALARM",
+           "sbc_figure", "plot_sbc", "sbc_views_figure", "plot_sbc_views", "coverage_view", "contraction_view",
+           "coverage_line", "FALSE_ALARM",
            "CALIBRATED", "MISCALIBRATED", "TOO_FEW", "NOT_APPLICABLE", "failure_shape", "describe_failure",
            "detection_rate", "detectable_defects", "simulations_needed", "power_line", "pit_cdf",
            "quantity_glossary"]
@@ -1375,8 +1469,7 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     ranks = np.asarray(summary["ranks"])
     S, K = ranks.shape
     L = test["n_draws"]
-    order = sorted(range(K), key=lambda k: (test["quantities"][k]["inside"], -test["quantities"][k]["excess"]))
-    shown = order[:max_quantities]
+    shown = _shown_quantities(summary, max_quantities)
     u = pit_values(ranks, L, np.random.default_rng(summary["settings"]["seed"]))
     x = eval_points(S)
     lower, upper = simultaneous_band(S, test["band_level"])
@@ -1417,6 +1510,79 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
                  f"({summary['counts']['ok']} simulations, L = {L}; red: a quantity outside its band)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _shown_quantities(summary: dict[str, Any], max_quantities: int) -> list[int]:
+    """The quantities a figure shows: those outside their bands first (worst first), then
+    the others in order, up to ``max_quantities``."""
+    qs = summary["uniformity"]["quantities"]
+    return sorted(range(len(qs)), key=lambda k: (qs[k]["inside"], -qs[k]["excess"]))[:max_quantities]
+
+
+def sbc_views_figure(summary: dict[str, Any], *, max_quantities: int = 8):
+    """The coverage and contraction views of an SBC run (:func:`coverage_view`,
+    :func:`contraction_view`) for the quantities :func:`sbc_figure` shows; None without ranks.
+
+    Left: empirical coverage of central intervals minus their nominal level, against the
+    nominal level, inside the simultaneous band of the run's uniformity test (a calibrated
+    engine's curves stay inside it with the test's probability); below zero is too narrow
+    (under-coverage), above zero too wide. Right: each simulation's posterior contraction
+    against its z-score; a calibrated engine's points spread around z = 0 with |z| > 2
+    rare; a cloud off-centre is a bias, one beyond +-2 with high contraction an
+    overconfident fit."""
+    if "ranks" not in summary:
+        return None
+    test = summary["uniformity"]
+    ranks = np.asarray(summary["ranks"])
+    S, K = ranks.shape
+    shown = _shown_quantities(summary, max_quantities)
+    u = pit_values(ranks, test["n_draws"], np.random.default_rng(summary["settings"]["seed"]))
+    w = np.abs(2.0 * u - 1.0)
+    x = eval_points(S)
+    lower, upper = simultaneous_band(S, test["band_level"])
+    fig = ShownFigure(figsize=(10.0, 4.2))
+    ax_cov, ax_con = fig.subplots(1, 2)
+    ax_cov.fill_between(x, lower - x, upper - x, color="0.88", step="mid",
+                        label=f"simultaneous {100 * test['band_level']:.2f}% band")
+    colours = [f"C{i % 10}" for i in range(len(shown))]
+    for colour, k in zip(colours, shown):
+        q = test["quantities"][k]
+        cover = (w[:, k][:, None] <= x[None, :]).mean(0)
+        ax_cov.step(x, cover - x, where="mid", color=colour, lw=1.6 if not q["inside"] else 0.9,
+                    label=q["name"] + ("" if q["inside"] else " (outside its band)"))
+    ax_cov.axhline(0.0, color="0.4", lw=0.5)
+    ax_cov.set_xlabel("nominal level of the central interval")
+    ax_cov.set_ylabel("empirical coverage - nominal")
+    ax_cov.set_title("coverage (below 0: intervals too narrow)", fontsize=9)
+    ax_cov.legend(fontsize=6, loc="best", framealpha=0.6)
+    view = summary.get("contraction")
+    if view is None:
+        ax_con.text(0.5, 0.5, "no posterior means and sds with these ranks\n(ranks given alone, or simulations of an older format)",
+                    ha="center", va="center", transform=ax_con.transAxes, fontsize=8)
+    else:
+        z, contraction = np.asarray(view["z"], dtype=float), np.asarray(view["contraction"], dtype=float)
+        for colour, k in zip(colours, shown):
+            ax_con.plot(contraction[:, k], z[:, k], "o", ms=2.5, alpha=0.6, color=colour,
+                        label=test["quantities"][k]["name"])
+        for level in (-2.0, 2.0):
+            ax_con.axhline(level, color="0.5", lw=0.6, ls="--")
+        ax_con.axhline(0.0, color="0.4", lw=0.5)
+        ax_con.set_xlabel("posterior contraction 1 - var(post) / var(truths)")
+        ax_con.set_ylabel("z = (posterior mean - truth) / posterior sd")
+        ax_con.set_title("contraction against z-score (dashed: |z| = 2)", fontsize=9)
+    fig.suptitle(f"{summary.get('kind', 'SBC')} {summary['model']} / {summary['engine']}: coverage and "
+                 f"contraction over {S} simulations", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sbc_views(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
+    """:func:`sbc_views_figure`, written atomically to ``path`` (PNG); the path, or None."""
+    fig = sbc_views_figure(summary, max_quantities=max_quantities)
+    if fig is None:
+        return None
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=90), suffix=".png")
+    return os.fspath(path)
 
 
 def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:

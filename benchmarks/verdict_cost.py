@@ -3,7 +3,10 @@ for PCVM), the seconds of each verdict per engine - marginal, joint, distributio
 whole comparison's wall seconds and the reference's sampling, measured in the same run; and
 each engine's three verdicts as the report states them; and those of a user's engine whose
 answer is the Gaussian with every mean, sd and correlation of the reference draws exactly
-(both moment verdicts pass it by construction), with its mass outside the support.
+(both moment verdicts pass it by construction), with its mass outside the support; and the
+seconds of the evidence verdicts (the reference log Z by bridge sampling, computed once per
+model or variant, and every engine's log evidence judged against it; ``--evidence checked``
+adds AIS), as the comparison itself measured them.
 
     python benchmarks/verdict_cost.py                  # PCVM on Ripley, the front page's run
     python benchmarks/verdict_cost.py --model bblr
@@ -53,9 +56,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="pcvm")
     parser.add_argument("--cache-dir", default=None, help="reference cache (default: none, the reference is sampled)")
+    parser.add_argument("--evidence", default="bridge", help="the comparison's evidence mode (bridge, checked, off)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    comp = compare(CompareConfig(model=args.model, cache_dir=args.cache_dir))
+    comp = compare(CompareConfig(model=args.model, cache_dir=args.cache_dir, evidence=args.evidence))
     wall = time.perf_counter() - t0
     res = comp.result
     reference = comp.reference.posterior
@@ -83,7 +87,14 @@ def main(argv=None) -> None:
            "command": "python benchmarks/verdict_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
            "model": args.model, "data": res.data, "compare_wall_seconds": wall,
            "reference_seconds": res.reference.seconds, "engines": rows,
-           "distribution_verdicts_seconds": added, "share_of_compare": added / wall}
+           "distribution_verdicts_seconds": added, "share_of_compare": added / wall,
+           "evidence_mode": args.evidence,
+           "evidence_seconds": None if res.evidence is None else res.evidence["seconds"],
+           "evidence": None if res.evidence is None else {
+               name: {"kind": e["kind"], "value": e["value"],
+                      "status": (e["verdict"] or {}).get("status"),
+                      "difference": (e["verdict"] or {}).get("difference")}
+               for name, e in res.evidence["engines"].items()}}
     write_json_atomic(out, os.path.join(RESULTS, f"verdict_cost_{args.model}.json"))
     print(f"{args.model} on {res.data}: compare {wall:.1f} s wall, reference {res.reference.seconds:.1f} s")
     for name, r in rows.items():
@@ -92,6 +103,9 @@ def main(argv=None) -> None:
     print(f"the Gaussian of the exact moments puts {100 * extra['outside_support_fraction']:.1f}% of its draws "
           f"outside the support; its distribution verdict: {extra['distribution']['reason']}")
     print(f"the distribution verdicts add {added:.3f} s, {100 * added / wall:.2f}% of the comparison")
+    if res.evidence is not None:
+        ev_s = res.evidence["seconds"]
+        print(f"the evidence verdicts ({args.evidence}) add {ev_s:.1f} s, {100 * ev_s / wall:.1f}% of the comparison")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,24 @@ def test_results_json_has_every_required_key(run):
     assert res["selection"]["width"].startswith("given")
 
 
+def test_every_engine_reporting_a_log_evidence_gets_an_evidence_verdict(run):
+    """EP's log Z and the Laplace evidence are judged against the reference log Z of the
+    model each fits (EPCVM's Laplace: the surrogate's); EM reports none. By default the
+    reference log Z is bridge sampling alone, and the report says so."""
+    comp, files, res = run
+    ev = res["evidence"]
+    assert ev["mode"] == "bridge" and ev["seconds"] > 0
+    assert set(ev["engines"]) == {"laplace", "ep"}
+    assert ev["engines"]["laplace"]["variant"] == "surrogate" and set(ev["references"]) == {"model", "surrogate"}
+    for name in ("laplace", "ep"):
+        v = ev["engines"][name]["verdict"]
+        assert v["status"] in ("differs", "indistinguishable") and "not cross-checked" in v["reason"]
+        assert v["difference"] == pytest.approx(ev["engines"][name]["value"] - v["reference_log_z"])
+    report = open(files["report"]).read()
+    assert "## Evidence" in report and "bridge sampling alone" in report
+    assert "evidence (the engines' log Z" in summary_table(comp.result)
+
+
 def _plain(o):
     if isinstance(o, np.ndarray):
         return o.tolist()

@@ -107,6 +107,22 @@ def test_no_verdict_against_an_uncertified_reference_or_without_a_value():
         ev.evidence_verdict(-50.0, "upper bound", _reference())
 
 
+def test_a_bridge_estimate_alone_judges_with_its_caveat_and_never_certifies():
+    """``zoo compare``'s default: bridge sampling without AIS. Engines are judged against
+    its value and error (an exact one indistinguishable, one 0.1 off differs), each verdict
+    saying it is against an unchecked estimate; a failed bridge gives no verdict."""
+    est = ev.EvidenceEstimate("bridge sampling", -50.0, 0.01, 0.0)
+    skipped = ev.EvidenceEstimate("annealed importance sampling", None, None, 0.0, reason="not run")
+    alone = ev.ReferenceEvidence(est, skipped, False, ev.UNCHECKED, checked=False)
+    exact = ev.evidence_verdict(-50.005, ev.ESTIMATE, alone)
+    assert exact.status == INDISTINGUISHABLE and ev.UNCHECKED in exact.reason
+    assert ev.evidence_verdict(-50.1, ev.ESTIMATE, alone).status == DIFFERS
+    assert alone.to_json()["checked"] is False and not alone.certified
+    failed = ev.ReferenceEvidence(ev.EvidenceEstimate("bridge sampling", None, None, 0.0, reason="no root"),
+                                  skipped, False, "no bridge estimate: no root", checked=False)
+    assert ev.evidence_verdict(-50.0, ev.ESTIMATE, failed).status == NOT_APPLICABLE
+
+
 def test_estimators_that_disagree_do_not_certify_the_reference():
     bridge = ev.EvidenceEstimate("bridge sampling", -50.0, 0.01, 0.0)
     close = ev.EvidenceEstimate("annealed importance sampling", -50.02, 0.01, 0.0)

@@ -31,6 +31,7 @@ from ..judge.metrics import (
     posterior_metrics,
     pruned_weights_vs_reference,
 )
+from ..judge import evidence
 from ..judge.distribution import distribution_verdict
 from ..judge.verdict import (
     DISTRIBUTION,
@@ -72,6 +73,12 @@ class CompareConfig:
     # the device the computation ran on and why (the command line's --device choice,
     # zoo/devices.py), for the report; None: the platform JAX used, without a why
     device: str | None = None
+    # the evidence verdict of every engine that reports a log evidence or a bound on it
+    # (:data:`EVIDENCE_MODES`): "bridge" judges it against bridge sampling from the
+    # reference's draws (under a second on most default cases, half a minute on GIG's),
+    # "checked" also runs AIS and judges only against a reference log Z the two agree on
+    # (10 s to 20 minutes more), "off" skips it
+    evidence: str = "bridge"
 
     def __post_init__(self):
         record = registry.get_model(self.model)  # ValueError naming the known models
@@ -94,6 +101,8 @@ class CompareConfig:
         repeated = sorted({x for x in labels if labels.count(x) > 1})
         if repeated:
             raise ValueError(f"engines named more than once: {', '.join(repeated)}")
+        if self.evidence not in EVIDENCE_MODES:
+            raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {self.evidence!r}")
         if self.metric_draws < 100:
             raise ValueError(f"metric_draws must be at least 100; got {self.metric_draws}")
 
@@ -123,6 +132,10 @@ def default_references(model: str, samplers: tuple[str, ...] | None = None, *, n
     nuts = {} if nuts_draws is None else {"num_warmup": int(nuts_draws), "num_samples": int(nuts_draws)}
     return tuple(ReferenceConfig(**{**settings, "sampler": name, **(nuts if name == "nuts" else {}), **given})
                  for name, settings in chain.items())
+
+
+#: how ``compare`` judges the engines' log evidence (CompareConfig.evidence)
+EVIDENCE_MODES = ("bridge", "checked", "off")
 
 
 @dataclass
@@ -225,7 +238,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
         rows[entry.name], key = _engine_row(entry, posterior, warm, compile_s, truth, key)
         bar.update(1)
     bar.close()
-    result = _result(config, entries, truth, tried, rows)
+    result = _result(config, entries, truth, tried, rows, _evidence(config, entries, posteriors, truth))
     return Comparison(result, prepared, truth.reference, truth.variant_refs, posteriors, split, tried)
 
 
@@ -365,7 +378,52 @@ def _against_variant(entry, posterior, truth: _Truth, key) -> tuple[AgainstVaria
                                       scope=DISTRIBUTION)), key
 
 
-def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: dict[str, EngineRow]) -> ComparisonResult:
+def _evidence(config: CompareConfig, entries, posteriors: dict[str, Any], truth: _Truth) -> dict[str, Any] | None:
+    """The evidence verdict of every engine that reports a log evidence or a lower bound on
+    it (``evidence.engine_evidence``), against the reference log Z of the model (or variant)
+    it fits, computed once per model from that reference's draws; None when the mode is
+    "off" or no engine reports one. An engine of a model variant (gridRVM's rvm prior) is
+    judged against that variant's log Z; one that fits another model the zoo has no
+    reference of (GGSM's other priors) gets no verdict; a ``+psis`` engine's evidence is its
+    base engine's."""
+    if config.evidence == "off":
+        return None
+    claims = []
+    for entry in entries:
+        posterior = posteriors.get(entry.name)
+        claim = None if posterior is None or entry.name.endswith("+psis") else evidence.engine_evidence(posterior)
+        if claim is not None:
+            claims.append((entry, claim))
+    if not claims:
+        return None
+    t0 = time.perf_counter()
+    Phi, y = truth.prepared.Phi_train, truth.prepared.y_train
+    references: dict[str, Any] = {}
+    engines = {}
+    for entry, (value, kind, source) in claims:
+        label = entry.variant or "model"
+        if entry.other_model and entry.variant is None:
+            engines[entry.name] = {"value": value, "kind": kind, "source": source, "variant": entry.variant,
+                                   "verdict": None, "reason": "the engine fits another model: no reference log Z of it"}
+            continue
+        if label not in references:
+            reference = truth.reference if entry.variant is None else truth.variant_refs.get(entry.variant)
+            spec = truth.prepared.spec if entry.variant is None else truth.prepared.variants[entry.variant]
+            references[label] = (evidence.reference_evidence(spec, Phi, y, reference.idata, seed=config.seed,
+                                                             check=config.evidence == "checked")
+                                 if reference is not None and reference.certified else None)
+        ref = references[label]
+        verdict = None if ref is None else evidence.evidence_verdict(value, kind, ref)
+        engines[entry.name] = {"value": value, "kind": kind, "source": source, "variant": entry.variant,
+                               "verdict": None if verdict is None else verdict.to_json(),
+                               "reason": "no certified reference to compute log Z from" if ref is None else ""}
+    return {"mode": config.evidence, "seconds": time.perf_counter() - t0,
+            "references": {k: None if r is None else r.to_json() for k, r in references.items()},
+            "engines": engines}
+
+
+def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: dict[str, EngineRow],
+            evidence_result: dict[str, Any] | None = None) -> ComparisonResult:
     prepared, reference, no_reference = truth.prepared, truth.reference, truth.no_reference
     variants = sorted({e.variant for e in entries} - {None})
     return ComparisonResult(
@@ -399,7 +457,9 @@ def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: di
             "seed": config.seed,
             "metric_draws": config.metric_draws,
             "device": config.device or f"{jax.default_backend()}, {jax.local_device_count()} devices",
+            "evidence": config.evidence,
         },
+        evidence=evidence_result,
     )
 
 

@@ -237,6 +237,10 @@ class ComparisonResult:
     reference_test_error: float | None
     engines: Mapping[str, EngineRow]
     config: Mapping[str, Any]
+    # the evidence verdicts (validation/runs/compare.py ``_evidence``): mode, seconds, the
+    # reference log Z per model or variant, each engine's value, kind and verdict; None
+    # when off or when no engine reports a log evidence
+    evidence: Mapping[str, Any] | None = None
 
     @property
     def verdicts(self) -> list[VerdictRow]:
@@ -283,6 +287,7 @@ class ComparisonResult:
             "reference_test_error": self.reference_test_error,
             "engines": {k: r.to_json() for k, r in self.engines.items()},
             "config": dict(self.config),
+            "evidence": None if self.evidence is None else dict(self.evidence),
         }
 
     @classmethod
@@ -293,7 +298,8 @@ class ComparisonResult:
             reference=ReferenceSummary.from_json(d["reference"]),
             references_tried=tuple(ReferenceSummary.from_json(r) for r in d["references_tried"]),
             variant_references={k: ReferenceSummary.from_json(v) for k, v in d["variant_references"].items()},
-            engines={k: EngineRow.from_json(k, r) for k, r in d["engines"].items()})
+            engines={k: EngineRow.from_json(k, r) for k, r in d["engines"].items()},
+            evidence=d.get("evidence"))
 
 
 #: the columns of :meth:`ComparisonResult.table`, in order

@@ -105,6 +105,8 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
     assert re.search(r"\| pcvm \| ripley \| 0 \| nuts (NOT )?certified \| ep \|", report) and "## SBC" in report
     assert re.search(r"\| user_engines:shrunk \| [0-9.]+ \| differs \|", report)
     assert "calibrated: calibrated" not in report and "miscalibrated: miscalibrated" not in report
+    # each SBC cell with its coverage line and its coverage-and-contraction figure
+    assert "central intervals cover the truth" in report and "figures/sbc-views-" in report
     # the battery cell fanned its 2 data sets and 2 SBC runs out over the cluster
     battery = json.loads(next((out / "cells" / f) for f in files if f.startswith("defects")).read_text())["battery"]
     assert battery["datasets"] == 2 and {(r["detector"], r["defect"]) for r in battery["rows"]} >= {

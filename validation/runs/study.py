@@ -75,7 +75,7 @@ from .compare import CompareConfig, compare, default_references
 from .defects import DETECTORS, BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
 from .results import ComparisonResult
-from .sbc import SBCSettings, plot_sbc, run_sbc
+from .sbc import SBCSettings, coverage_line, plot_sbc, plot_sbc_views, run_sbc
 
 try:  # Python 3.11+
     import tomllib
@@ -685,17 +685,19 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
     sbcs = sorted((c for c in cells if c["kind"] == "sbc"),
                   key=lambda c: (c["cell"]["model"], c["cell"]["engine"], c["cell"]["replicate"]))
     if sbcs:
-        lines += ["## SBC", "", "| model | engine | replicate | verdict | fits ok / failed | figure |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["## SBC", "", "| model | engine | replicate | verdict | coverage | fits ok / failed | ranks | "
+                  "coverage and contraction |", "|---|---|---|---|---|---|---|---|"]
         for c in sbcs:
             s, p = c["summary"], c["cell"]
             fig = plot_sbc(s, os.path.join(out_dir, "figures", f"sbc-{c['key']}.png"))
+            views = plot_sbc_views(s, os.path.join(out_dir, "figures", f"sbc-views-{c['key']}.png"))
             counts = s.get("counts", {})
             # the reason begins with the status ("miscalibrated: w[1] ...") where it names one
             said = s["reason"] if s["reason"].startswith(s["status"]) else f"{s['status']}: {s['reason']}"
-            lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {said} | "
+            lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {said} | {coverage_line(s) or '-'} | "
                          f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
-                         f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} |")
+                         f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} | "
+                         f"{'-' if views is None else f'![](figures/{os.path.basename(views)})'} |")
         lines.append("")
     batteries = [c for c in cells if c["kind"] == "defects"]
     for c in batteries:

@@ -106,8 +106,13 @@ def test_every_engine_reporting_a_log_evidence_gets_an_evidence_verdict(run):
     assert ev["engines"]["laplace"]["variant"] == "surrogate" and set(ev["references"]) == {"model", "surrogate"}
     for name in ("laplace", "ep"):
         v = ev["engines"][name]["verdict"]
-        assert v["status"] in ("differs", "indistinguishable") and "not cross-checked" in v["reason"]
+        assert "not cross-checked" in v["reason"]
         assert v["difference"] == pytest.approx(ev["engines"][name]["value"] - v["reference_log_z"])
+        # the status is the one the difference and the reference's resolution give
+        assert v["status"] == ("differs" if abs(v["difference"]) > v["detectable"] else "indistinguishable")
+    # EPCVM's Laplace evidence is half a nat off its surrogate's log Z (docs/validation.md),
+    # dozens of the bridge's standard errors
+    assert ev["engines"]["laplace"]["verdict"]["status"] == "differs"
     report = open(files["report"]).read()
     assert "## Evidence" in report and "bridge sampling alone" in report
     assert "evidence (the engines' log Z" in summary_table(comp.result)

@@ -328,7 +328,7 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
         paths, results = sbc.stored_simulations(folder, settings.n_sims)
         reused = len(results)
         todo = [i for i in range(settings.n_sims) if i not in results]
-        chunks = [_Chunk(model, name if isinstance(name, str) else label, resolved.variant, case.spec, case.Phi,
+        chunks = [_Chunk(model, name, resolved.variant, case.spec, case.Phi,
                          case.y, Phi_tilde, case.Phi_new,
                          tuple({k: np.asarray(v[i]) for k, v in draws.items()} for i in part),
                          tuple(part), tuple(paths[i] for i in part), settings)

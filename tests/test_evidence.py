@@ -138,3 +138,38 @@ def test_quadrature_refuses_more_than_two_dimensions():
     density = ev.UnconstrainedDensity(None, None, None, ("w",), 3)
     with pytest.raises(ValueError, match="1 or 2 latent dimensions"):
         ev.quadrature_log_evidence(density, np.zeros((2, 10, 3)))
+
+
+def test_a_log_z_difference_carries_both_errors_and_is_resolved_only_beyond_them():
+    """log_z_difference: d = log Z_1 - log Z_2 + offset, se = hypot(se_1, se_2); a model is
+    preferred only where |d| / se > 1.96; no verdict against an uncertified log Z."""
+    a, b = _reference(-50.0, 0.03), _reference(-50.1, 0.04)
+    d = ev.log_z_difference(a, b)
+    assert d.difference == pytest.approx(0.1) and d.se == pytest.approx(0.05)
+    assert d.z == pytest.approx(2.0) and d.status == ev.PREFERS_FIRST and d.certified
+    # the same gap within the joint error (z = 0.1 / 0.0707 = 1.41) is not resolved, though
+    # it would be against either error alone
+    wide = ev.log_z_difference(_reference(-50.0, 0.05), _reference(-50.1, 0.05))
+    assert wide.status == ev.UNRESOLVED
+    # an exact offset (a normalizer one model omits) moves the difference, not its error
+    shifted = ev.log_z_difference(a, b, offset=-0.3)
+    assert shifted.difference == pytest.approx(-0.2) and shifted.se == pytest.approx(0.05)
+    assert shifted.status == ev.PREFERS_SECOND
+    assert ev.log_z_difference(b, a).status == ev.PREFERS_SECOND
+    refused = ev.log_z_difference(a, _reference(certified=False, reason="they disagree"))
+    assert refused.status == NOT_APPLICABLE and "they disagree" in refused.reason
+    assert refused.difference == pytest.approx(0.0) and not refused.certified
+    missing = ev.ReferenceEvidence(ev.EvidenceEstimate("bridge sampling", None, None, 0.0, reason="no root"),
+                                   ev.EvidenceEstimate("annealed importance sampling", None, None, 0.0),
+                                   False, "no bridge estimate: no root")
+    assert ev.log_z_difference(missing, a).status == NOT_APPLICABLE
+    assert ev.log_z_difference(missing, a).difference is None
+
+
+def test_a_reference_log_z_reads_back_from_its_json():
+    est = ev.EvidenceEstimate("bridge sampling", -50.0, 0.01, 1.5, {"dimension": 3})
+    skipped = ev.EvidenceEstimate("annealed importance sampling", None, None, 0.0, reason="not run")
+    for ref in (ev.ReferenceEvidence(est, est, True, ""),
+                ev.ReferenceEvidence(est, skipped, False, ev.UNCHECKED, checked=False)):
+        back = ev.ReferenceEvidence.from_json(ref.to_json())
+        assert back == ref and back.to_json() == ref.to_json()

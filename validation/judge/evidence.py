@@ -443,6 +443,12 @@ class ReferenceEvidence:
                 "checked": self.checked, "reason": self.reason, "false_alarm": self.false_alarm,
                 "log_z": self.log_z, "se": self.se}
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ReferenceEvidence":
+        """The inverse of :meth:`to_json` (a stored reference log Z read back)."""
+        return cls(EvidenceEstimate(**d["bridge"]), EvidenceEstimate(**d["ais"]), bool(d["certified"]),
+                   d["reason"], float(d.get("false_alarm", FALSE_ALARM)), bool(d.get("checked", True)))
+
 
 def form_of_reference(spec, Phi, y, idata):
     """``spec``, or the same model in another of its ``parameterizations`` whose latent
@@ -553,6 +559,60 @@ def evidence_verdict(value: float | None, kind: str, reference: ReferenceEvidenc
         z = float(norm.ppf(1 - alpha))
         status = VIOLATES_BOUND if diff > z * ref_se else CONSISTENT_BOUND
     return EvidenceVerdict(float(value), kind, status, diff, z * ref_se, ref_z, ref_se, alpha, caveat)
+
+
+#: a difference of two reference log Zs: the first model preferred, the second, or neither
+PREFERS_FIRST, PREFERS_SECOND, UNRESOLVED = "prefers the first", "prefers the second", "unresolved"
+
+
+@dataclass(frozen=True)
+class LogZDifference:
+    """log Z_first - log Z_second (+ a known offset) from two reference log Zs, with the
+    Monte Carlo error of the difference.
+
+    status: :data:`PREFERS_FIRST` / :data:`PREFERS_SECOND` where |z| = |difference| / se
+    exceeds z_(1 - alpha/2), :data:`UNRESOLVED` where it does not, not applicable (with
+    ``reason``) where either log Z is missing (difference None) or not certified (the
+    difference and its error still given, for the record). certified: both references
+    certified (False with an unchecked bridge estimate, which is judged with its caveat, as
+    :func:`evidence_verdict` does)."""
+
+    difference: float | None
+    se: float | None
+    z: float | None
+    status: str
+    certified: bool
+    false_alarm: float
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def log_z_difference(first: ReferenceEvidence, second: ReferenceEvidence, *, offset: float = 0.0,
+                     false_alarm: float = FALSE_ALARM) -> LogZDifference:
+    """Which of two models the reference log Z prefers: d = log Z_first - log Z_second +
+    ``offset`` (a constant known exactly, such as a prior's normalizer that one NumPyro
+    model omits), se = sqrt(se_first^2 + se_second^2) - the errors of two *independent*
+    reference runs (different seeds: runs that share random numbers have correlated
+    errors, which this does not count). Preferred where |d| > z_(1 - alpha/2) se."""
+    for ref in (first, second):
+        if ref.log_z is None or ref.se is None or not math.isfinite(ref.se):
+            return LogZDifference(None, None, None, NOT_APPLICABLE, False, false_alarm,
+                                  f"no reference log Z: {ref.reason}")
+    diff = float(first.log_z - second.log_z + offset)
+    se = math.hypot(first.se, second.se)
+    z = float(diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff)))
+    for ref in (first, second):
+        # the numbers stand, for the record; no preference is read from them
+        if ref.checked and not ref.certified:
+            return LogZDifference(diff, se, z, NOT_APPLICABLE, False, false_alarm,
+                                  f"reference log Z not certified: {ref.reason}")
+    threshold = float(norm.ppf(1 - false_alarm / 2))
+    status = UNRESOLVED if abs(z) <= threshold else (PREFERS_FIRST if z > 0 else PREFERS_SECOND)
+    certified = bool(first.certified and second.certified)
+    return LogZDifference(diff, se, z, status, certified, false_alarm,
+                          "" if certified else f"against {UNCHECKED}")
 
 
 #: where an engine's FitInfo carries its log evidence, and what kind of number it is

@@ -257,7 +257,8 @@ def checked_fit(fit: Callable, label: str) -> Callable:
     def fit_checked(spec, Phi, y, *, config=None):
         try:
             result = fit(spec, Phi, y, config=config)
-        except Exception as err:  # noqa: BLE001 - any failure of a user's engine is its row's result
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of a user's engine, an
+            # exit() included, is its row's result, never the end of the run
             raise _raised(label, err) from err
         problem = returned_problem(result, spec, Phi)
         if problem:
@@ -271,7 +272,7 @@ def checked_fit(fit: Callable, label: str) -> Callable:
         def many_checked(spec, Phi, ys, *, config=None):
             try:
                 results = list(many(spec, Phi, ys, config=config))
-            except Exception as err:  # noqa: BLE001 - the whole batch failed: each of its fits did
+            except (Exception, SystemExit) as err:  # noqa: BLE001 - the whole batch failed: each of its fits did
                 return [_raised(f"{label}.many", err)] * len(ys)
             if len(results) != len(ys):
                 failed = EngineReturnError(f"{label}.many returned {len(results)} results for {len(ys)} data sets")
@@ -291,6 +292,8 @@ def checked_fit(fit: Callable, label: str) -> Callable:
 
 def _raised(label: str, err: BaseException) -> EngineReturnError:
     """One line: ``label`` raised ``err`` (its message on one line)."""
+    if isinstance(err, SystemExit):
+        return EngineReturnError(f"{label} called exit({err.code!r}): an engine may not end the run")
     text = " ".join(str(err).split())
     return EngineReturnError(f"{label} raised {type(err).__name__}" + (f": {text}" if text else ""))
 

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, NamedTuple
 
-from ..validation.base.atomic import write_json_atomic
+from ..validation.base.signing import REPRODUCTION_CELL, unsigned, write_signed_json
 from ..validation.runs.study import cluster_client, failure_line, read_cell_file
 
 __all__ = ["CellTask", "CellStore", "CellsFailed", "cell_key"]
@@ -77,10 +77,10 @@ def _compute_and_store(func: str, kwargs: dict, path: str) -> dict:
     t0 = time.perf_counter()
     result = _resolve(func)(**kwargs)
     result = {**result, "cell_seconds": time.perf_counter() - t0}
-    write_json_atomic(result, path)
+    write_signed_json(result, path, REPRODUCTION_CELL)
     # read back what was written, so a computed cell looks exactly like a reused one
-    with open(path) as fh:
-        return json.load(fh)
+    with open(path, encoding="utf-8") as fh:
+        return unsigned(json.load(fh))
 
 
 def _cell_problem(result) -> str | None:
@@ -140,7 +140,7 @@ class CellStore:
         """The stored cell, or None when it is missing or damaged (with a warning naming
         the file): the cell is then computed again."""
 
-        return read_cell_file(self.path(key), _cell_problem)
+        return read_cell_file(self.path(key), _cell_problem, REPRODUCTION_CELL)
 
     def _workers(self):
         if self._client is None:

@@ -86,25 +86,32 @@ def test_cell_store_runs_missing_cells_on_a_dask_cluster(tmp_path):
 
 
 def test_damaged_cell_files_are_named_and_recomputed(tmp_path):
-    """Invalid JSON (a cell cut off by a full disk, an editor) and a JSON that is no
-    finished cell ({}) are each named in a warning and computed again, not fatal."""
-    tasks = [reproduce.CellTask(f"t/{k}", "json:loads", {"s": "{\"k\": %d}" % k}) for k in range(3)]
+    """Invalid JSON (a cell cut off by a full disk, an editor), a JSON not signed with this
+    user's key (a hand edit) and a signed JSON that is no finished cell ({}) are each named
+    in a warning and computed again, not fatal."""
+    from zoo.validation.base.signing import REPRODUCTION_CELL, write_signed_json
+
+    tasks = [reproduce.CellTask(f"t/{k}", "json:loads", {"s": "{\"k\": %d}" % k}) for k in range(4)]
     with reproduce.CellStore(str(tmp_path), jobs=1, log=lambda msg: None) as store:
         store.run(tasks)
-    cut, empty = store.path("t/0"), store.path("t/1")
+    cut, edited, empty = store.path("t/0"), store.path("t/1"), store.path("t/2")
     with open(cut, "w") as fh:
         fh.write("")
-    with open(empty, "w") as fh:
-        fh.write("{}")
+    record = json.loads(open(edited).read())
+    record["k"] = 99
+    with open(edited, "w") as fh:
+        json.dump(record, fh)
+    write_signed_json({}, empty, REPRODUCTION_CELL)
     with pytest.warns(UserWarning) as caught:
         with reproduce.CellStore(str(tmp_path), jobs=1, log=lambda msg: None) as again:
             out = again.run(tasks)
     messages = [str(w.message) for w in caught]
     assert any(cut in m and "Expecting value" in m for m in messages), messages
+    assert any(edited in m and "signature does not match" in m for m in messages), messages
     assert any(empty in m and "cell_seconds" in m for m in messages), messages
-    assert again.computed == 2 and again.reused == 1
-    assert [out[f"t/{k}"]["k"] for k in range(3)] == [0, 1, 2]
-    assert json.loads(open(empty).read())["k"] == 1  # the damaged file is replaced
+    assert again.computed == 3 and again.reused == 1
+    assert [out[f"t/{k}"]["k"] for k in range(4)] == [0, 1, 2, 3]
+    assert json.loads(open(empty).read())["k"] == 2  # the damaged file is replaced
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -120,21 +120,29 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
 
 
 def test_a_damaged_study_cell_is_named_and_treated_as_missing(tmp_path):
-    """What a rerun does with each kind of damage (the rerun itself: the test above)."""
+    """What a rerun does with each kind of damage (the rerun itself: the test above): a file
+    that is not JSON, or not signed with this user's key as this cell (a hand edit, a cell
+    from elsewhere), and a signed one whose content is not this cell's."""
+    from zoo.validation.base.signing import STUDY_CELL, write_signed_json
+
     (tmp_path / "s.toml").write_text(TINY)
     cell = St.expand(St.load_config(tmp_path / "s.toml"))[1]
     path = tmp_path / "cell.json"
     check = St._study_cell_problem(cell)
     good = {"kind": "sbc", "cell": cell.params, "key": cell.key(), "seconds": 1.0, "summary": {}}
-    for text, words in [("", "Expecting value"), ("{}", "not the cell of this key"),
-                        ("[1, 2]", "a list, not a cell"),
-                        (json.dumps({**good, "key": "0" * 16}), "not the cell of this key"),
-                        (json.dumps({k: v for k, v in good.items() if k != "summary"}), "no 'summary'")]:
+    for text, words in [("", "Expecting value"), ("{}", "the record has no signature"),
+                        (json.dumps(good), "the record has no signature")]:
         path.write_text(text)
-        with pytest.warns(UserWarning, match="damaged cell file") as caught:
+        with pytest.warns(UserWarning, match="ignoring stored cell") as caught:
             assert St.read_cell_file(str(path), check) is None
         assert str(path) in str(caught[0].message) and words in str(caught[0].message), (text, caught[0].message)
-    path.write_text(json.dumps(good))
+    for record, words in [({}, "not the cell of this key"), ({**good, "key": "0" * 16}, "not the cell of this key"),
+                          ({k: v for k, v in good.items() if k != "summary"}, "no 'summary'")]:
+        write_signed_json(record, path, STUDY_CELL)
+        with pytest.warns(UserWarning, match="damaged cell file") as caught:
+            assert St.read_cell_file(str(path), check) is None
+        assert str(path) in str(caught[0].message) and words in str(caught[0].message), (record, caught[0].message)
+    write_signed_json(good, path, STUDY_CELL)
     assert St.read_cell_file(str(path), check) == good
     assert St.read_cell_file(str(tmp_path / "missing.json"), check) is None
 
@@ -308,7 +316,7 @@ KILL_DRIVER = """
 import sys
 
 
-def tiny_run_cell(cell, out_dir):
+def tiny_run_cell(cell, out_dir, *engine_time_limit):
     # test-only stand-in for study.run_cell: replicate 0 finishes at once, the others
     # compute for minutes in one C call that holds the GIL (no Python thread of the worker
     # runs meanwhile, Dask's own watch of its driver included)
@@ -423,11 +431,11 @@ def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_p
               "defects": [{"model": "pcvm", "engine": "ep", "defects": ["cov x 2"], "datasets": 1}]}
     compute, tries = St._compute_cell, []
 
-    def flaky(cell, out_dir):
+    def flaky(cell, out_dir, *limit):
         if cell.kind == "defects":
             tries.append(1)
             raise RuntimeError("the worker's disk vanished")
-        return compute(cell, out_dir)
+        return compute(cell, out_dir, *limit)
 
     monkeypatch.setattr(St, "_compute_cell", flaky)
     # threads, not processes: the patched function runs in this process

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from typing import Any
 
 import jax
@@ -23,6 +24,7 @@ from matplotlib.figure import Figure
 from .base import arviz_adapter
 from .base.atomic import save_figure, write_json_atomic, write_text_atomic
 from .base.figures import ShownFigure
+from .base.signing import OUTPUT_MANIFEST, file_sha256, read_signed_json, write_signed_json
 from .base.tables import Table, format_value as _fmt, markdown_cell as _cell
 from .judge.distribution import LEVELS
 from .judge.evidence import VIOLATES_BOUND
@@ -215,7 +217,56 @@ def write_report(comp: Comparison, out_dir: str) -> dict[str, str]:
     write_json_atomic(res.to_json(), files["results"])
     files["report"] = os.path.join(out_dir, "report.md")
     write_text_atomic(files["report"], render_markdown(res, files, out_dir, captions, forest_note))
+    _replace_earlier_outputs(out_dir, files)
     return files
+
+
+#: the signed list of what the last report in a folder wrote (base/signing.py)
+MANIFEST = ".zoo-outputs.json"
+#: what a report folder holds that a zoo report may have written (an earlier run's, when
+#: the folder has no manifest)
+_OUTPUT_LIKE = re.compile(r"\.(nc|png)$|^(report\.md|results\.json)$")
+
+
+def _replace_earlier_outputs(out_dir: str, files: dict[str, str]) -> list[str]:
+    """Remove what the previous report in ``out_dir`` wrote and this one did not (an
+    earlier run's ``em.nc`` must not sit beside a report of other engines and read as part
+    of it), then record what this one wrote; returns the files removed.
+
+    Only files the zoo can prove it wrote go: those listed in the folder's manifest -
+    signed with this user's key - whose bytes are still the ones recorded. A file changed
+    since, a manifest that is not this user's zoo's, and anything not listed stay (a
+    warning names earlier outputs left in a folder without a trusted manifest)."""
+    written = {os.path.relpath(p, out_dir): p for p in files.values()}
+    manifest_path = os.path.join(out_dir, MANIFEST)
+    had_manifest = os.path.exists(manifest_path)
+    earlier = read_signed_json(manifest_path, OUTPUT_MANIFEST, "output manifest", tail=1) if had_manifest else None
+    removed, kept = [], []
+    for name, digest in ((earlier or {}).get("files") or {}).items():
+        path = os.path.join(out_dir, name)
+        if (not isinstance(name, str) or name in written or os.path.isabs(name)
+                or os.path.normpath(name).startswith(os.pardir) or not os.path.isfile(path)):
+            continue
+        try:
+            if file_sha256(path) == digest:
+                os.remove(path)
+                removed.append(name)
+            else:
+                kept.append(name)
+        except OSError:
+            kept.append(name)
+    if kept:
+        warnings.warn(f"{out_dir}: kept {', '.join(sorted(kept))} from an earlier report: changed since the zoo "
+                      "wrote them", stacklevel=3)
+    if earlier is None:
+        leftovers = sorted(f for f in os.listdir(out_dir) if _OUTPUT_LIKE.search(f) and f not in written)
+        if leftovers:
+            warnings.warn(f"{out_dir} holds files this report did not write ({', '.join(leftovers)}), left by an "
+                          "earlier run without a manifest the zoo can trust: they are not part of this report; "
+                          "delete them, or use a new --out folder", stacklevel=3)
+    write_signed_json({"files": {name: file_sha256(p) for name, p in sorted(written.items())}}, manifest_path,
+                      OUTPUT_MANIFEST, tail=1)
+    return removed
 
 
 #: the file each figure of :func:`comparison_figures` is written to by :func:`write_report`

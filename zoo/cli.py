@@ -19,6 +19,7 @@ command, whether it is interrupted, terminated or killed.
 from __future__ import annotations
 
 import argparse
+import codecs
 import errno
 from dataclasses import replace
 import os
@@ -43,6 +44,7 @@ from zoo.validation.runs.compare import (
     default_references,
 )
 from zoo.validation.runs.engines import resolve_entry
+from zoo.validation.runs.fence import DEFAULT_ENGINE_TIME_LIMIT
 from zoo.validation.runs.results import ComparisonResult
 from zoo.validation.runs.sbc import (
     TOO_FEW,
@@ -137,11 +139,8 @@ def bars_fit(stream) -> bool:
 
 
 def _cmd_compare(args) -> int:
-    # a user's engine given as module:function is imported like `python -m` would: from
-    # the current folder first
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-
+    # a user's engine given as module:function is found on the path or in the current
+    # folder, which never comes before an installed package (runs/engines.py)
     progress = not args.no_progress and bars_fit(sys.stderr)
     try:  # bad arguments, data or folders end in one clear line, not a traceback
         if args.chains < 2:
@@ -161,6 +160,7 @@ def _cmd_compare(args) -> int:
             engines=None if args.engines is None else tuple(e.strip() for e in args.engines.split(",") if e.strip()),
             params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
             cache_dir=None if args.no_cache else args.cache_dir, evidence=args.evidence,
+            engine_time_limit=args.engine_time_limit or None,
         )
         # every name before any work (compare() checks them again, after nothing costly);
         # a user's module:function is imported and its signature checked here
@@ -185,6 +185,11 @@ def _cmd_compare(args) -> int:
     files = write_report(comp, args.out)
     print(summary_table(comp.result))
     print(f"\nreport: {files['report']}")
+    if comp.interrupted:
+        # Ctrl-C while the engines ran: the report holds the rows that finished
+        print("zoo compare: interrupted; the report holds the engines that finished, the others say they were "
+              "not run", file=sys.stderr)
+        return 130
     if comp.reference is None:
         # not an error: the report holds the engines' timings and test-set figures and says
         # why it holds nothing else
@@ -318,12 +323,23 @@ def _cmd_reproduce(args) -> int:
     except ValueError as err:
         print(f"zoo reproduce {args.entry}: error: {err}", file=sys.stderr)
         return 2
-    with open(result["files"]["table.md"]) as fh:
+    with open(result["files"]["table.md"], encoding="utf-8") as fh:
         print(fh.read())
     print(f"table: {result['files']['table.md']} and {result['files']['table.json']}")
     for failed in result.get("failed", []):  # the run went on past them; its status says so at the end
         print(f"zoo reproduce {args.entry}: cell failed: {failed['cell']}: {failed['reason']}", file=sys.stderr)
     return 1 if result.get("failed") else 0
+
+
+def _non_negative_seconds(text: str) -> float:
+    """A time limit in seconds from the command line: a finite number >= 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 (0: no limit), got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -337,10 +353,8 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_sbc(args) -> int:
-    # a user's engine given as module:function is imported like `python -m` would: from
-    # the current folder first
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    # a user's engine given as module:function is found on the path or in the current
+    # folder, which never comes before an installed package (runs/engines.py)
     try:
         record = registry.get_model(args.model)
         names = [e.strip() for e in args.engine.split(",") if e.strip()]
@@ -372,10 +386,11 @@ def _cmd_sbc(args) -> int:
             if args.conditional:
                 summary = posterior_sbc.run_posterior_sbc(
                     args.model, name, settings=settings, out_dir=folder, cache_dir=args.cache_dir,
-                    n_new_data=args.new_data, progress=progress if show else None)
+                    n_new_data=args.new_data, progress=progress if show else None,
+                    engine_time_limit=args.engine_time_limit or None)
             else:
                 summary = run_sbc(args.model, name, settings=settings, out_dir=folder, problem_kwargs=problem,
-                                  progress=progress if show else None)
+                                  progress=progress if show else None, engine_time_limit=args.engine_time_limit or None)
         except ValueError as err:
             print(f"zoo sbc: error: {err}", file=sys.stderr)
             return 2
@@ -426,7 +441,7 @@ def _cmd_sbc(args) -> int:
     if glossary:
         lines += ["", "Ranked quantities:", ""] + [f"- `{pattern}`: {meaning}" for pattern, meaning in glossary.items()]
     report = os.path.join(args.out, args.model, "sbc.md")
-    atomic_write(report, lambda tmp: open(tmp, "w").write("\n".join(lines) + "\n"))
+    atomic_write(report, lambda tmp: open(tmp, "w", encoding="utf-8").write("\n".join(lines) + "\n"))
     print(f"\nreport: {report}")
     return 0
 
@@ -466,6 +481,10 @@ def _add_sbc_parser(sub, records) -> None:
                         "case (zoo compare's), new labels simulated from them and fitted together with the observed "
                         "ones - calibration near the data a user has, not over the whole prior (--n and --n-basis "
                         "do not apply)")
+    p.add_argument("--engine-time-limit", type=_non_negative_seconds, default=DEFAULT_ENGINE_TIME_LIMIT,
+                   metavar="SECONDS",
+                   help=f"the most seconds one simulation's fit may take (default {DEFAULT_ENGINE_TIME_LIMIT:g}; 0: no "
+                        "limit); a fit past it fails its simulation with that reason")
     p.add_argument("--new-data", type=_positive_int, default=None,
                    help="with --conditional: new labels per simulation (default: as many as the observed ones)")
     p.add_argument("--cache-dir", default=_default_cache_dir(),
@@ -477,8 +496,8 @@ def _add_sbc_parser(sub, records) -> None:
 
 
 def _cmd_study(args) -> int:
-    if os.getcwd() not in sys.path:  # user engines given as module:function
-        sys.path.insert(0, os.getcwd())
+    # user engines given as module:function: found as `zoo compare` finds them (expand
+    # imports them here, before the workers start: they inherit the path it leaves)
     try:
         config = load_config(args.config)
         expand(config)  # every name checked before a cluster starts
@@ -489,7 +508,8 @@ def _cmd_study(args) -> int:
         return 2
     out = run_study(config, args.out, scheduler=args.scheduler, n_workers=args.workers,
                     progress=not args.no_progress, jax_cache=jax_cache,
-                    device=f"{device['wanted']} ({device['why']})")
+                    device=f"{device['wanted']} ({device['why']})",
+                    engine_time_limit=args.engine_time_limit or None)
     print(f"{out['ran']} cells run, {out['reused']} already done; report: {out['report']}")
     for label, reason in out["failed"]:
         print(f"zoo study: cell failed: {label}: {reason}", file=sys.stderr)
@@ -513,6 +533,10 @@ def _add_study_parser(sub) -> None:
     p.add_argument("--workers", type=_positive_int, default=None,
                    help="LocalCluster worker processes (default: the number of cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    p.add_argument("--engine-time-limit", type=_non_negative_seconds, default=DEFAULT_ENGINE_TIME_LIMIT,
+                   metavar="SECONDS",
+                   help=f"the most seconds one fit of an engine may take in any cell - a comparison's, an SBC "
+                        f"simulation's, a defect battery's (default {DEFAULT_ENGINE_TIME_LIMIT:g}; 0: no limit)")
     _add_device_argument(p, "the CPU, for this process and the LocalCluster's workers; the workers of a "
                             "--scheduler keep their own")
     p.set_defaults(func=_cmd_study)
@@ -585,7 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
                         + "). All engines: "
                         + "; ".join(f"{r.name} {', '.join(r.engine_names)}" for r in records)
                         + ". Your own: module:function with fit(spec, Phi, y, *, config=None) -> Posterior, "
-                          "imported from the current folder first (e.g. examples.biased_ep:fit). Any of these "
+                          "found on the Python path or in the current folder (e.g. examples.biased_ep:fit). "
+                          "Any of these "
                           "with '+psis' appended (ep+psis, advi-meanfield+psis): its draws importance-resampled "
                           "against the model's density, trusted where k-hat <= min(1 - 1/log10 S, 0.7), S the "
                           "weighted draws")
@@ -612,6 +637,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "out of time is stopped with a warning and the next one in the chain is tried; when "
                         "all run out of time, the report says there is no reference and gives the engines' "
                         "timings and test-set figures only")
+    c.add_argument("--engine-time-limit", type=_non_negative_seconds, default=DEFAULT_ENGINE_TIME_LIMIT,
+                   metavar="SECONDS",
+                   help=f"the most seconds one call of an engine's fit may take (default "
+                        f"{DEFAULT_ENGINE_TIME_LIMIT:g}; 0: no limit); an engine past it is stopped the next time it "
+                        "runs Python code and its row says so, the others go on")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--evidence", default="bridge", choices=EVIDENCE_MODES,
                    help="judge the log evidence (or ELBO) engines report against the model's reference log Z: "
@@ -647,7 +677,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _printable_console() -> None:
+    """Any locale: where stdout or stderr is not UTF-8 (``LC_ALL=C`` with Python's UTF-8
+    mode off gives ASCII), what it cannot encode is printed as a backslash escape rather
+    than raising UnicodeEncodeError; child processes (a study's workers) do the same."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        try:
+            utf = codecs.lookup(encoding).name.startswith("utf")
+        except LookupError:
+            utf = False
+        # "strict", or "surrogateescape" as Python sets it in the C locale: both raise
+        keeps_going = getattr(stream, "errors", None) in ("backslashreplace", "replace", "namereplace",
+                                                          "xmlcharrefreplace", "ignore")
+        if not utf and not keeps_going and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+            os.environ.setdefault("PYTHONIOENCODING", ":backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _printable_console()  # before argparse, whose help and errors print too
     args = build_parser().parse_args(argv)
     # each computing command checks and switches on the JAX compilation cache itself
     # (_start_compiling), after its own arguments: `zoo datasets` and `zoo cache` read

@@ -43,7 +43,7 @@ def atomic_write(path, write: Callable[[str], None], *, suffix: str = "") -> str
 
 def write_text_atomic(path, text: str) -> str:
     def write(tmp: str) -> None:
-        with open(tmp, "w") as fh:
+        with open(tmp, "w", encoding="utf-8") as fh:  # whatever the locale
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

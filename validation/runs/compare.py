@@ -52,6 +52,7 @@ from ..references import (
     first_certified_reference,
 )
 from .engines import engine_label, resolve_entry
+from .fence import DEFAULT_ENGINE_TIME_LIMIT, EngineTimeout, check_time_limit, limited, posterior_problem
 from .results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
 
 
@@ -79,6 +80,9 @@ class CompareConfig:
     # "checked" also runs AIS and judges only against a reference log Z the two agree on
     # (10 s to 20 minutes more), "off" skips it
     evidence: str = "bridge"
+    # the most seconds one call of an engine's fit may take (validation/runs/fence.py:
+    # stopped the next time it runs Python code); None: no limit
+    engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT
 
     def __post_init__(self):
         record = registry.get_model(self.model)  # ValueError naming the known models
@@ -105,6 +109,7 @@ class CompareConfig:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {self.evidence!r}")
         if self.metric_draws < 100:
             raise ValueError(f"metric_draws must be at least 100; got {self.metric_draws}")
+        object.__setattr__(self, "engine_time_limit", check_time_limit(self.engine_time_limit, "engine_time_limit"))
 
 
 def default_references(model: str, samplers: tuple[str, ...] | None = None, *, nuts_draws: int | None = None,
@@ -153,6 +158,12 @@ class Comparison:
     # every reference sampler run, in order (the last certified one, if any, is `reference`)
     references_tried: list = field(default_factory=list)
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C stopped the comparison (the rows of the engines that finished are
+        kept; the others say they were not run)."""
+        return self.result.interrupted
+
 
 def timed_fit(fit, spec, Phi, y):
     """Call an engine twice: the first call compiles, the second is the warm time."""
@@ -165,14 +176,17 @@ def timed_fit(fit, spec, Phi, y):
     return posterior, warm, max(cold - warm, 0.0)
 
 
-def failed_row(entry, err: BaseException) -> EngineRow:
-    """The row of an engine whose fit raised ``err``: the reason, no numbers, no verdicts.
+def failed_row(entry, err: BaseException | str) -> EngineRow:
+    """The row of an engine whose fit raised ``err`` (or could not be measured, ``err`` the
+    reason): the reason, no numbers, no verdicts.
 
     Every metric is present and None with the failure as its null reason, so readers of
     results.json that look keys up keep working and nothing looks like a measurement.
     """
-    # a user's engine's failure is already one line that names the engine and what went wrong
-    reason = str(err) if isinstance(err, EngineReturnError) else f"{type(err).__name__}: {err}"
+    # a user's engine's failure, and a time limit's, are already one line that names the
+    # engine and what went wrong
+    reason = (err if isinstance(err, str) else str(err) if isinstance(err, (EngineReturnError, EngineTimeout))
+              else " ".join(f"{type(err).__name__}: {err}".split()))
     values = [k for k in METRIC_KEYS if k not in ("khat_reason", "null_reasons")]
     metrics = {**{k: None for k in values}, "khat_reason": None,
                "null_reasons": {k: f"engine failed: {reason}" for k in values}}
@@ -221,25 +235,59 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
 
     key = jax.random.PRNGKey(config.seed)
     rows, posteriors = {}, {}
-    for entry in entries:
+    interrupted = False
+    for i, entry in enumerate(entries):
         bar.set_postfix_str(f"engine {entry.name}")
         try:
-            posterior, warm, compile_s = timed_fit(entry.fit(), prepared.spec, prepared.Phi_train, prepared.y_train)
-        except (ApproximationFailed, FloatingPointError, EngineReturnError) as err:
-            # the engine's answer does not exist here (e.g. an indefinite Hessian), a
-            # posterior constructor refused non-finite numbers, or a user's engine failed
-            # or returned something unusable (one line, validation/runs/engines.py): one failed
-            # row, the other engines still compared. Any other exception from one of the
-            # zoo's own engines is a bug and propagates.
-            rows[entry.name] = failed_row(entry, err)
-            bar.update(1)
-            continue
-        posteriors[entry.name] = posterior
-        rows[entry.name], key = _engine_row(entry, posterior, warm, compile_s, truth, key)
+            row, posterior, key = _fenced_engine(entry, truth, key, config.engine_time_limit)
+        except KeyboardInterrupt:
+            # Ctrl-C: the rows that finished stand; this engine and the ones after it say so
+            interrupted = True
+            for j, later in enumerate(entries[i:]):
+                rows[later.name] = failed_row(later, "interrupted (Ctrl-C) while it ran" if j == 0
+                                              else "not run: the comparison was interrupted (Ctrl-C)")
+            break
+        rows[entry.name] = row
+        if posterior is not None:
+            posteriors[entry.name] = posterior
         bar.update(1)
     bar.close()
-    result = _result(config, entries, truth, tried, rows, _evidence(config, entries, posteriors, truth))
+    # an interrupted comparison is written at once: no evidence verdicts (they take seconds
+    # to minutes), and the result says it was interrupted
+    evidence_result = None if interrupted else _evidence(config, entries, posteriors, truth)
+    result = _result(config, entries, truth, tried, rows, evidence_result, interrupted=interrupted)
     return Comparison(result, prepared, truth.reference, truth.variant_refs, posteriors, split, tried)
+
+
+def _fenced_engine(entry, truth: "_Truth", key, limit: float | None) -> tuple[EngineRow, Any, Any]:
+    """One engine as one unit (validation/runs/fence.py): its fit under the time limit,
+    the check that its result can be measured, and the measurement itself. Anything the
+    fit raises (``SystemExit`` included) or returns that cannot be measured, and any failure
+    while measuring it, is its failed row with one line; (row, its posterior or None, the
+    PRNG key left over). ``KeyboardInterrupt`` propagates: the caller stops there."""
+    prepared = truth.prepared
+    try:
+        posterior, warm, compile_s = timed_fit(limited(entry.fit(), limit, entry.name), prepared.spec,
+                                               prepared.Phi_train, prepared.y_train)
+    except (Exception, SystemExit, EngineTimeout) as err:  # noqa: BLE001 - the engine's failure is its row
+        # ApproximationFailed: the engine's answer does not exist here (an indefinite
+        # Hessian); FloatingPointError: a posterior constructor refused non-finite numbers;
+        # EngineReturnError: a user's engine failed or returned something unusable (one
+        # line, validation/runs/engines.py); EngineTimeout: past its limit; SystemExit: an
+        # engine may not end the run; anything else from one of the zoo's own engines is a
+        # bug, shown in its row with its type rather than losing the other rows
+        if isinstance(err, SystemExit):
+            err = EngineReturnError(f"{entry.name} called exit({err.code!r}): an engine may not end the run")
+        return failed_row(entry, err), None, key
+    problem = posterior_problem(posterior)
+    if problem:
+        return failed_row(entry, f"{entry.name} {problem}"), None, key
+    try:
+        row, key = _engine_row(entry, posterior, warm, compile_s, truth, key)
+    except Exception as err:  # noqa: BLE001 - a result that cannot be measured fails its own row
+        return failed_row(entry, f"measuring {entry.name}'s result failed: "
+                                 + " ".join(f"{type(err).__name__}: {err}".split())), None, key
+    return row, posterior, key
 
 
 def prepare_problem(config: CompareConfig):
@@ -423,7 +471,7 @@ def _evidence(config: CompareConfig, entries, posteriors: dict[str, Any], truth:
 
 
 def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: dict[str, EngineRow],
-            evidence_result: dict[str, Any] | None = None) -> ComparisonResult:
+            evidence_result: dict[str, Any] | None = None, *, interrupted: bool = False) -> ComparisonResult:
     prepared, reference, no_reference = truth.prepared, truth.reference, truth.no_reference
     variants = sorted({e.variant for e in entries} - {None})
     return ComparisonResult(
@@ -458,8 +506,10 @@ def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: di
             "metric_draws": config.metric_draws,
             "device": config.device or f"{jax.default_backend()}, {jax.local_device_count()} devices",
             "evidence": config.evidence,
+            "engine_time_limit": config.engine_time_limit,
         },
         evidence=evidence_result,
+        interrupted=interrupted,
     )
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
 import os
 import time
@@ -41,8 +40,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...inference.contracts import EngineReturnError
 from ..base.atomic import write_json_atomic
 from ..base.code_digest import code_digest
+from ..base.signing import BATTERY_CELL, read_signed_json, write_signed_json
 from ..base.figures import ShownFigure
 from ..base.tables import Table
 from ..judge.defects import (  # noqa: F401  (re-exported: the battery's public names)
@@ -61,7 +62,8 @@ from ..judge.verdict import chains_draws_flat, joint_verdict, moments_and_mcse, 
 from ..records import registry
 from ..references import run_reference
 from .compare import default_references
-from .engines import is_user_engine, resolve_entry, user_modules
+from .engines import import_user_module, is_user_engine, resolve_entry, user_modules
+from .fence import DEFAULT_ENGINE_TIME_LIMIT, EngineTimeout, check_time_limit, posterior_problem, time_limit
 from .sbc import (
     CALIBRATED,
     MISCALIBRATED,
@@ -103,7 +105,8 @@ def get_defect(name_or_path: str | Defect | Callable) -> Defect:
     if ":" in name_or_path:
         module, _, attr = name_or_path.partition(":")
         try:
-            obj = getattr(importlib.import_module(module), attr)
+            # as a user's engine is found: the current folder after every installed package
+            obj = getattr(import_user_module(module, f"defect {name_or_path!r}"), attr)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"cannot load defect {name_or_path!r}: {err}") from err
         return obj if isinstance(obj, Defect) else Defect(name_or_path, "a user's defect", obj)
@@ -123,7 +126,10 @@ class BatterySettings:
     one certifies; empty: the model's own chain (as ``zoo compare`` tries them). Naming
     the one that certifies on the model's SBC problem saves the failed runs before it
     (GIG logistic: NUTS leaves divergences in its funnel, PG-Gibbs certifies).
-    problem: keyword arguments of ``sbc.problem_for`` (the design)."""
+    problem: keyword arguments of ``sbc.problem_for`` (the design).
+    engine_time_limit: the most seconds one fit of the engine (intact or broken) may take
+    (validation/runs/fence.py); past it that fit fails with the reason. None: no limit. Not
+    part of the stored cells' key: it changes which fits finish, not what they compute."""
 
     n_datasets: int = 100
     sbc_replicates: int = 20
@@ -132,12 +138,14 @@ class BatterySettings:
     seed: int = 0
     problem: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
     reference_samplers: tuple[str, ...] = ()
+    engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT
 
     def __post_init__(self):
         for name in ("n_datasets", "sbc_replicates", "sbc_sims", "reference_draws"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"{name} must be >= 0")
         object.__setattr__(self, "reference_samplers", tuple(self.reference_samplers))
+        object.__setattr__(self, "engine_time_limit", check_time_limit(self.engine_time_limit, "engine_time_limit"))
 
 
 def battery_references(model: str, settings: BatterySettings, index: int):
@@ -213,11 +221,17 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
             name = INTACT if defect is None else defect.name
             try:
                 f = fit if defect is None else defect(fit)
-                judge(name, f(spec, Phi, y))
-            except Exception as err:  # noqa: BLE001 - a failed fit is counted, with its reason
+                with time_limit(settings.engine_time_limit, f"{engine} ({name})"):
+                    posterior = f(spec, Phi, y)
+                problem = posterior_problem(posterior)
+                if problem:
+                    raise EngineReturnError(f"{engine} ({name}) {problem}")
+                judge(name, posterior)
+            except (Exception, SystemExit, EngineTimeout) as err:  # noqa: BLE001 - a failed fit is counted
+                # with its reason (fence.py: an exit() or the time limit too)
                 for field_name in STATUS_FIELDS.values():
                     cell[field_name][name] = f"failed: {type(err).__name__}: {err}"[:300]
-    write_json_atomic(cell, path)
+    write_signed_json(cell, path, BATTERY_CELL, tail=3)
     return cell
 
 
@@ -230,7 +244,7 @@ def _cell_complete(cell: dict[str, Any], names) -> bool:
 
 def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
     s = asdict(settings)
-    for name in ("n_datasets", "sbc_replicates"):
+    for name in ("n_datasets", "sbc_replicates", "engine_time_limit"):
         s.pop(name)
     # a user's engine's module is digested too: its stored cells go stale with its code
     payload = {"model": model, "engine": engine, "settings": s,
@@ -275,11 +289,9 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
     paths = [os.path.join(folder, "verdict", f"{i:05d}.json") for i in range(settings.n_datasets)]
     cells: dict[int, dict] = {}
     for i, p in enumerate(paths):
-        if os.path.exists(p):
-            with open(p) as fh:
-                cell = json.load(fh)
-            if _cell_complete(cell, names):
-                cells[i] = cell
+        cell = read_signed_json(p, BATTERY_CELL, "stored battery cell", tail=3)
+        if cell is not None and _cell_complete(cell, names):
+            cells[i] = cell
     todo = [i for i in range(settings.n_datasets) if i not in cells]
     run = functools.partial(_verdict_cell_star, model, engine, tuple(chosen), settings)
     mapper = map if executor is None else executor.map
@@ -390,11 +402,10 @@ def battery_figure(batteries: dict[str, dict[str, Any]], *, detectors=("verdict"
 
 def _verdict_cell_star(model, engine, defects, settings, args):
     index, path = args
-    if os.path.exists(path):  # a task rerun after its worker died may find its cell done
-        with open(path) as fh:
-            cell = json.load(fh)
-        if _cell_complete(cell, [d.name for d in defects]):
-            return cell
+    # a task rerun after its worker died may find its cell done
+    cell = read_signed_json(path, BATTERY_CELL, "stored battery cell", tail=3)
+    if cell is not None and _cell_complete(cell, [d.name for d in defects]):
+        return cell
     return _verdict_cell(model, engine, defects, index, settings, path)
 
 
@@ -409,7 +420,8 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     f = fit if defect is None else defect(fit)
     f.__name__ = engine if defect is None else f"{engine}+{defect.name}"
     summary = run_sbc(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
-                      out_dir=folder, problem_kwargs=dict(settings.problem), variant=entry.variant)
+                      out_dir=folder, problem_kwargs=dict(settings.problem), variant=entry.variant,
+                      engine_time_limit=settings.engine_time_limit)
     return (INTACT if defect is None else defect.name), summary["status"]
 
 

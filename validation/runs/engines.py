@@ -13,9 +13,13 @@ can promise about code it did not write:
   row, and the other engines and the report still come out;
 * its kind (Gaussian, draws or point) is read from what it returns.
 
-A name is a model engine's name, or ``"package.module:function"`` (imported as
-``python -m`` would, from the current folder first when the command line adds it), or a
-callable. Example, an engine of your own beside EP::
+A name is a model engine's name, or ``"package.module:function"``, or a callable. The
+module of a path is found on ``sys.path`` (PYTHONPATH included) or in the current folder,
+which is searched last, after every installed package, and only once a user's module is
+found there (:func:`import_user_module`): no file of the folder a command runs in can
+stand in for a module the zoo or its dependencies import, and a user's module named like
+an importable one (a ``json.py``, a ``numpy.py``) is refused in one line naming both.
+Example, an engine of your own beside EP::
     from zoo.validation.runs.compare import CompareConfig, compare
     comparison = compare(CompareConfig(model="pcvm", engines=("ep", my_fit)))
     comparison.result.engines["my_fit"].verdict.reason
@@ -23,6 +27,9 @@ callable. Example, an engine of your own beside EP::
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import os
+import sys
 from typing import Callable
 
 from ...inference.contracts import PSIS_SUFFIX, EngineEntry, checked_fit, contract_problems, importance_corrected
@@ -45,7 +52,7 @@ def import_engine(target: str) -> Callable:
     if not module_name or not attr:
         raise ValueError(f"an engine given as a path is 'module:function'; got {target!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name, f"engine {target!r}")
     except ImportError as err:
         raise ValueError(f"cannot import {module_name!r} for engine {target!r}: {err}") from err
     fn = module
@@ -55,6 +62,89 @@ def import_engine(target: str) -> Callable:
         fn = getattr(fn, part)
     _check_contract(fn, target)
     return fn
+
+
+def import_user_module(module_name: str, what: str):
+    """Import the module of a user's ``module:function`` (an engine, a study's defect):
+    from ``sys.path`` as any module, or else from the current folder - searched after
+    every installed package, so that it can provide the user's module and shadow nothing.
+    ValueError (one line, starting with ``what``) when the current folder holds a module or
+    package of the same top-level name as an importable one other than it; ImportError as
+    ``importlib.import_module`` raises it."""
+    top = module_name.partition(".")[0]
+    folder = os.getcwd()
+    here = _spec_or_none(importlib.machinery.PathFinder.find_spec, top, [folder])
+    if here is not None:
+        there = _spec_elsewhere(top, folder, here)
+        if there is not None:
+            raise ValueError(f"{what}: {_where(here)} in the current folder has the name of the module {top!r} "
+                             f"({_where(there)}); rename it: a file of the current folder never shadows an "
+                             "importable module")
+        # The folder goes at the END of sys.path, rather than a finder of this one module
+        # on sys.meta_path: processes started from this one (a study's Dask workers, spawned
+        # by multiprocessing) inherit sys.path and so still find the module when they
+        # unpickle a task naming it, and every installed package still comes first. Its
+        # files are thus importable only where nothing of the same name is installed.
+        if not any(_is_folder(entry, folder) for entry in sys.path):
+            sys.path.append(folder)
+    return importlib.import_module(module_name)
+
+
+def _spec_or_none(find, *args):
+    try:
+        return find(*args)
+    except (ImportError, ValueError):  # a broken parent, a module without a spec
+        return None
+
+
+def _is_folder(entry, folder: str) -> bool:
+    """Whether the sys.path entry ``entry`` is ``folder`` ("" is the current folder)."""
+    if not isinstance(entry, str):
+        return False
+    return os.path.realpath(entry or os.curdir) == os.path.realpath(folder)
+
+
+def _location(spec) -> str | None:
+    """The file or folder of a spec, as a real path; None for a built-in or frozen module."""
+    if spec.origin and spec.has_location:
+        return os.path.realpath(spec.origin)
+    locations = list(spec.submodule_search_locations or ())
+    return os.path.realpath(locations[0]) if locations else None
+
+
+def _where(spec) -> str:
+    if spec.origin and spec.has_location:
+        return spec.origin
+    locations = list(spec.submodule_search_locations or ())
+    return locations[0] if locations else spec.origin or "built-in"
+
+
+def _spec_elsewhere(top: str, folder: str, here):
+    """The spec of ``top`` that Python would import were the current folder not searched:
+    an imported module of that name, or what the import system finds without the folder.
+    None if there is none, or if it is the current folder's own (the module already
+    imported from there; an editable install of the folder's package), or if both are
+    namespace packages (their portions merge: nothing is shadowed)."""
+    mine = _location(here)
+
+    def other(spec) -> bool:
+        if spec is None or (_location(spec) is not None and _location(spec) == mine):
+            return False
+        return not (spec.origin is None and here.origin is None)  # two namespace packages merge
+
+    imported = getattr(sys.modules.get(top), "__spec__", None)
+    if imported is not None:
+        return imported if other(imported) else None
+    path = [entry for entry in sys.path if not _is_folder(entry, folder)]
+    for finder in sys.meta_path:
+        if finder is importlib.machinery.PathFinder:
+            spec = _spec_or_none(finder.find_spec, top, path)
+        else:  # built-in, frozen, editable installs' finders
+            find = getattr(finder, "find_spec", None)
+            spec = _spec_or_none(find, top, None) if find is not None else None
+        if other(spec):
+            return spec
+    return None
 
 
 def _check_contract(fn, label: str) -> None:
@@ -117,5 +207,5 @@ def user_modules(engines) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-__all__ = ["import_engine", "engine_label", "user_entry", "resolve_entry", "is_user_engine", "user_modules",
-           "USER_KIND"]
+__all__ = ["import_engine", "import_user_module", "engine_label", "user_entry", "resolve_entry", "is_user_engine",
+           "user_modules", "USER_KIND"]

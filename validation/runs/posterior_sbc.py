@@ -52,12 +52,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..base.atomic import write_json_atomic
 from ..base.code_digest import code_digest, spec_key
+from ..base.signing import SBC_SIMULATION, write_signed_json
 from ..records import registry
 from ..references import first_certified_reference
 from ..references.nuts_program import as_numpy_key
-from . import sbc
+from . import fence, sbc
 from .compare import CompareConfig, default_references, prepare_problem
 
 #: the fold_in stream of a simulation's key that draws its new labels
@@ -203,6 +203,8 @@ class _Chunk:
     indices: tuple[int, ...]
     paths: tuple[str, ...]
     settings: sbc.SBCSettings
+    # the most seconds one simulation's fit may take (fence.py); None: no limit
+    time_limit: float | None = None
 
 
 @functools.lru_cache(maxsize=8)
@@ -230,17 +232,11 @@ def run_chunk(chunk: _Chunk, resolved: sbc.ResolvedEngine | None = None) -> list
 
         # each simulation's fit keyed by its own key, as in sbc.simulate_batch
         fit_keys = np.stack([as_numpy_key(jax.random.fold_in(k, sbc.FIT_STREAM)) for k in keys])
-        t0 = time.perf_counter()
-        try:
-            posteriors = resolved.batched(spec, Phi_all, np.stack(ys), fit_keys)
-        except Exception as err:  # noqa: BLE001 - a failed fit is a result, as in sbc.simulate_batch
-            share = (time.perf_counter() - t0) / len(keys)
-            posteriors = [err] * len(keys)
-        else:
-            share = (time.perf_counter() - t0) / len(keys)
+        posteriors, share = sbc.fenced_batch(resolved.batched, spec, Phi_all, np.stack(ys), fit_keys,
+                                             chunk.time_limit)
         fitted, by_index = [], {}
         for index, key, truth, y, posterior in zip(chunk.indices, keys, chunk.truths, ys, posteriors):
-            if isinstance(posterior, BaseException):
+            if isinstance(posterior, (BaseException, str)):
                 by_index[index] = sbc._failed_fit(index, 0, share, posterior)
             else:
                 fitted.append((index, key, truth, y, 0, posterior, share))
@@ -248,16 +244,14 @@ def run_chunk(chunk: _Chunk, resolved: sbc.ResolvedEngine | None = None) -> list
         results = [by_index[i] for i in chunk.indices]
     else:
         for index, key, truth, y in zip(chunk.indices, keys, chunk.truths, ys):
-            t0 = time.perf_counter()
-            try:
-                posterior = resolved.fit(spec, Phi_all, y)
-            except Exception as err:  # noqa: BLE001 - a failed fit is a result of SBC, reported
-                results.append(sbc._failed_fit(index, 0, time.perf_counter() - t0, err))
+            posterior, outcome = sbc.fenced_fit(resolved.fit, spec, Phi_all, y, index, 0, chunk.time_limit)
+            if posterior is None:
+                results.append(outcome)
                 continue
             results.append(sbc._ranked(spec, Phi_all, chunk.Phi_new, posterior, key, truth, y, index, 0,
-                                       time.perf_counter() - t0, settings))
+                                       outcome, settings))
     for result, path in zip(results, chunk.paths):
-        write_json_atomic(result, path)
+        write_signed_json(result, path, SBC_SIMULATION)
     return results
 
 
@@ -278,16 +272,19 @@ def run_key(model: str, engine: str, case: ConditioningCase, Phi_tilde: np.ndarr
 def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningCase | None = None,
                       settings: sbc.SBCSettings = sbc.SBCSettings(), n_new_data: int | None = None, out_dir=None,
                       cache_dir=None, executor=None, progress: Callable | None = None,
-                      chunk_size: int = 25) -> dict[str, Any]:
+                      chunk_size: int = 25,
+                      engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
     """Posterior SBC of ``engine`` (a registry engine, a reference sampler, ``module:function``
     or a callable with the fixed-spec contract) on ``model``, conditioned on ``case`` (None:
-    :func:`default_case` of the model, or of the variant the engine fits).
+    :func:`default_case` of the model, or of the variant the engine fits). engine_time_limit:
+    as in ``sbc.run_sbc``.
 
     Returns a summary in the layout of ``sbc.run_sbc``'s (so ``sbc.summary_line``,
     ``sbc.plot_sbc`` and ``sbc.plot_sbc_views`` read it), plus ``kind`` and ``conditioning``.
     """
     import tempfile
 
+    limit = fence.check_time_limit(engine_time_limit, "engine_time_limit")
     record = registry.get_model(model)
     variant = None
     if isinstance(engine, str) and "@" in engine and ":" not in engine:
@@ -331,7 +328,7 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
         chunks = [_Chunk(model, name, resolved.variant, case.spec, case.Phi,
                          case.y, Phi_tilde, case.Phi_new,
                          tuple({k: np.asarray(v[i]) for k, v in draws.items()} for i in part),
-                         tuple(part), tuple(paths[i] for i in part), settings)
+                         tuple(part), tuple(paths[i] for i in part), settings, limit)
                   for part in (todo[j:j + chunk_size] for j in range(0, len(todo), chunk_size))]
         t0 = time.perf_counter()
         run = functools.partial(run_chunk, resolved=resolved) if executor is None else run_chunk

@@ -5,12 +5,11 @@ reference chain, recording them and rendering them the same way, and the agreeme
 references where both certify."""
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from typing import Any, Callable
 
-from ..base.atomic import write_json_atomic
+from ..base.signing import REFERENCE_TABLE_CELL, read_signed_json, write_signed_json
 from ..references import ReferenceTimeout, run_reference
 from .compare import default_references
 from .results import ReferenceSummary
@@ -40,12 +39,12 @@ def tried_text(tried: list[dict[str, Any]], sampler: str) -> str:
 def load_or_run(path: str, label: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The cell stored at ``path``, or ``run()``'s, written there atomically (so an
     interrupted table resumes at the first missing cell)."""
-    if os.path.exists(path):
-        with open(path) as fh:
-            return json.load(fh)
+    stored = read_signed_json(path, REFERENCE_TABLE_CELL, "stored reference-table cell")
+    if stored is not None:
+        return stored
     print(f"{label} ...", flush=True)
     cell = run()
-    write_json_atomic(cell, path)
+    write_signed_json(cell, path, REFERENCE_TABLE_CELL)
     print(f"  reference {cell['reference']['sampler']} certified={cell['reference']['certified']} "
           f"({cell['wall_seconds']:.0f} s)", flush=True)
     return cell

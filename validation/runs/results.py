@@ -241,6 +241,9 @@ class ComparisonResult:
     # reference log Z per model or variant, each engine's value, kind and verdict; None
     # when off or when no engine reports a log evidence
     evidence: Mapping[str, Any] | None = None
+    # Ctrl-C stopped the comparison: the engines that finished have their rows, the others
+    # a failure saying they were interrupted or not run
+    interrupted: bool = False
 
     @property
     def verdicts(self) -> list[VerdictRow]:
@@ -288,6 +291,7 @@ class ComparisonResult:
             "engines": {k: r.to_json() for k, r in self.engines.items()},
             "config": dict(self.config),
             "evidence": None if self.evidence is None else dict(self.evidence),
+            "interrupted": self.interrupted,
         }
 
     @classmethod
@@ -299,7 +303,7 @@ class ComparisonResult:
             references_tried=tuple(ReferenceSummary.from_json(r) for r in d["references_tried"]),
             variant_references={k: ReferenceSummary.from_json(v) for k, v in d["variant_references"].items()},
             engines={k: EngineRow.from_json(k, r) for k, r in d["engines"].items()},
-            evidence=d.get("evidence"))
+            evidence=d.get("evidence"), interrupted=bool(d.get("interrupted", False)))
 
 
 #: the columns of :meth:`ComparisonResult.table`, in order

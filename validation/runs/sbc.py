@@ -70,8 +70,9 @@ from scipy.special import betaincinv, ndtr, ndtri
 from ...inference.compile_cache import batch_size_for
 from ...inference.contracts import checked_fit, contract_problems, many_of
 from ...models.base import flatten, unflatten
-from ..base.atomic import atomic_write, write_json_atomic
+from ..base.atomic import atomic_write
 from ..base.code_digest import code_digest, spec_key
+from ..base.signing import SBC_SIMULATION, read_signed_json, write_signed_json
 from ..base.figures import ShownFigure
 from ..judge.rates import wilson_interval
 from ..records import registry
@@ -82,6 +83,7 @@ from .compare import default_references
 
 # a user engine given as a path: the one rule for every caller (validation/runs/engines.py)
 from .engines import import_engine, user_entry
+from . import fence
 
 #: family-wise false-alarm rate of the uniformity test for a calibrated engine
 FALSE_ALARM = 0.05
@@ -586,11 +588,56 @@ def _simulation_start(spec, Phi, index: int, settings: SBCSettings):
     return key, truth, y, redraws
 
 
-def _failed_fit(index: int, redraws: int, seconds: float, err: Exception) -> dict[str, Any]:
+def _failed_fit(index: int, redraws: int, seconds: float, err: BaseException | str) -> dict[str, Any]:
+    """The result of a simulation whose fit failed: ``err`` raised (or returned, by a batched
+    fit), or the one line saying why its result cannot be ranked."""
+    if isinstance(err, str):
+        return {"index": index, "status": "failed", "redraws": redraws, "seconds": seconds, "message": err[:500]}
     return {"index": index, "status": "failed", "redraws": redraws, "seconds": seconds,
             "message": f"{type(err).__name__}: {err}".strip()[:500],
             # the exception may be one a batched fit returned rather than raised
             "where": "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=2))[-500:]}
+
+
+#: what a fit may raise that fails its simulation rather than the run (fence.py): any
+#: exception, an exit() and the time limit; KeyboardInterrupt stops the run
+FIT_FAILURES = (Exception, SystemExit, fence.EngineTimeout)
+
+
+def fenced_fit(fit: Callable, spec, Phi, y, index: int, redraws: int, time_limit: float | None):
+    """One simulation's fit inside the fence: (posterior, seconds), or (None, its failed
+    result) when the fit raised, ran past ``time_limit`` or returned a posterior with
+    non-finite numbers (never ranked)."""
+    t0 = time.perf_counter()
+    try:
+        with fence.time_limit(time_limit, "the engine's fit"):
+            posterior = fit(spec, Phi, y)
+    except FIT_FAILURES as err:  # noqa: BLE001 - a failed fit is a result of SBC, reported
+        return None, _failed_fit(index, redraws, time.perf_counter() - t0, err)
+    seconds = time.perf_counter() - t0
+    problem = fence.posterior_problem(posterior)
+    if problem:
+        return None, _failed_fit(index, redraws, seconds, f"the engine {problem}: not ranked")
+    return posterior, seconds
+
+
+def fenced_batch(batched: Callable, spec, Phi, ys, keys, time_limit: float | None) -> tuple[list, float]:
+    """A batched fit inside the fence: (one posterior or one failure per data set - an
+    exception or the line saying why it cannot be ranked -, seconds per data set). A batch
+    that raises or runs past ``time_limit`` x its size fails each of its data sets."""
+    t0 = time.perf_counter()
+    try:
+        with fence.time_limit(None if time_limit is None else time_limit * len(ys),
+                              f"a batched fit of {len(ys)} simulations"):
+            posteriors = list(batched(spec, Phi, ys, keys))
+    except FIT_FAILURES as err:  # noqa: BLE001 - as fenced_fit: a failed fit is a result
+        return [err] * len(ys), (time.perf_counter() - t0) / len(ys)
+    share = (time.perf_counter() - t0) / len(ys)
+    out = []
+    for posterior in posteriors:
+        problem = None if isinstance(posterior, BaseException) else fence.posterior_problem(posterior)
+        out.append(f"the engine {problem}: not ranked" if problem else posterior)
+    return out, share
 
 
 def _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index: int, redraws: int, seconds: float,
@@ -610,9 +657,15 @@ def _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index: int, redraws: i
 
 
 def _rank_result(index: int, redraws: int, seconds: float, posterior, q_true, q_draws, k_ties) -> dict[str, Any]:
-    """A simulation's result from the truth's quantities (K,) and its draws' (n, K)."""
+    """A simulation's result from the truth's quantities (K,) and its draws' (n, K); a failed
+    one where any of them is not finite (NaN draws would rank as if below every truth)."""
     import jax
 
+    if not (np.all(np.isfinite(q_true)) and np.all(np.isfinite(q_draws))):
+        bad = int(np.size(q_draws) - np.count_nonzero(np.isfinite(q_draws)))
+        return _failed_fit(index, redraws, seconds, f"{bad} non-finite ranked quantities (NaN or inf) in the "
+                                                    "posterior's draws" + ("" if np.all(np.isfinite(q_true)) else
+                                                                          " and the truth's") + ": not ranked")
     below = (q_draws < q_true).sum(0)
     ties = (q_draws == q_true).sum(0)
     # ties (a draw equal to the truth, e.g. both at a bound) are split at random
@@ -632,26 +685,28 @@ def _rank_result(index: int, redraws: int, seconds: float, posterior, q_true, q_
     return result
 
 
-def simulate_one(spec, Phi, Phi_new, fit: Callable, index: int, settings: SBCSettings) -> dict[str, Any]:
-    """Simulation ``index``: prior draw, labels, fit, ranks. JSON-able."""
+def simulate_one(spec, Phi, Phi_new, fit: Callable, index: int, settings: SBCSettings,
+                 time_limit: float | None = None) -> dict[str, Any]:
+    """Simulation ``index``: prior draw, labels, fit (inside :func:`fenced_fit`), ranks.
+    JSON-able."""
     try:
         key, truth, y, redraws = _simulation_start(spec, Phi, index, settings)
     except RuntimeError as err:
         return {"index": index, "status": "failed", "redraws": 0, "message": str(err)}
-    t0 = time.perf_counter()
-    try:
-        posterior = fit(spec, Phi, y)
-    except Exception as err:  # noqa: BLE001 - a failed fit is a result of SBC, reported
-        return _failed_fit(index, redraws, time.perf_counter() - t0, err)
-    return _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index, redraws, time.perf_counter() - t0, settings)
+    posterior, outcome = fenced_fit(fit, spec, Phi, y, index, redraws, time_limit)
+    if posterior is None:
+        return outcome
+    return _ranked(spec, Phi, Phi_new, posterior, key, truth, y, index, redraws, outcome, settings)
 
 
-def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBCSettings) -> list[dict[str, Any]]:
+def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBCSettings,
+                   time_limit: float | None = None) -> list[dict[str, Any]]:
     """Simulations ``indices`` with one batched fit (:attr:`ResolvedEngine.batched`): the
     same prior draws, labels and ranking as :func:`simulate_one`; each simulation's fit is
     keyed by ``fold_in(key, FIT_STREAM)`` of its own key, so its draws do not depend on
-    which simulations share its batch. An entry of the batch that is an exception fails
-    its simulation with the reason; a batch that raises fails each of its simulations."""
+    which simulations share its batch. An entry of the batch that is an exception (or a
+    posterior with non-finite numbers) fails its simulation with the reason; a batch that
+    raises or runs past ``time_limit`` x its size fails each of its simulations."""
     import contextlib
 
     import jax
@@ -674,25 +729,17 @@ def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBC
             np.stack([key for _, key, _, _, _ in started]))] if started else [])
     if started:
         ys = np.stack([np.asarray(y, dtype=float) for _, _, _, y, _ in started])
-        t0 = time.perf_counter()
-        try:
-            posteriors = batched(spec, Phi, ys, np.stack(keys))
-        except Exception as err:  # noqa: BLE001 - as simulate_one: a failed fit is a result
-            seconds = (time.perf_counter() - t0) / len(started)
-            for index, _, _, _, redraws in started:
-                results[index] = _failed_fit(index, redraws, seconds, err)
-        else:
-            share = (time.perf_counter() - t0) / len(started)
-            fitted = []
-            for (index, key, truth, y, redraws), posterior in zip(started, posteriors):
-                if isinstance(posterior, BaseException):
-                    results[index] = _failed_fit(index, redraws, share, posterior)
-                    continue
-                info = posterior.info
-                seconds = float(info.seconds) + float(info.compile_seconds)
-                fitted.append((index, key, truth, y, redraws, posterior, seconds))
-            with on_host:
-                results.update(_rank_many(spec, Phi, Phi_new, fitted, settings))
+        posteriors, share = fenced_batch(batched, spec, Phi, ys, np.stack(keys), time_limit)
+        fitted = []
+        for (index, key, truth, y, redraws), posterior in zip(started, posteriors):
+            if isinstance(posterior, (BaseException, str)):
+                results[index] = _failed_fit(index, redraws, share, posterior)
+                continue
+            info = posterior.info
+            seconds = float(info.seconds) + float(info.compile_seconds)
+            fitted.append((index, key, truth, y, redraws, posterior, seconds))
+        with on_host:
+            results.update(_rank_many(spec, Phi, Phi_new, fitted, settings))
     return [results[i] for i in indices]
 
 
@@ -1067,6 +1114,8 @@ class _Task:
     path: str
     # a reference sampler run on one of the model's variants (gridRVM's s-grid): its name
     variant: str | None = None
+    # the most seconds the fit may take (fence.py); None: no limit
+    time_limit: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1081,6 +1130,7 @@ class _BatchTask:
     indices: tuple[int, ...]
     paths: tuple[str, ...]
     variant: str | None = None
+    time_limit: float | None = None  # per simulation of the batch
 
 
 #: simulations per batched task: a task is the unit a Dask worker takes and the unit that is
@@ -1129,8 +1179,9 @@ def _task_problem(task: _Task | _BatchTask):
 def _run_task(task: _Task) -> dict[str, Any]:
     """One simulation in a worker: fit, write the result atomically. Returns the result."""
     problem, resolved, spec = _task_problem(task)
-    result = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, task.index, task.settings)
-    write_json_atomic(result, task.path)
+    result = simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, task.index, task.settings,
+                          task.time_limit)
+    write_signed_json(result, task.path, SBC_SIMULATION)
     return result
 
 
@@ -1138,9 +1189,10 @@ def _run_batch_task(task: _BatchTask) -> list[dict[str, Any]]:
     """A batch of simulations in a worker (:func:`simulate_batch`); each result written
     atomically to its path. Returns the results."""
     problem, resolved, spec = _task_problem(task)
-    results = simulate_batch(spec, problem.Phi, problem.Phi_new, resolved.batched, task.indices, task.settings)
+    results = simulate_batch(spec, problem.Phi, problem.Phi_new, resolved.batched, task.indices, task.settings,
+                             task.time_limit)
     for result, path in zip(results, task.paths):
-        write_json_atomic(result, path)
+        write_signed_json(result, path, SBC_SIMULATION)
     return results
 
 
@@ -1170,22 +1222,29 @@ def run_key(model: str, engine: str, problem: SBCProblem, settings: SBCSettings,
 
 def stored_simulations(folder: str, n_sims: int) -> tuple[list[str], dict[int, dict[str, Any]]]:
     """(the path of each of a run's ``n_sims`` simulations in ``folder``, made if missing;
-    the results already stored there, by index): what a resumed run reuses."""
+    the results already stored there, by index): what a resumed run reuses - only those
+    signed with this user's key for this run's folder and this simulation's name
+    (base/signing.py); any other is named in a warning and simulated again."""
     os.makedirs(folder, exist_ok=True)
     paths = [os.path.join(folder, f"{i:05d}.json") for i in range(n_sims)]
     results: dict[int, dict[str, Any]] = {}
     for i, p in enumerate(paths):
-        if os.path.exists(p):
-            with open(p) as fh:
-                results[i] = json.load(fh)
+        stored = read_signed_json(p, SBC_SIMULATION, "stored SBC simulation")
+        if stored is not None:
+            results[i] = stored
     return paths, results
 
 
 def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), out_dir=None,
             problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None,
-            variant: str | None = None) -> dict[str, Any]:
+            variant: str | None = None,
+            engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
     """SBC of ``engine`` (a registry engine, a reference sampler name, or
     ``"module:function"``) on the registered ``model``.
+
+    engine_time_limit: the most seconds one simulation's fit may take (validation/runs/fence.py;
+    a batched fit gets it once per simulation); past it the simulation fails with that
+    reason. None: no limit.
 
     out_dir: where the simulations are kept (one JSON each, under ``sims-<key>/``); a
     rerun with the same key reuses them. None: a temporary folder, discarded.
@@ -1194,6 +1253,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
     import tempfile
 
 
+    limit = fence.check_time_limit(engine_time_limit, "engine_time_limit")
     if isinstance(engine, str) and "@" in engine and ":" not in engine and variant is None:
         engine, variant = engine.split("@", 1)  # "grid-gibbs@s-grid": a sampler on a variant
     record = registry.get_model(model)
@@ -1244,19 +1304,21 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
             size = sims_per_batch(resolved) if resolved.batched is not None else 1
             for chunk in (todo[i:i + size] for i in range(0, len(todo), size)):
                 if resolved.batched is not None:
-                    done = simulate_batch(spec, problem.Phi, problem.Phi_new, resolved.batched, chunk, settings)
+                    done = simulate_batch(spec, problem.Phi, problem.Phi_new, resolved.batched, chunk, settings,
+                                          limit)
                 else:
-                    done = [simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, chunk[0], settings)]
+                    done = [simulate_one(spec, problem.Phi, problem.Phi_new, resolved.fit, chunk[0], settings,
+                                         limit)]
                 for r in done:
                     results[r["index"]] = r
-                    write_json_atomic(r, paths[r["index"]])
+                    write_signed_json(r, paths[r["index"]], SBC_SIMULATION)
                 if progress:
                     progress(len(results), settings.n_sims)
         elif resolved.batched is not None:
             size = sims_per_batch(resolved)
             chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
             tasks = [_BatchTask(model, engine, tuple(sorted(problem_kwargs.items())), settings, tuple(chunk),
-                                tuple(paths[i] for i in chunk), variant=variant) for chunk in chunks]
+                                tuple(paths[i] for i in chunk), variant=variant, time_limit=limit) for chunk in chunks]
             mapper = map if executor is None else executor.map
             for batch in mapper(_run_batch_task, tasks):
                 for r in batch:
@@ -1265,7 +1327,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
                     progress(len(results), settings.n_sims)
         else:
             tasks = [_Task(model, engine, tuple(sorted(problem_kwargs.items())), settings, i, paths[i],
-                           variant=variant) for i in todo]
+                           variant=variant, time_limit=limit) for i in todo]
             mapper = map if executor is None else executor.map
             for r in mapper(_run_task, tasks):
                 results[r["index"]] = r

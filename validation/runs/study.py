@@ -67,11 +67,13 @@ import zoo
 from ... import data as datasets
 from ...inference.contracts import EngineReturnError
 from ...inference.posterior import ApproximationFailed
-from ..base.atomic import atomic_write, write_json_atomic
+from ..base.atomic import write_json_atomic, write_text_atomic
+from ..base.signing import STUDY_CELL, read_signed_json, write_signed_json
 from ..base.code_digest import code_digest
 from ..base.processes import die_with_parent
 from ..records import registry
 from .compare import CompareConfig, compare, default_references
+from .fence import DEFAULT_ENGINE_TIME_LIMIT, check_time_limit
 from .defects import DETECTORS, BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
 from .results import ComparisonResult
@@ -284,7 +286,7 @@ def failure_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
-def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
+def run_cell(cell: Cell, out_dir: str, engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
     """Compute one cell (in a Dask worker) and write its result atomically. Returns it; a
     cell that raises one of :data:`DETERMINISTIC_ERRORS` is stored and returned as failed
     (``"failed"``: the reason in one line), so that one bad cell does not end the study."""
@@ -292,30 +294,33 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     try:
-        result = _compute_cell(cell, out_dir)
+        result = _compute_cell(cell, out_dir, engine_time_limit)
     except DETERMINISTIC_ERRORS as err:
         result = {"failed": failure_line(err)}
     out = {"kind": cell.kind, "cell": cell.params, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
-    write_json_atomic(out, cell_path(out_dir, cell))
+    write_signed_json(out, cell_path(out_dir, cell), STUDY_CELL)
     return out
 
 
-def _compute_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
+def _compute_cell(cell: Cell, out_dir: str, engine_time_limit: float | None) -> dict[str, Any]:
     p = cell.params
     work = os.path.join(out_dir, "work")
     if cell.kind == "compare":
         comp = compare(CompareConfig(model=p["model"], data=p["data"], split=p["split"], engines=tuple(p["engines"]),
-                                     params=json.loads(p["params"]), cache_dir=os.path.join(work, "references")))
+                                     params=json.loads(p["params"]), cache_dir=os.path.join(work, "references"),
+                                     engine_time_limit=engine_time_limit))
         result = {"results": json.loads(json.dumps(comp.result.to_json(), default=_jsonable))}
     elif cell.kind == "sbc":
         summary = run_sbc(p["model"], p["engine"], settings=SBCSettings(
-            n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), out_dir=os.path.join(work, "sbc"))
+            n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), out_dir=os.path.join(work, "sbc"),
+            engine_time_limit=engine_time_limit)
         result = {"summary": summary}
     else:
         settings = BatterySettings(n_datasets=p["datasets"], sbc_replicates=p["sbc_replicates"],
                                    sbc_sims=p["sbc_sims"], reference_draws=p["reference_draws"],
                                    problem=tuple(sorted(json.loads(p["problem"]).items())),
-                                   reference_samplers=tuple(p.get("reference_samplers", ())))
+                                   reference_samplers=tuple(p.get("reference_samplers", ())),
+                                   engine_time_limit=engine_time_limit)
         # the battery's data sets and SBC replicates fan out over the same cluster: this
         # task secedes from its worker's thread pool while it waits for them
         with _ClusterExecutor() as executor:
@@ -468,18 +473,16 @@ def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None
         cluster.close()
 
 
-def read_cell_file(path: str, check) -> dict | None:
-    """A finished cell's stored result, or None if there is none; a damaged file (invalid
-    JSON, or content that ``check`` rejects) is named in a warning and treated as missing,
-    so the cell is computed again and the file replaced."""
-    if not os.path.exists(path):
+def read_cell_file(path: str, check, domain: str = STUDY_CELL) -> dict | None:
+    """A finished cell's stored result, or None if there is none; a file that is not signed
+    with this user's key as a cell of ``domain`` at this place (base/signing.py: a hand-edited
+    verdict, a cell copied from elsewhere, damage), or whose content ``check`` rejects, is
+    named in a warning and treated as missing, so the cell is computed again and the file
+    replaced."""
+    result = read_signed_json(path, domain, "stored cell")
+    if result is None:
         return None
-    try:
-        with open(path) as fh:
-            result = json.load(fh)
-        problem = check(result)
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        problem = f"{type(err).__name__}: {err}"
+    problem = check(result)
     if problem:
         warnings.warn(f"damaged cell file {path} ({problem}); computing the cell again", stacklevel=3)
         return None
@@ -504,7 +507,8 @@ def _study_cell_problem(cell: Cell):
 
 def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int | None = None,
               progress: bool = True, client=None, jax_cache: str | None = None,
-              device: str | None = None) -> dict[str, Any]:
+              device: str | None = None,
+              engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
     """Run every cell of ``config`` (a dict or a TOML path) not yet done, on Dask.
 
     scheduler: address of an existing Dask scheduler ("tcp://host:8786"); None starts a
@@ -512,12 +516,15 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     cores; see :func:`cluster_client`). client: an existing ``distributed.Client`` (tests).
     jax_cache: the JAX compilation cache folder the LocalCluster's workers share (None:
     none). device: how the command line chose the device (zoo/devices.py), for the report.
+    engine_time_limit: the most seconds one fit of an engine may take in any cell
+    (validation/runs/fence.py; None: no limit); not part of the cells' keys.
     A cell that fails is recorded with its reason and the others go on. Writes
     ``OUT/report.md`` and returns {"cells": [...results], "ran": n, "reused": n, "report":
     path, "failed": [(cell label, reason), ...]}.
     """
     from distributed import as_completed
 
+    limit = check_time_limit(engine_time_limit, "engine_time_limit")
     if not isinstance(config, dict):
         config = load_config(config)
     cells = expand(config)
@@ -537,7 +544,7 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
         # there is cleared by the next run (Dask removes what no live worker holds)
         with cluster_client(n_workers=n_workers, scheduler=scheduler, client=client, jax_cache=jax_cache,
                             scratch=os.path.join(out_dir, "work", "dask")) as c:
-            futures = {c.submit(run_cell, cells[i], out_dir, key=f"zoo-cell-{cells[i].key()}", pure=False,
+            futures = {c.submit(run_cell, cells[i], out_dir, limit, key=f"zoo-cell-{cells[i].key()}", pure=False,
                                 retries=2): i for i in todo}
             for fut in as_completed(futures):
                 i = futures[fut]
@@ -713,7 +720,7 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
             lines.append(f"| {name} | " + " | ".join(cells_) + " |")
         lines.append("")
     path = os.path.join(out_dir, "report.md")
-    atomic_write(path, lambda tmp: open(tmp, "w").write("\n".join(lines) + "\n"))
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path
 
 

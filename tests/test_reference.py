@@ -777,3 +777,30 @@ def test_a_read_only_cache_is_read_and_a_miss_is_sampled_unwritten(problem, unce
     finally:
         for d in ("ro", "ro-empty"):
             os.chmod(tmp_path / d, 0o755)
+
+
+def test_a_held_lock_is_announced_and_counts_against_the_time_limit(problem, tmp_path):
+    """Before: a run waited silently for another run's lock, past its --time-limit. Now it
+    names the lock and its holder at once, and the wait is the sampler's time: another run
+    holding the entry for longer than the limit makes this one run out of time."""
+    import fcntl
+    import time
+
+    from zoo.validation.references import ReferenceTimeout
+    from zoo.validation.references.cache import cache_key
+
+    spec, Phi, y = problem
+    cfg = replace(CONFIG, time_limit=1.5)
+    folder = tmp_path / "held"
+    folder.mkdir()
+    lock = folder / f"nuts-{cache_key(spec, Phi, y, cfg)[:32]}.lock"
+    with open(lock, "w") as fh:
+        fh.write("pid 4242 on another-host since 2026-11-29T01:00:00")
+        fh.flush()
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # another run holds the entry
+        t0 = time.perf_counter()
+        with pytest.warns(UserWarning, match=r"waiting for another zoo run .* is held by pid 4242 on another-host "
+                                             r"since 2026-11-29T01:00:00 \(counted against the time limit of 1.5 s\)"):
+            with pytest.raises(ReferenceTimeout, match="time limit of 1.5 s"):
+                run_reference(spec, Phi, y, config=cfg, cache_dir=str(folder))
+        assert time.perf_counter() - t0 < 10

@@ -125,31 +125,73 @@ def _run_with_time_limit(spec, Phi, y, config: ReferenceConfig, cache_dir, key: 
             shutil.rmtree(folder, ignore_errors=True)
 
 
+#: how often a run waiting for another run's lock tries again (seconds)
+LOCK_POLL_SECONDS = 0.5
+
+
 @contextlib.contextmanager
-def _entry_lock(cache_dir, key: str, sampler: str):
+def _entry_lock(cache_dir, key: str, sampler: str, time_limit: float | None = None):
     """Hold an exclusive lock on ``<cache_dir>/<sampler>-<key[:32]>.lock`` (fcntl.flock)
     while the block runs: a second run of the same entry waits, then finds the entry the
-    first one wrote. Yields whether the folder can be written: a folder that cannot (or
-    whose lock file cannot be made) is read without a lock and nothing is written to it;
-    where there is no fcntl, nothing is locked."""
+    first one wrote. Yields (whether the folder can be written, the seconds spent waiting):
+    a folder that cannot be written (or whose lock file cannot be made) is read without a
+    lock and nothing is written to it; where there is no fcntl, nothing is locked.
+
+    A run that has to wait says so at once, in a warning naming the lock and who holds it
+    (the holder writes its pid, host and start time into the lock file), and the wait counts
+    against ``time_limit``: past it, :class:`ReferenceTimeout`, as if the sampler itself had
+    run out of time."""
     writable = _writable(cache_dir)
     if fcntl is None or not writable:
-        yield writable
+        yield writable, 0.0
         return
     path = os.path.join(os.fspath(cache_dir), f"{sampler}-{key[:32]}.lock")
+    can_write = True
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
         try:  # another user's lock file in a shared folder: a read-only descriptor locks too
             fd = os.open(path, os.O_RDONLY)
+            can_write = False
         except OSError:
-            yield False
+            yield False, 0.0
             return
+    t0 = time.time()
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd) or "a run that did not say who it is"
+            limit = "" if time_limit is None else f" (counted against the time limit of {time_limit:g} s)"
+            warnings.warn(f"waiting for another zoo run to finish the {sampler} reference it is sampling: {path} "
+                          f"is held by {holder}{limit}", stacklevel=3)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time_limit is not None and time.time() - t0 >= time_limit:
+                        raise ReferenceTimeout(sampler, time_limit) from None
+                    time.sleep(LOCK_POLL_SECONDS)
+        if can_write:
+            # who holds it, for a run that has to wait (the lock itself is the flock)
+            stamp = f"pid {os.getpid()} on {platform.node()} since {_dt.datetime.now().isoformat(timespec='seconds')}"
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, stamp.encode(), 0)
+            except OSError:
+                pass
+        yield True, time.time() - t0
     finally:
         os.close(fd)  # closing the last descriptor releases the lock
+
+
+def _lock_holder(fd: int) -> str:
+    """What the run holding a lock wrote into it (pid, host, since when), or ''."""
+    try:
+        return os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
@@ -169,10 +211,15 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
         if cache_dir is None:
             return _sample(spec, Phi, y, config, None, key, sites, progress)
         # read -> run -> write under the entry's lock, so two runs of one key sample once
-        with _entry_lock(cache_dir, key, config.sampler) as writable:
+        with _entry_lock(cache_dir, key, config.sampler, config.time_limit) as (writable, waited):
             cached = _read_cache(cache_dir, key, spec, sites, config)
             if cached is not None:
                 return cached
+            if config.time_limit is not None and waited > 0:
+                # the wait for another run's lock was part of this sampler's time
+                if waited >= config.time_limit:
+                    raise ReferenceTimeout(config.sampler, config.time_limit)
+                config = replace(config, time_limit=config.time_limit - waited)
             if not writable:
                 warnings.warn(f"cannot write to the reference cache folder {cache_dir}: the {config.sampler} "
                               "reference is sampled but not cached")

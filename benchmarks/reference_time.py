@@ -35,10 +35,10 @@ cells (``--redo`` recomputes). The tables go to ``<out>/table.md`` and everythin
 from __future__ import annotations
 
 import argparse
+import functools
 import datetime as _dt
 import json
 import os
-import pickle
 import platform
 import resource
 import shutil
@@ -131,12 +131,12 @@ def _sampled_size(spec, Phi, y) -> int:
     return int(sum(np.size(s["value"]) for s in trace.values() if s["type"] == "sample" and not s["is_observed"]))
 
 
+@functools.lru_cache(maxsize=None)
 def _problem(out: str, case: str):
-    """(spec, Phi, y, variants needed by the default engines), prepared once per case."""
-    path = os.path.join(out, ".problems", f"{case}.pkl")
-    if os.path.exists(path):
-        with open(path, "rb") as fh:
-            return pickle.load(fh)
+    """(spec, Phi, y, variants needed by the default engines), prepared in the cell's own
+    process. Never read back from the output folder: a pickle there would run whatever code
+    someone put in it, so each cell's subprocess selects the hyper-parameters again (seconds
+    to a minute per case, outside the timed sampling)."""
     from zoo import data as datasets
     from zoo.validation.records import registry
 
@@ -145,13 +145,8 @@ def _problem(out: str, case: str):
     split = datasets.load(record.default_data, 0, standardize=not record.raw_inputs)
     prepared = registry.prepare(model, split, params)
     needed = sorted({record.engine(e).variant for e in record.default_engines} - {None})
-    problem = (prepared.spec, np.asarray(prepared.Phi_train), np.asarray(prepared.y_train),
-               {v: prepared.variants[v] for v in needed})
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "wb") as fh:
-        pickle.dump(problem, fh)
-    os.replace(path + ".tmp", path)
-    return problem
+    return (prepared.spec, np.asarray(prepared.Phi_train), np.asarray(prepared.y_train),
+            {v: prepared.variants[v] for v in needed})
 
 
 def _tried_entry(t) -> dict:
@@ -428,7 +423,6 @@ def main(argv=None) -> int:
     text = tables(cells)
     write_text_atomic(os.path.join(out, "table.md"), text)
     write_json_atomic({"goal_ratio": GOAL, "cells": cells}, os.path.join(out, "reference_time.json"))
-    shutil.rmtree(os.path.join(out, ".problems"), ignore_errors=True)  # the prepared problems of this run
     print(text)
     return 0
 

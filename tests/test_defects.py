@@ -77,6 +77,12 @@ def test_a_users_wrapper_is_a_defect():
         D.get_defect("no such defect")
     assert D.get_defect("cov x 2") is D.get_defect("cov x 2")
     assert not D.get_defect("truncation ignored").applies_to("gig-logistic", "vb")
+    # a defect a study file names by path is checked before any work (it was imported and
+    # taken as it came): not a function, or not one of one argument, is one line
+    with pytest.raises(ValueError, match=r"^defect 'math:pi' is a float, not a function defect\(fit\) -> fit$"):
+        D.get_defect("math:pi")
+    with pytest.raises(ValueError, match=r"^defect 'os:getcwd' does not keep the contract defect\(fit\) -> fit"):
+        D.get_defect("os:getcwd")
 
 
 def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 import time
@@ -109,8 +110,26 @@ def get_defect(name_or_path: str | Defect | Callable) -> Defect:
             obj = getattr(import_user_module(module, f"defect {name_or_path!r}"), attr)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"cannot load defect {name_or_path!r}: {err}") from err
-        return obj if isinstance(obj, Defect) else Defect(name_or_path, "a user's defect", obj)
+        if not isinstance(obj, Defect):
+            problem = _defect_contract_problem(obj)
+            if problem:
+                raise ValueError(f"defect {name_or_path!r} {problem}")
+            obj = Defect(name_or_path, "a user's defect", obj)
+        return obj
     raise ValueError(f"unknown defect {name_or_path!r}; known: {', '.join(table)}; or give 'module:function'")
+
+
+def _defect_contract_problem(obj) -> str | None:
+    """Why ``obj`` is not a defect ``defect(fit) -> fit`` (one positional argument), or None."""
+    if not callable(obj):
+        return f"is a {type(obj).__name__}, not a function defect(fit) -> fit"
+    try:
+        inspect.signature(obj).bind(lambda *a, **k: None)
+    except TypeError as err:
+        return f"does not keep the contract defect(fit) -> fit: {err}"
+    except ValueError:  # a builtin without a signature: let the call say what is wrong
+        return None
+    return None
 
 
 # --------------------------------------------------------------------------------------

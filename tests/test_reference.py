@@ -658,18 +658,18 @@ def test_an_entry_signed_with_another_key_is_resampled(problem, uncertified, tmp
     _copy_entry(str(folder), tmp_path / "shared")
     monkeypatch.setenv("ZOO_CONFIG_DIR", str(tmp_path / "other-user"))
     # no key yet: nothing is trusted, and reading makes no key
-    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+    with pytest.warns(UserWarning, match="not signed by this user's key"):
         assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared")) is None
     assert not (tmp_path / "other-user").exists()
     cache.machine_key(create=True)
-    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+    with pytest.warns(UserWarning, match="not signed by this user's key"):
         again = run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared"))
     assert not again.from_cache
     np.testing.assert_array_equal(again.posterior.draws["mu"], ref.posterior.draws["mu"])
     assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared")).from_cache
     # and the first user's key no longer trusts the rewritten entry: a shared folder needs a shared key
     monkeypatch.undo()
-    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+    with pytest.warns(UserWarning, match="not signed by this user's key"):
         assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "shared")) is None
 
 
@@ -699,7 +699,7 @@ def test_the_key_file_is_private_and_an_open_one_is_refused(problem, uncertified
     os.chmod(path, 0o644)
     with pytest.warns(UserWarning, match="can be read or written by others"):
         assert cache.machine_key(create=True) is None
-    with pytest.warns(UserWarning, match="not signed by this machine's key"):
+    with pytest.warns(UserWarning, match="not signed by this user's key"):
         assert cached_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "entry")) is None
     assert path.read_bytes() == keys[0]  # refused, not replaced
 

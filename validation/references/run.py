@@ -156,7 +156,7 @@ def _entry_lock(cache_dir, key: str, sampler: str, time_limit: float | None = No
         except OSError:
             yield False, 0.0
             return
-    t0 = time.time()
+    t0, waited = time.time(), 0.0
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -173,6 +173,7 @@ def _entry_lock(cache_dir, key: str, sampler: str, time_limit: float | None = No
                     if time_limit is not None and time.time() - t0 >= time_limit:
                         raise ReferenceTimeout(sampler, time_limit) from None
                     time.sleep(LOCK_POLL_SECONDS)
+            waited = time.time() - t0
         if can_write:
             # who holds it, for a run that has to wait (the lock itself is the flock)
             stamp = f"pid {os.getpid()} on {platform.node()} since {_dt.datetime.now().isoformat(timespec='seconds')}"
@@ -181,7 +182,7 @@ def _entry_lock(cache_dir, key: str, sampler: str, time_limit: float | None = No
                 os.pwrite(fd, stamp.encode(), 0)
             except OSError:
                 pass
-        yield True, time.time() - t0
+        yield True, waited
     finally:
         os.close(fd)  # closing the last descriptor releases the lock
 

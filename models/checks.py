@@ -21,6 +21,20 @@ def is_integer(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+#: the largest seed: what numpy's legacy and scikit-learn's generators take (32-bit
+#: unsigned), so that a seed the zoo accepts is one every library it hands it to takes
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """``value`` as an int; ValueError in one line unless it is an integer (not a bool)
+    from 0 to :data:`MAX_SEED`. Refused before any work: a negative seed passed every
+    check and failed in numpy after the work it seeds (minutes into ``zoo compare``)."""
+    if not is_integer(value) or not 0 <= int(value) <= MAX_SEED:
+        raise ValueError(f"{name} must be an integer from 0 to {MAX_SEED} (2**32 - 1); got {value!r}")
+    return int(value)
+
+
 def check_features(X, *, n_features: int | None = None, name: str = "X", min_features: int = 0) -> np.ndarray:
     """Return X as a finite float64 matrix of shape (n, d); raise ValueError (TypeError for
     entries that are not numbers) otherwise.

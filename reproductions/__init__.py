@@ -14,17 +14,19 @@ interrupted run resumes where it stopped. Cells depend on the options that shape
 from __future__ import annotations
 
 import importlib
+import numbers
 import os
 import sys
 import time
 from typing import Callable
 
 from ..validation.base.atomic import write_json_atomic, write_text_atomic
+from ..validation.runs.limits import REPETITIONS
 from . import bblr_fig7, bblr_kernel, bblr_table14, bblr_uci, bblr_w1a, ggig, gridrvm, horii
 from .cells import CellsFailed, CellStore, CellTask
 from .entry import Entry, Option, RunContext
 
-__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "run", "CellStore", "CellTask", "CellsFailed"]
+__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "check", "run", "CellStore", "CellTask", "CellsFailed"]
 
 
 def _entries() -> dict[str, Entry]:
@@ -39,6 +41,37 @@ def get_entry(name: str) -> Entry:
     if name not in ENTRIES:
         raise ValueError(f"unknown reproduce entry {name!r}; available: {', '.join(ENTRIES)}")
     return ENTRIES[name]
+
+
+#: the largest factor an entry multiplies the run's seed by to seed a cell (cv_seed = seed x
+#: SEED_STRIDE + repetition), and so the largest --seed whose cells' seeds stay what numpy's
+#: legacy generators and scikit-learn take (below 2**32) at every repetition
+SEED_STRIDE = 100_003
+MAX_SEED = (2**32 - 1 - REPETITIONS.maximum) // SEED_STRIDE
+
+
+def check(name: str, *, reps: int | None = None, jobs: int = 1, seed: int = 0, **options) -> tuple[Entry, int, dict]:
+    """(the entry, its repetitions, its options parsed): everything :func:`run` checks
+    before the first cell, in the order a user reads them - the entry, --reps, --jobs,
+    --seed, unknown options, each option's kind and bounds, and the entry's own relations
+    (``Entry.checked``). ValueError in one line naming the problem; nothing is computed
+    or written. ``zoo reproduce`` calls it before it checks its folders."""
+    entry = get_entry(name)
+    reps = entry.default_reps if reps is None else reps
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"--reps must be a positive integer; got {reps!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs must be a positive integer; got {jobs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed must be an integer from 0 to {MAX_SEED} for zoo reproduce (cells seed numpy and "
+                         f"scikit-learn with seed x {SEED_STRIDE} + repetition, which must stay below 2**32); "
+                         f"got {seed!r}")
+    known = {o.name for o in entry.options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"entry {name!r} has no option {', '.join(unknown)}; its options: "
+                         f"{', '.join(sorted(known)) or 'none'}")
+    return entry, reps, entry.checked(reps, options)
 
 
 def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs: int = 1, seed: int = 0,
@@ -57,18 +90,7 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
     failed and why (``"complete": False``, ``"failed"``: cell and reason) in place of the
     table (see :class:`.cells.CellsFailed`).
     """
-    entry = get_entry(name)
-    reps = entry.default_reps if reps is None else reps
-    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
-        raise ValueError(f"--reps must be a positive integer; got {reps!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"--jobs must be a positive integer; got {jobs!r}")
-    known = {o.name for o in entry.options}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ValueError(f"entry {name!r} has no option {', '.join(unknown)}; its options: "
-                         f"{', '.join(sorted(known)) or 'none'}")
-    parsed = {o.name: o.parse(options.get(o.name, o.default)) for o in entry.options}
+    entry, reps, parsed = check(name, reps=reps, jobs=jobs, seed=seed, **options)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out_dir = os.path.join(os.fspath(out), name)
     module, _, func = entry.run.partition(":")

@@ -239,13 +239,22 @@ def _check(ctx) -> tuple[list, int]:
     if ctx.reps < 2:
         raise ValueError(f"--reps must be at least 2 for {ctx.entry.name} (a slope's standard error needs two "
                          f"repetitions); got {ctx.reps}")
-    sizes = list(o["sizes"])
+    check_options(o, ctx.reps)
+    return list(o["sizes"]), o["n_test"]
+
+
+def check_options(options: dict, reps: int) -> None:
+    """Before any cell (Entry.check): at least two increasing sizes, each one the CV can
+    take, a test set of MIN_TEST points or more, and the largest training set and the test
+    set fitting in a1a's pool."""
+    sizes = list(options["sizes"])
     if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < MIN_SIZE:
         raise ValueError(f"--sizes must be at least two increasing training sizes, each >= {MIN_SIZE} (5-fold "
                          f"stratified CV needs 5 points of the minority class); got {_grid(sizes)}")
-    if o["n_test"] < MIN_TEST:
-        raise ValueError(f"--n-test must be at least {MIN_TEST}; got {o['n_test']}")
-    return sizes, o["n_test"]
+    if options["n_test"] < MIN_TEST:
+        raise ValueError(f"--n-test must be at least {MIN_TEST} (below it one test point moves the error by more "
+                         f"than 2 points in 100); got {options['n_test']}")
+    subsets(pool()[1], sizes, options["n_test"], 0, 0)
 
 
 def run(ctx) -> dict:
@@ -433,5 +442,8 @@ ENTRIES = (
                    "SVC's width grid"),
         ),
         run=f"{__name__}:run",
+        min_reps=2,
+        reps_why="a slope's standard error needs two repetitions",
+        check=check_options,
     ),
 )

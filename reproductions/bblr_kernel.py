@@ -37,7 +37,7 @@ from zoo.inference import sparse_kbblr
 from zoo.models.basis import RBFBasis, median_heuristic_width
 
 from .cells import CellTask, cell_key
-from .entry import Entry, Option
+from .entry import Entry, Option, check_classes, check_splits
 from .fitting import mean_sd
 
 DATA = ("breast_wisconsin", "statlog_heart", "liver", "pima")
@@ -143,6 +143,23 @@ def _pct(stats: dict) -> str:
     if stats["mean"] is None:
         return "—"
     return f"{100 * stats['mean']:.1f}" + ("" if stats["se"] is None else f" ± {100 * stats['se']:.1f}")
+
+
+#: --max-train's bound (shared with bblr-table14)
+MAX_TRAIN_OPTION = Option("max_train", "int", 100_000, "at most this many training points (a stratified subsample)",
+                          minimum=2 * N_FOLDS,
+                          why=f"the SVC's {N_FOLDS}-fold stratified CV needs {N_FOLDS} points of each class")
+
+
+def check_options(options: dict, reps: int) -> None:
+    """Before any cell: the repetitions within the data sets' splits, and each split's
+    training part (subsampled to --max-train) holding N_FOLDS points of each class for
+    the SVC's CV (the subsample is drawn as the cells draw it; no fit)."""
+    check_splits(options["data"], reps)
+    for d in options["data"]:
+        for s in range(reps):
+            check_classes(_training(d, s, options["max_train"])[1], N_FOLDS,
+                          f"--max-train {options['max_train']}: {d} split {s}", "the SVC's", "--max-train")
 
 
 def run(ctx) -> dict:
@@ -291,8 +308,9 @@ ENTRIES = (
             Option("svm_c_grid", "float_list", ",".join(f"{v:g}" for v in DEFAULT_C_GRID), "SVC's C grid"),
             Option("svm_width_grid", "float_list", ",".join(f"{v:g}" for v in DEFAULT_WIDTH_GRID),
                    "SVC's width grid"),
-            Option("max_train", "int", 100_000, "at most this many training points (a stratified subsample)"),
+            MAX_TRAIN_OPTION,
         ),
         run=f"{__name__}:run",
+        check=check_options,
     ),
 )

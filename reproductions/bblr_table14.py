@@ -321,8 +321,11 @@ ENTRIES = (
                    "SVC's width grid"),
             Option("kbblr_lam_grid", "float_list", ",".join(f"{v:g}" for v in DEFAULT_LAM_GRID),
                    "KBBLR's lam grid (one value: fixed lam)"),
-            Option("max_train", "int", 100_000, "at most this many training points (a stratified subsample)"),
+            bblr_kernel.MAX_TRAIN_OPTION,
         ),
         run=f"{__name__}:run",
+        min_reps=2,
+        reps_why="a paired standard error needs two splits",
+        check=bblr_kernel.check_options,
     ),
 )

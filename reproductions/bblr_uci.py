@@ -637,10 +637,12 @@ ENTRIES = (
                       "lam grid 10^-3..10^2 in half decades",
         options=(
             Option("data", "str_list", ",".join(DATA), "data sets", choices=DATA),
-            Option("folds", "int", 5, "folds of each CV repetition (2..20; the paper: 5)"),
+            Option("folds", "int", 5, "folds of each CV repetition (2..20; the paper: 5)", minimum=2,
+                   maximum=MAX_FOLDS, why="a CV has two folds or more; the paper uses 5"),
             Option("noise", "str_list", DEFAULT_NOISE, "noise recipes of Tables 6-8 (flip, far)",
                    choices=NOISE_RECIPES),
-            Option("far_scale", "int", FAR_SCALE, "the far recipe moves its points to m + far_scale (x - m)"),
+            Option("far_scale", "int", FAR_SCALE, "the far recipe moves its points to m + far_scale (x - m)",
+                   minimum=1, why="points move away from the mean"),
             # sla.LAM_GRID's values exactly (written out here: importing the engine would load JAX
             # whenever the list of entries is read)
             Option("lam_grid", "float_list", ",".join(repr(float(v)) for v in 10.0 ** np.arange(-3.0, 2.01, 0.5)),
@@ -649,5 +651,7 @@ ENTRIES = (
                    "default 4; the paper's schedule is recalled to end at 200: a departure, see the table's text)"),
         ),
         run=f"{__name__}:run_entry",
+        max_reps=MAX_REPS,
+        reps_why="the cells number repetitions in two digits",
     ),
 )

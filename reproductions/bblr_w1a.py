@@ -211,5 +211,8 @@ ENTRIES = (
                    "BBLR3's lam grid (SLAM)"),
         ),
         run=f"{__name__}:run_entry",
+        min_reps=1,
+        max_reps=1,
+        reps_why="w1a has one predefined train / test split",
     ),
 )

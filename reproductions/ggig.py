@@ -21,7 +21,7 @@ import numpy as np
 from zoo import data as datasets
 
 from .cells import CellTask, cell_key
-from .entry import Entry, Option
+from .entry import Entry, Option, check_classes, check_splits
 from .fitting import (
     agreement,
     choose,
@@ -476,6 +476,33 @@ _PRIOR_OPTION = Option("prior", "choice", "default",
                        "on kernel designs)",
                        choices=("paper", "default"))
 
+#: features of the Section 6.1 design (the paper's d), and the most points of a repetition
+#: (its design is n x 50 floats; the paper's sizes are 50, 200 and 3000)
+N_FEATURES = 50
+MAX_POINTS = 100_000
+
+
+def check_feature_selection(options: dict, reps: int) -> None:
+    """Before any cell: the q grid, and each training set of every (N, n_f, repetition)
+    holding N_FOLDS points of each class for the GGIG and LAP CV (the labels are drawn as
+    each cell draws them, without its test points or any fit)."""
+    _check_q_grid(options["q_grid"])
+    for N in options["n_train"]:
+        for nf in options["n_relevant"]:
+            for rep in range(reps):
+                check_classes(datasets.ggig_linear(nf, N, rep, n_test=1).y_train, N_FOLDS,
+                              f"--n-train {N} at n_f {nf}: repetition {rep}", "GGIG's and LAP's", "--n-train")
+
+
+def check_kernel_tables(options: dict, reps: int) -> None:
+    """Before any cell: the q grid, and the repetitions (and Table 2's tuning splits) within
+    the data sets' splits."""
+    _check_q_grid(options["q_grid"])
+    check_splits(options["data"], reps)
+    if "select_splits" in options:
+        check_splits(options["data"], options["select_splits"], "--select-splits")
+
+
 ENTRIES = (
     Entry(
         name="ggig-feature-selection",
@@ -485,12 +512,17 @@ ENTRIES = (
         default_sizes="reps 10, n_train 50,200, n_relevant 2,4,8,16,32,50, n_test 3000 (the paper's sizes; "
                       "its number of repetitions is not stated)",
         options=(
-            Option("n_train", "int_list", "50,200", "training sizes N (default 50,200 as the paper)"),
-            Option("n_relevant", "int_list", "2,4,8,16,32,50", "numbers of relevant features n_f (<= 50)"),
-            Option("n_test", "int", 3000, "test points per repetition (default 3000 as the paper)"),
+            Option("n_train", "int_list", "50,200", "training sizes N (default 50,200 as the paper)",
+                   minimum=2 * N_FOLDS, maximum=MAX_POINTS,
+                   why=f"GGIG's and LAP's {N_FOLDS}-fold stratified CV needs {N_FOLDS} points of each class"),
+            Option("n_relevant", "int_list", "2,4,8,16,32,50", "numbers of relevant features n_f (<= 50)",
+                   maximum=N_FEATURES, why=f"the design has {N_FEATURES} features"),
+            Option("n_test", "int", 3000, "test points per repetition (default 3000 as the paper)",
+                   maximum=MAX_POINTS, why=f"the test design is n_test x {N_FEATURES} floats"),
             _Q_OPTION,
         ),
         run=f"{__name__}:run_feature_selection",
+        check=check_feature_selection,
     ),
     Entry(
         name="ggig-table1",
@@ -510,6 +542,7 @@ ENTRIES = (
             _PRIOR_OPTION,
         ),
         run=f"{__name__}:run_table1",
+        check=check_kernel_tables,
     ),
     Entry(
         name="ggig-table2",
@@ -534,5 +567,6 @@ ENTRIES = (
             _PRIOR_OPTION,
         ),
         run=f"{__name__}:run_table2",
+        check=check_kernel_tables,
     ),
 )

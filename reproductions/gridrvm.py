@@ -912,5 +912,6 @@ ENTRIES = (
             Option("max_sweeps", "int", DEFAULT_MAX_SWEEPS, "VB's sweep cap"),
         ),
         run=f"{__name__}:run_digits",
+        check=lambda options, reps: _check_digits_options(options),
     ),
 )

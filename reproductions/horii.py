@@ -28,7 +28,7 @@ from zoo.models.gig_logistic import GIGLogistic
 
 from .baselines import N_FOLDS, regularized_lr
 from .cells import CellTask, cell_key
-from .entry import Entry, Option
+from .entry import Entry, Option, check_classes
 from .fitting import agreement, mean_sd
 
 PAPER_TABLE1 = {  # (MSE mean, MSE sd, accuracy mean, accuracy sd) over 1000 experiments
@@ -109,6 +109,22 @@ def table2_cell(data: str, method: str, cv_seed: int) -> dict:
 # Tables
 # ------------------------------------------------------------------------------------
 T1_METHODS = ("vb", "vb-proper", "l1", "l2")
+
+
+#: the most training or test points of a repetition: the design is n x 100 floats per
+#: repetition (the paper's sizes are 100 and 1000)
+MAX_POINTS = 100_000
+
+
+def check_table1(options: dict, reps: int) -> None:
+    """Before any cell: every repetition's training set holds N_FOLDS points of each class,
+    which the L1/L2-LR's stratified CV needs (the labels are drawn, so a small --n-train
+    can leave one class short; they are drawn here as each cell would, without the test
+    points or any fit)."""
+    n = options["n_train"]
+    for r in range(reps):
+        check_classes(datasets.horii_synthetic(r, n_train=n, n_test=1).y_train, N_FOLDS,
+                      f"--n-train {n}: repetition {r}", "the L1/L2-LR's", "--n-train")
 
 
 def run_table1(ctx) -> dict:
@@ -223,10 +239,14 @@ ENTRIES = (
         default_reps=20,
         default_sizes="reps 20 (the paper: 1000), n_train 100, n_test 1000 (the paper's sizes)",
         options=(
-            Option("n_train", "int", 100, "training points per repetition (the paper: 100)"),
-            Option("n_test", "int", 1000, "test points per repetition (the paper: 1000)"),
+            Option("n_train", "int", 100, "training points per repetition (the paper: 100)",
+                   minimum=2 * N_FOLDS, maximum=MAX_POINTS,
+                   why=f"the L1/L2-LR's {N_FOLDS}-fold stratified CV needs {N_FOLDS} points of each class"),
+            Option("n_test", "int", 1000, "test points per repetition (the paper: 1000)", maximum=MAX_POINTS,
+                   why="the test design is n_test x 100 floats"),
         ),
         run=f"{__name__}:run_table1",
+        check=check_table1,
     ),
     Entry(
         name="horii-table2",

@@ -418,15 +418,16 @@ def test_a_study_file_is_checked_key_by_key_before_anything_runs(tmp_path, text,
 
 
 def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_path, monkeypatch):
-    """Three cells: a comparison at width -1 (a deterministic error: stored as failed, not
-    retried), an SBC run that works, and a defect battery whose cell keeps raising an error
+    """Three cells: a comparison whose protocol raises ValueError (a deterministic error:
+    stored as failed, not retried; a bad --param value no longer gets this far, expand
+    refuses it), an SBC run that works, and a defect battery whose cell keeps raising an error
     that is not deterministic (stands for a lost worker: retried by Dask, then reported as
     failed but not stored, so the next run tries it again). The study writes its report
     with both reasons and the SBC result, and the command's status says not all finished."""
     from distributed import Client, LocalCluster
 
     config = {"name": "one bad cell",
-              "compare": [{"models": ["pcvm"], "data": ["ripley"], "engines": ["laplace"], "params": {"width": -1.0}}],
+              "compare": [{"models": ["pcvm"], "data": ["ripley"], "engines": ["laplace"], "params": {"width": 0.7}}],
               "sbc": [{"model": "pcvm", "engines": ["laplace"], "sims": 10, "draws": 19}],
               "defects": [{"model": "pcvm", "engine": "ep", "defects": ["cov x 2"], "datasets": 1}]}
     compute, tries = St._compute_cell, []
@@ -435,6 +436,8 @@ def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_p
         if cell.kind == "defects":
             tries.append(1)
             raise RuntimeError("the worker's disk vanished")
+        if cell.kind == "compare":
+            raise ValueError("kernel width must be a positive finite number, got -1")
         return compute(cell, out_dir, *limit)
 
     monkeypatch.setattr(St, "_compute_cell", flaky)

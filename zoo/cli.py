@@ -23,8 +23,6 @@ import codecs
 import errno
 from dataclasses import replace
 import os
-import re
-import shutil
 import sys
 import tempfile
 
@@ -32,10 +30,12 @@ import zoo
 from zoo import data as datasets
 from zoo import devices
 from zoo import reproductions as reproduce
+from zoo.models.checks import check_seed
 from zoo.validation.base.atomic import atomic_write, write_json_atomic
 from zoo.validation.judge import verdict
 from zoo.validation.records import registry
 from zoo.validation.references import ReferenceConfig
+from zoo.validation.references import cache as reference_cache
 from zoo.validation.report import write_report
 from zoo.validation.runs.compare import (
     EVIDENCE_MODES,
@@ -45,6 +45,8 @@ from zoo.validation.runs.compare import (
 )
 from zoo.validation.runs.engines import resolve_entry
 from zoo.validation.runs.fence import DEFAULT_ENGINE_TIME_LIMIT
+from zoo.validation.runs.limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DESIGN_POINTS, DRAWS, SIMULATIONS,
+                                        check_count)
 from zoo.validation.runs.results import ComparisonResult
 from zoo.validation.runs.sbc import (
     TOO_FEW,
@@ -113,16 +115,43 @@ def _check_folders(folders: list[tuple[str, str]]) -> None:
             raise ValueError(problem)
 
 
-def _start_compiling(extra: list[tuple[str, str]] = ()) -> str:
+def _file_in_the_way(path: str) -> bool:
+    """Whether a file (anything not a folder) stands where ``path`` or one of its parents
+    must be a folder: a misconfigured path, unlike a folder that only refuses new files."""
+    probe = os.path.abspath(os.fspath(path))
+    while not os.path.isdir(probe):
+        parent = os.path.dirname(probe)
+        if os.path.exists(probe) or parent == probe:
+            return True
+        probe = parent
+    return False
+
+
+#: the running command ("zoo compare"), for the warnings of steps the commands share
+_command = "zoo"
+
+
+def _start_compiling(extra: list[tuple[str, str]] = ()) -> str | None:
     """Before a computing command's work: check its output folders (``extra``) and the JAX
-    compilation cache folder, then switch that cache on. Returns the cache folder.
-    ValueError (one line) when any cannot be written. Commands that compile nothing
-    (``zoo datasets``, ``zoo cache``) never call this, so a broken cache cannot stop them."""
+    compilation cache folder, then switch that cache on. Returns the cache folder, or None
+    when it runs without one. ValueError (one line) when an output folder cannot be
+    written, or a file stands where the cache folder must be (a misconfigured ZOO_CACHE_DIR
+    or ZOO_JAX_CACHE). A cache folder that only refuses new files (read-only, a shared
+    cache) costs nothing but compile time: one warning line, and the command goes on without
+    a persistent compile cache. Commands that compile nothing (``zoo datasets``, ``zoo
+    cache``) never call this, so a broken cache cannot stop them."""
 
     jax_dir = zoo.jax_cache_dir()
     what = "JAX cache folder (env ZOO_JAX_CACHE)" if os.environ.get("ZOO_JAX_CACHE") else \
         "JAX cache folder (inside env ZOO_CACHE_DIR)" if os.environ.get("ZOO_CACHE_DIR") else "JAX cache folder"
-    _check_folders([*extra, (jax_dir, what)])
+    _check_folders(list(extra))
+    problem = folder_problem(jax_dir, what)
+    if problem and _file_in_the_way(jax_dir):
+        raise ValueError(problem)
+    if problem:
+        print(f"{_command}: warning: {problem}; going on without a compile cache (each process compiles its "
+              "programs again)", file=sys.stderr)
+        return None
     return zoo.enable_compilation_cache(jax_dir)
 
 
@@ -148,6 +177,11 @@ def _cmd_compare(args) -> int:
             # for minutes and then have nothing to certify with
             raise ValueError(f"--chains must be at least 2 (R-hat, which certifies the reference, compares "
                              f"chains); got {args.chains}")
+        # a negative seed passed every check and failed in numpy minutes later
+        check_seed(args.seed, "--seed")
+        for flag, value in (("--warmup", args.warmup), ("--samples", args.samples)):
+            if value is not None and value > 0:  # below 1: the reference settings' own line
+                check_count(value, flag, CHAIN_DRAWS)
         samplers = None if args.reference is None else tuple(
             s.strip() for s in args.reference.split(",") if s.strip())
         ref_cfg = default_references(
@@ -155,19 +189,19 @@ def _cmd_compare(args) -> int:
             target_accept=args.target_accept, seed=args.seed, time_limit=args.time_limit,
         )
         device = devices.choose(args.device)
+        # every name before any work (compare() checks them again, after nothing costly);
+        # a user's module:function is imported and its signature checked here, before the
+        # values (an engine that cannot be found is the first thing to say)
+        record = registry.get_model(args.model)
+        engines = None if args.engines is None else tuple(e.strip() for e in args.engines.split(",") if e.strip())
+        for name in engines or ():
+            resolve_entry(record, name)
         config = CompareConfig(
-            model=args.model, data=args.data, split=args.split,
-            engines=None if args.engines is None else tuple(e.strip() for e in args.engines.split(",") if e.strip()),
+            model=args.model, data=args.data, split=args.split, engines=engines,
             params=_parse_params(args.param), reference=ref_cfg, seed=args.seed,
             cache_dir=None if args.no_cache else args.cache_dir, evidence=args.evidence,
             engine_time_limit=args.engine_time_limit or None,
         )
-        # every name before any work (compare() checks them again, after nothing costly);
-        # a user's module:function is imported and its signature checked here
-        record = registry.get_model(config.model)
-        for name in config.engines:
-            resolve_entry(record, name)
-        record.check_params(config.params)
         datasets.load(config.data, config.split, standardize=False)
         reference_cache = [] if args.no_cache else [(args.cache_dir, "cache folder (--cache-dir, env ZOO_CACHE_DIR)")]
         read_only = reference_cache and os.path.isdir(args.cache_dir) and folder_problem(*reference_cache[0])
@@ -311,10 +345,10 @@ def _cmd_reproduce(args) -> int:
     entry = reproduce.get_entry(args.entry)
     options = {o.name: getattr(args, o.name) for o in entry.options}
     try:  # bad sizes or folders end in one clear line, not a traceback
-        # the entry's options are parsed before any cell runs (reproduce.run); the folders
-        # are checked here first, since they are only written after the cells
-        for o in entry.options:
-            o.parse(options[o.name])
+        # --reps, --seed and the entry's options against what its protocol takes (sizes its
+        # CV needs, splits its data have), before any cell runs and before the folders are
+        # checked (reproduce.run checks them again); the folders are only written after the cells
+        reproduce.check(args.entry, reps=args.reps, jobs=args.jobs, seed=args.seed, **options)
         device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
         result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
@@ -362,6 +396,16 @@ def _cmd_sbc(args) -> int:
             names = sbc_names(record)
         if not names:
             raise ValueError("--engine names no engine")
+        # counts past any real run's (sims = 10^17 started running) and a seed numpy refuses
+        # (--seed -1 failed after the first simulations), before any work
+        check_seed(args.seed, "--seed")
+        check_count(args.sims, "--sims", SIMULATIONS)
+        check_count(args.draws, "--draws", DRAWS, over=(args.sims, "simulations"))
+        check_count(args.n, "--n", DESIGN_POINTS)
+        if args.n_basis is not None:
+            check_count(args.n_basis, "--n-basis", BASIS_FUNCTIONS)
+        if args.new_data is not None:
+            check_count(args.new_data, "--new-data", DESIGN_POINTS)
         settings = SBCSettings(n_sims=args.sims, n_draws=args.draws, seed=args.seed)
         # every name before the first engine runs: a typo in the last one must not wait
         # for the others' simulations
@@ -665,8 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="The zoo caches certified reference draws (zoo compare) and JAX's compiled programs, both "
         "in one folder: env ZOO_CACHE_DIR, else ~/.cache/sparse-bayes-zoo (the programs in its jax/ folder, or "
         "in env ZOO_JAX_CACHE). Entries are re-used only when their content key matches, so deleting them is "
-        "always safe: the next run recomputes what it needs (clear while no zoo command runs: a half-written "
-        "entry of a running one, .tmp-*, is deleted too).")
+        "always safe: the next run recomputes what it needs. --clear deletes only what the zoo can prove it wrote "
+        "(entries signed with your key, its own lock files, JAX's files in its folder) and says what it kept "
+        "and why; a running command's entry is kept.")
     k.add_argument("--cache-dir", default=None, help="the cache folder (default: as zoo compare's --cache-dir)")
     k.add_argument("--clear", action="store_true", help="delete the cached references and compiled programs")
     k.set_defaults(func=_cmd_cache)
@@ -696,8 +741,10 @@ def _printable_console() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _command
     _printable_console()  # before argparse, whose help and errors print too
     args = build_parser().parse_args(argv)
+    _command = f"zoo {args.command}"
     # each computing command checks and switches on the JAX compilation cache itself
     # (_start_compiling), after its own arguments: `zoo datasets` and `zoo cache` read
     # nothing from it and must work when the cache folder is broken
@@ -726,10 +773,11 @@ def _kept(args) -> str:
     return "nothing was written"
 
 
-#: names of the reference cache's entries (validation/references/, _cache_paths) and of
-#: JAX's compiled programs; `zoo cache --clear` deletes these and nothing else
-_REFERENCE_ENTRY = re.compile(r"^.+-[0-9a-f]{32}\.(nc|json|lock)$|^\.tmp-")
-_JAX_ENTRY = re.compile(r"-[0-9a-f]{64}-(cache|atime)$")
+#: names of the reference cache's entries (validation/references/cache.py, _cache_paths) and
+#: of JAX's compiled programs: what `zoo cache` counts; `zoo cache --clear` deletes of these
+#: only what it can prove the zoo wrote (reference_cache.clear_cache)
+_REFERENCE_ENTRY = reference_cache.ENTRY_NAME
+_JAX_ENTRY = reference_cache.JAX_NAME
 
 
 def _cache_entries(folder: str, pattern) -> list[str]:
@@ -749,23 +797,16 @@ def _cmd_cache(args) -> int:
         size = sum(os.path.getsize(f) for f in files)
         print(f"{label}: {where} ({len(files)} files, {size / 1e6:.1f} MB)")
     if not args.clear:
-        print("clear with: zoo cache --clear (always safe: entries are recomputed when needed)")
+        print("clear with: zoo cache --clear (always safe: entries are recomputed when needed; it deletes only "
+              "entries signed with your key and JAX's own files, and says what it keeps)")
         return 0
-    removed = 0
-    for _, _, files in groups:
-        for f in files:
-            try:
-                os.remove(f)
-                removed += 1
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                print(f"zoo cache: error: cannot delete {f}: {err.strerror or err}", file=sys.stderr)
-                return 1
-    if os.path.isdir(jax_dir) and jax_dir == os.path.join(folder, "jax") and not os.listdir(jax_dir):
-        shutil.rmtree(jax_dir, ignore_errors=True)
-    print(f"deleted {removed} files")
-    return 0
+    report = reference_cache.clear_cache(folder, jax_dir)
+    print(f"deleted {report.deleted} files ({report.deleted_bytes / 1e6:.1f} MB)")
+    for line in report.lines():
+        print(line)
+    for error in report.errors:
+        print(f"zoo cache: error: cannot delete {error}", file=sys.stderr)
+    return 1 if report.errors else 0
 
 
 if __name__ == "__main__":

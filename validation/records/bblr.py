@@ -29,7 +29,7 @@ from ..judge.defects import Defect, config_defect
 from ..references.parallel_tempering import PARALLEL_TEMPERING
 from .bblr_figures import comparison_figures
 from .fit_cost import FLOAT64, CostModel, FitPlan, estimate
-from .model_record import ClassifierParam, ModelRecord, positive_number
+from .model_record import ClassifierParam, ModelRecord, one_of, positive, positive_number, within
 from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 #: the compare default's prior precision (DERIVATIONS.md §6.2: only gamma^2 / lam matters
@@ -52,14 +52,11 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
     design - Algorithm 3, run once here, so that every engine and the reference see the
     model the EM chose - or as given by ``pi``, ``s2`` and ``ell``, all three).
     """
+    check_relations(params)
     flip = float(params.get("flip", 0.0))
     y, flipped = flipped_labels(split.y_train, flip, split.split) if flip else (split.y_train, np.zeros(0, int))
     gamma, lam = float(params.get("gamma", DEFAULT_GAMMA)), float(params.get("lam", DEFAULT_LAM))
     given_ab = {"a", "b"} & set(params)
-    if given_ab and given_ab != {"a", "b"}:
-        raise ValueError("give both a and b, or neither (then config chooses them)")
-    if given_ab and "config" in params:
-        raise ValueError("give either a and b or config, not both")
     config = float(params.get("config", 2.0))
     if given_ab:
         spec = BBLR(a=float(params["a"]), b=float(params["b"]), gamma=gamma, lam=lam)
@@ -100,6 +97,40 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
         },
         basis=basis,
     )
+
+
+#: the values each --param takes (the spec's own checks, models/bblr.py, and the protocol's
+#: switches), checked before the data are read or the hard EM runs
+PARAM_DOMAINS = {
+    "gamma": positive("the sigmoid's sharpness"),
+    "lam": positive("the Gaussian prior's precision"),
+    "config": one_of(1, 2, why="BBLR1 or BBLR2; BBLR3 and 4 are end-to-end modes"),
+    "a": within(0.0, 1.0, high_open=True, why="the likelihood's floor: p(y = 1) >= a"),
+    "b": within(0.0, 1.0, low_open=True, why="the sigmoid's range"),
+    "flip": within(0.0, 0.5, high_open=True, why="the fraction of training labels flipped"),
+    "rbf": positive("the RBF kernel width"),
+    "sparse": one_of(0, 1, why="1: the Gaussian-Laplace prior with its hard EM"),
+    "pi": within(0.0, 1.0, low_open=True, high_open=True, why="the Gaussian component's weight"),
+    "s2": positive("the Gaussian component's variance"),
+    "ell": positive("the Laplace component's scale"),
+}
+
+
+def check_relations(params) -> None:
+    """ValueError in one line for --param values that are each valid but do not go
+    together: a without b, a and b beside config, a + b > 1, pi, s2, ell without all
+    three and sparse=1."""
+    given_ab = {"a", "b"} & set(params)
+    if given_ab and given_ab != {"a", "b"}:
+        raise ValueError("give both a and b, or neither (then config chooses them)")
+    if given_ab and "config" in params:
+        raise ValueError("give either a and b or config, not both")
+    if given_ab and float(params["a"]) + float(params["b"]) > 1 + 1e-12:
+        raise ValueError(f"bblr parameters a + b must be <= 1 (they bound a probability); got a = "
+                         f"{float(params['a']):g}, b = {float(params['b']):g}")
+    given = {"pi", "s2", "ell"} & set(params)
+    if given and (float(params.get("sparse", 0.0)) != 1.0 or given != {"pi", "s2", "ell"}):
+        raise ValueError("pi, s2 and ell set the sparse prior: give all three, and sparse=1")
 
 
 def _gamma_lam_text(spec: BBLR, params) -> str:
@@ -218,6 +249,8 @@ RECORD = ModelRecord(
     spec_class=BBLR,
     prepare=prepare,
     params=("gamma", "lam", "config", "a", "b", "flip", "rbf", "sparse", "pi", "s2", "ell"),
+    param_domains=PARAM_DOMAINS,
+    param_relations=check_relations,
     selection="a, b from the class counts (BBLR2); gamma, lam as given",
     default_data="pima",
     engines=(

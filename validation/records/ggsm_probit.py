@@ -18,7 +18,7 @@ from ...models.ggsm_probit import GGSMProbit
 from ..judge.moment_existence import likelihood_flat_direction, scale_moments
 from ..references.slice_gibbs import SLICE_GIBBS
 from .fit_cost import CostModel, FitPlan, dense_update_plan
-from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
+from .model_record import ClassifierParam, ModelRecord, finite_number, positive, positive_number, within
 from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 
@@ -136,6 +136,11 @@ RECORD = ModelRecord(
     spec_class=GGSMProbit,
     prepare=prepare,
     params=("q", "a", "b", "width"),
+    # the spec's own checks (models/ggsm_probit.py), before any work
+    param_domains={"q": within(0.0, 2.0, low_open=True, why="the GGSM shape"),
+                   "a": positive("the InvGamma prior's shape on lambda"),
+                   "b": positive("the InvGamma prior's scale on lambda"),
+                   "width": positive("the RBF kernel width")},
     selection="q, a, b as given",
     default_data="ggig_linear",
     engines=(

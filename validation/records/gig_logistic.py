@@ -23,7 +23,7 @@ from ..judge.moment_existence import (
 )
 from ..references.pg_gibbs import PG_GIBBS
 from .fit_cost import CostModel, FitPlan, dense_update_plan
-from .model_record import ClassifierParam, ModelRecord, finite_number, positive_number
+from .model_record import ClassifierParam, ModelRecord, finite_number, nonzero, one_of, positive, positive_number
 from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 #: the form of the GIG-hierarchical model NUTS samples (and the generic Laplace
@@ -169,6 +169,11 @@ RECORD = ModelRecord(
     spec_class=GIGLogistic,
     prepare=prepare,
     params=("k", "theta", "rho", "bias"),
+    # the spec's own checks (models/gig_logistic.py) and the protocol's bias switch
+    param_domains={"k": positive("the Gamma hyper-prior's shape"),
+                   "theta": positive("the Gamma hyper-prior's rate"),
+                   "rho": nonzero("the GIG index: > 0 Gamma mixing, < 0 inverse-gamma"),
+                   "bias": one_of(0, 1, why="1: a bias column in front")},
     selection="k, theta, rho as given",
     default_data="horii_synthetic",
     # Horii's synthetic inputs are already N(0, 1) and its beta* is on their scale, and

@@ -30,7 +30,7 @@ from ..judge.moment_existence import flat_support
 from ..references.grid_gibbs import GRID_GIBBS
 from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, gaussian_block_flops, size_text
 from .grid_relevance import comparison_figures
-from .model_record import ClassifierParam, ModelRecord, positive_number
+from .model_record import ClassifierParam, ModelRecord, positive, positive_number, whole
 from .protocol import Prepared, auto_laplace_engine, pathfinder_engines, svi_engines, check_basis
 
 #: data sets whose inputs are already a table: name -> (rows, columns)
@@ -39,6 +39,10 @@ TABLE_DATA = {"digits_even_odd": (8, 8)}
 PAPER_DELTA = 5.55
 #: the prior variants every engine family is also run on
 VARIANTS = ("s-grid", "rvm")
+#: the most noise features --param noise appends: the per-dimension table grows a row of
+#: n_train weights per feature, and at 1000 rows (200k weights on the ESL mixture) no
+#: reference sampler certifies it in any sane time; the paper goes to 30
+MAX_NOISE = 1000
 
 
 def _nonnegative_int(params, name, default=0) -> int:
@@ -265,6 +269,12 @@ RECORD = ModelRecord(
     spec_class=GridRVM,
     prepare=prepare,
     params=("a0", "b0", "c0", "d0", "delta", "noise"),
+    # the spec's own checks (models/grid_rvm.py) and the protocol's; the noise cap keeps the
+    # per-dimension table (inputs + noise rows x training-point columns) one that engines
+    # and the reference can fit (the paper goes to 30)
+    param_domains={**{k: positive("a Gamma hyper-prior constant") for k in ("a0", "b0", "c0", "d0")},
+                   "delta": positive("the per-dimension RBF parameter exp(-delta r^2)"),
+                   "noise": whole(0, MAX_NOISE, why="N(0, 1) noise features appended")},
     selection="a0, b0, c0, d0 as given",
     default_data="digits_even_odd",
     # the digits are a picture (intensities in [0, 1]) and the paper's RBF parameter is

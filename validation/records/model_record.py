@@ -10,9 +10,10 @@ registers the record (CONTRIBUTING.md lists them).
 """
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -44,6 +45,96 @@ def positive_number(name: str, value) -> float:
 
 
 @dataclass(frozen=True)
+class ParamDomain:
+    """The values one ``--param`` takes: always a finite real number (NaN and the
+    infinities never), and within these bounds.
+
+    low, high: the smallest and largest value (None: unbounded); low_open / high_open:
+      the bound itself is excluded. integer: a whole number. choices: one of these values
+      (then the bounds are not used). nonzero: any value but 0 (its sign chooses
+      something). why: what the parameter is, in a few words, for the message.
+    Build them with :func:`positive`, :func:`within`, :func:`one_of`, :func:`whole`,
+    :func:`nonzero`.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    choices: tuple[float, ...] = ()
+    nonzero: bool = False
+    why: str = ""
+
+    def rule(self) -> str:
+        """What a value must be, in words ("positive", "in (0, 1)", "0 or 1", ...)."""
+        if self.choices:
+            shown = [f"{c:g}" for c in self.choices]
+            return (", ".join(shown[:-1]) + " or " + shown[-1]) if len(shown) > 1 else shown[0]
+        if self.nonzero:
+            return "a nonzero number"
+        kind = "an integer" if self.integer else ""
+        if self.low == 0 and self.low_open and self.high is None:
+            return "a positive integer" if self.integer else "positive"
+        if self.low is not None and self.high is not None:
+            if self.integer:
+                return f"an integer from {self.low:g} to {self.high:g}"
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return (kind + " " if kind else "") + f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            return (kind + " " if kind else "") + f"{'<' if self.high_open else '<='} {self.high:g}"
+        return kind or "a finite number"
+
+    def admits(self, value: float) -> bool:
+        """Whether a finite real ``value`` lies in the domain."""
+        if self.choices:
+            return value in self.choices
+        if self.nonzero and value == 0:
+            return False
+        if self.integer and value != int(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
+            return False
+        return True
+
+
+def positive(why: str = "") -> ParamDomain:
+    """A finite number > 0 (a precision, a rate, a scale, a width)."""
+    return ParamDomain(low=0.0, low_open=True, why=why)
+
+
+def within(low: float, high: float, *, low_open: bool = False, high_open: bool = False,
+           why: str = "") -> ParamDomain:
+    """A finite number between ``low`` and ``high`` (each bound excluded where ``*_open``)."""
+    return ParamDomain(low=low, high=high, low_open=low_open, high_open=high_open, why=why)
+
+
+def one_of(*choices: float, why: str = "") -> ParamDomain:
+    """One of a few values (a switch: 0 or 1)."""
+    return ParamDomain(choices=tuple(float(c) for c in choices), why=why)
+
+
+def whole(low: int = 0, high: int | None = None, *, why: str = "") -> ParamDomain:
+    """An integer from ``low`` (to ``high``, if given)."""
+    return ParamDomain(low=float(low), high=None if high is None else float(high), integer=True, why=why)
+
+
+def nonzero(why: str = "") -> ParamDomain:
+    """Any finite number but 0 (its sign chooses between two forms)."""
+    return ParamDomain(nonzero=True, why=why)
+
+
+def _shown(value) -> str:
+    """A value as the user wrote it: 0 rather than 0.0, nan, inf."""
+    if _is_real(value):
+        return f"{float(value):g}"
+    return repr(value)
+
+
+@dataclass(frozen=True)
 class ClassifierParam:
     """A hyper-parameter the model's scikit-learn classifier takes (``SparseBayesClassifier``'s
     keyword of that name; None, its default, leaves the model's own default).
@@ -70,6 +161,13 @@ class ModelRecord:
       protocol that turns a data split and ``--param`` values into the frozen spec and
       design matrices every engine and the reference see (``validation/records/``).
     params: the ``--param`` names ``prepare`` accepts (checked before it is called).
+    param_domains: name -> :class:`ParamDomain`, the values each of ``params`` takes
+      (positive, in (0, 1), 0 or 1, ...); a name without one takes any finite number.
+      :meth:`check_params` refuses any other value in one line before any work (data
+      loading, cross-validation, a reference), as ``prepare`` would only after them.
+    param_relations: ``relations(params) -> None``: ValueError in one line for values
+      that are each in their domain but do not go together (BBLR's a + b <= 1), called by
+      :meth:`check_params` after the domains; None: no relations.
     selection: how ``prepare`` fixes the hyper-parameters, in a few words (CLI help).
     cv_fits: how many cross-validation fits ``prepare`` reports to a progress bar.
     default_data: the data set ``zoo compare --model NAME`` uses without ``--data``.
@@ -129,6 +227,8 @@ class ModelRecord:
     defects: tuple[Defect, ...] = ()
     sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
     figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
+    param_domains: Mapping[str, ParamDomain] = field(default_factory=dict)
+    param_relations: Callable[[dict[str, float]], None] | None = None
     # engine name -> entry, filled in __post_init__ (not part of equality)
     _by_name: dict[str, EngineEntry] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -154,6 +254,10 @@ class ModelRecord:
         if bad or len(set(hyper)) != len(hyper):
             raise ValueError(f"model {self.name!r}: classifier parameters {hyper} must be distinct public names, "
                              f"none of {', '.join(CLASSIFIER_BASE_PARAMS)}")
+        stray = sorted(set(self.param_domains) - set(self.params))
+        if stray or not all(isinstance(d, ParamDomain) for d in self.param_domains.values()):
+            raise ValueError(f"model {self.name!r}: param_domains must map names among its params "
+                             f"{list(self.params)} to ParamDomains; got {stray or dict(self.param_domains)}")
         for d in self.defects:
             if not isinstance(d, Defect):
                 raise ValueError(f"model {self.name!r}: defects must be Defects "
@@ -196,10 +300,28 @@ class ModelRecord:
         return ("nuts", *(s.name for s in self.samplers))
 
     def check_params(self, params) -> None:
-        """ValueError naming every ``--param`` the protocol does not take."""
+        """ValueError, in one line, naming the first ``--param`` the protocol does not take:
+        an unknown name, a value that is not a finite number, one outside its
+        :attr:`param_domains` (``pcvm parameter alpha must be positive ...; got 0``), or
+        values that do not go together (:attr:`param_relations`). Cheap: called before any
+        data are loaded or any fit runs."""
         unknown = sorted(set(params) - set(self.params))
         if unknown:
             if not self.params:
                 raise ValueError(f"unknown {self.title} parameter(s) {unknown}; it takes none")
             allowed = ", ".join(self.params[:-1]) + (" or " if len(self.params) > 1 else "") + self.params[-1]
             raise ValueError(f"unknown {self.title} parameter(s) {unknown}; use {allowed}")
+        for name in self.params:
+            if name not in params:
+                continue
+            value = params[name]
+            domain = self.param_domains.get(name, ParamDomain())
+            why = f" ({domain.why})" if domain.why else ""
+            if not _is_real(value):
+                raise ValueError(f"{self.name} parameter {name} must be a number; got {_shown(value)}")
+            if not math.isfinite(float(value)):
+                raise ValueError(f"{self.name} parameter {name} must be a finite number{why}; got {_shown(value)}")
+            if not domain.admits(float(value)):
+                raise ValueError(f"{self.name} parameter {name} must be {domain.rule()}{why}; got {_shown(value)}")
+        if self.param_relations is not None:
+            self.param_relations(dict(params))

@@ -17,7 +17,7 @@ from ...models.basis import pcvm_basis
 from ...models.pcvm import PCVM
 from ..judge.defects import Defect, config_defect
 from .fit_cost import FLOAT64, CostModel, FitPlan, estimate, power_work
-from .model_record import ClassifierParam, ModelRecord
+from .model_record import ClassifierParam, ModelRecord, positive
 from .protocol import (
     Prepared,
     auto_laplace_engine,
@@ -215,6 +215,10 @@ RECORD = ModelRecord(
     spec_class=PCVM,
     prepare=prepare,
     params=("width", "alpha", "alpha_bias"),
+    # the spec's own checks (models/pcvm.py, models/basis.py), before the CV instead of after it
+    param_domains={"width": positive("the RBF kernel width"),
+                   "alpha": positive("the weights' prior precision"),
+                   "alpha_bias": positive("the bias's prior precision")},
     selection="kernel width by CV, alpha and the active basis by the laplace engine",
     cv_fits=len(WIDTH_GRID),
     default_data="ripley",

@@ -24,6 +24,7 @@ import numpy as np
 
 from ... import data as datasets
 from ...inference.contracts import EngineReturnError
+from ...models.checks import check_seed
 from ...inference.posterior import ApproximationFailed
 from ..judge.metrics import (
     METRIC_KEYS,
@@ -86,6 +87,10 @@ class CompareConfig:
 
     def __post_init__(self):
         record = registry.get_model(self.model)  # ValueError naming the known models
+        # every value before any work: a hyper-parameter out of its domain, a seed numpy or
+        # JAX would refuse only after the cross-validation
+        record.check_params(self.params)
+        check_seed(self.seed)
         if self.data is None:
             object.__setattr__(self, "data", record.default_data)
         if self.engines is None:

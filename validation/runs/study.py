@@ -67,6 +67,7 @@ import zoo
 from ... import data as datasets
 from ...inference.contracts import EngineReturnError
 from ...inference.posterior import ApproximationFailed
+from ...models.checks import check_seed
 from ..base.atomic import write_json_atomic, write_text_atomic
 from ..base.signing import STUDY_CELL, read_signed_json, write_signed_json
 from ..base.code_digest import code_digest
@@ -76,6 +77,8 @@ from .compare import CompareConfig, compare, default_references
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, check_time_limit
 from .defects import DETECTORS, BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
+from .limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DATASETS, DESIGN_POINTS, DRAWS, REPLICATES, SIMULATIONS,
+                     check_count)
 from .results import ComparisonResult
 from .sbc import SBCSettings, coverage_line, plot_sbc, plot_sbc_views, run_sbc
 
@@ -206,8 +209,9 @@ def load_config(path) -> dict[str, Any]:
     with open(path, "rb") as fh:
         try:
             config = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as err:
-            raise ValueError(f"study config {path}: {err}") from err
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            # a binary file is not TOML either: the error names the file, as a syntax error does
+            raise ValueError(f"study config {path}: not a TOML file: {err}") from err
     check_schema(config, where=f"study config {path}")
     return config
 
@@ -231,9 +235,10 @@ def expand(config: dict[str, Any]) -> list[Cell]:
                     cells.append(Cell("compare", _frozen({
                         "model": model, "data": data, "split": int(split), "engines": list(engines),
                         "params": json.dumps(block.get("params", {}), sort_keys=True)})))
-    for block in config.get("sbc", []):
+    for i, block in enumerate(config.get("sbc", [])):
         model = block["model"]
         record = registry.get_model(model)
+        _check_sbc_counts(block, f"study: [[sbc]] block {i + 1}")
         for engine in block.get("engines", list(record.engine_names)):
             if is_user_engine(engine):
                 resolve_entry(record, engine)
@@ -243,10 +248,11 @@ def expand(config: dict[str, Any]) -> list[Cell]:
                 cells.append(Cell("sbc", _frozen({"model": model, "engine": engine, "replicate": r,
                                                   "sims": int(block.get("sims", 100)),
                                                   "draws": int(block.get("draws", 99))})))
-    for block in config.get("defects", []):
+    for i, block in enumerate(config.get("defects", [])):
         model = block["model"]
         engine = block["engine"]
         resolve_entry(registry.get_model(model), engine)
+        _check_battery_counts(block, f"study: [[defects]] block {i + 1}")
         samplers = list(block.get("reference_samplers", []))
         if samplers:
             default_references(model, tuple(samplers))  # an unknown sampler fails here
@@ -258,6 +264,51 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     if not cells:
         raise ValueError("study: the config names no cells (add [[compare]], [[sbc]] or [[defects]] blocks)")
     return cells
+
+
+def _check_sbc_counts(block: dict[str, Any], where: str) -> None:
+    """ValueError in one line, naming the block, for an SBC block's counts that no run
+    takes: below SBC's own minimums (SBCSettings), or past the bounds of
+    ``validation/runs/limits.py`` (``sims = 100000000000000000`` started running)."""
+    sims, draws = int(block.get("sims", 100)), int(block.get("draws", 99))
+    try:
+        check_count(sims, "sims", SIMULATIONS)
+        check_count(draws, "draws", DRAWS, over=(sims, "simulations"))
+        check_count(int(block.get("replicates", 1)), "replicates", REPLICATES,
+                    seconds_each=sims * SIMULATIONS.seconds_each)
+        SBCSettings(n_sims=sims, n_draws=draws)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+#: the keys of a battery's ``problem`` table: sbc.problem_for's keywords
+PROBLEM_KEYS = ("n", "n_basis", "n_new", "seed")
+
+
+def _check_battery_counts(block: dict[str, Any], where: str) -> None:
+    """As :func:`_check_sbc_counts` for a [[defects]] block: its data sets, SBC replicates
+    and simulations, reference draws, and its ``problem`` table (sbc.problem_for's
+    keywords, each a positive integer within its bound; seed from 0 to 2**32 - 1)."""
+    sims = int(block.get("sbc_sims", 100))
+    problem = block.get("problem", {})
+    try:
+        check_count(int(block.get("datasets", 100)), "datasets", DATASETS)
+        check_count(sims, "sbc_sims", SIMULATIONS)
+        check_count(int(block.get("sbc_replicates", 20)), "sbc_replicates", REPLICATES,
+                    seconds_each=sims * SIMULATIONS.seconds_each)
+        check_count(int(block.get("reference_draws", 1000)), "reference_draws", CHAIN_DRAWS,
+                    over=(int(block.get("datasets", 100)), "data sets"))
+        for key, value in problem.items():
+            if key not in PROBLEM_KEYS:
+                raise ValueError(_unknown_key(key, PROBLEM_KEYS, "problem"))
+            if key == "seed":
+                check_seed(value, "problem seed")
+                continue
+            if not (_is_int(value) and value >= 1):
+                raise ValueError(f"problem {key} must be a positive integer, got {value!r}")
+            check_count(value, f"problem {key}", BASIS_FUNCTIONS if key == "n_basis" else DESIGN_POINTS)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
 
 
 def _check_data(name, split) -> None:

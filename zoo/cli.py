@@ -25,6 +25,7 @@ from dataclasses import replace
 import os
 import sys
 import tempfile
+import warnings
 
 import zoo
 from zoo import data as datasets
@@ -740,11 +741,35 @@ def _printable_console() -> None:
             os.environ.setdefault("PYTHONIOENCODING", ":backslashreplace")
 
 
+def _zoo_folders() -> tuple[str, ...]:
+    """The folders the zoo's code lives in (one in an installed wheel; several in an
+    editable install, whose sub-packages keep the repository's layout)."""
+    import importlib  # only to name the folders of the zoo's own sub-packages
+
+    names = ("zoo", "zoo.validation", "zoo.inference", "zoo.models", "zoo.reproductions", "zoo.data")
+    return tuple(os.path.dirname(os.path.abspath(importlib.import_module(n).__file__)) + os.sep for n in names)
+
+
+def _one_line_warnings() -> None:
+    """The zoo's own warnings (a UserWarning raised in its code: an untrusted stored file, a
+    held lock, earlier outputs left in a folder) as one line, ``zoo CMD: warning: ...``, as
+    its errors are; a library's warnings keep Python's format, file and line."""
+    default, folders = warnings.formatwarning, _zoo_folders()
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        if issubclass(category, UserWarning) and os.path.abspath(filename).startswith(folders):
+            return f"{_command}: warning: {' '.join(str(message).split())}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     global _command
     _printable_console()  # before argparse, whose help and errors print too
     args = build_parser().parse_args(argv)
     _command = f"zoo {args.command}"
+    _one_line_warnings()
     # each computing command checks and switches on the JAX compilation cache itself
     # (_start_compiling), after its own arguments: `zoo datasets` and `zoo cache` read
     # nothing from it and must work when the cache folder is broken

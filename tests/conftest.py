@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import numpy as np
 import pytest
 
 # The CLI keeps JAX's compiled programs in a persistent cache (zoo.enable_compilation_cache);
@@ -61,3 +62,23 @@ def nuts_cache_dir(tmp_path_factory):
         shared.mkdir(exist_ok=True)
         return shared
     return tmp_path_factory.mktemp("nuts-cache")
+
+
+@pytest.fixture(scope="module")
+def private_cache_key(tmp_path_factory):
+    """A module's cache entries signed with a key of its own, never the user's (or another
+    module's): use with ``pytestmark = pytest.mark.usefixtures("private_cache_key")``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZOO_CONFIG_DIR", str(tmp_path_factory.mktemp("zoo-config")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def normal_means_problem():
+    """The small known-answer problem of the cache and reference tests: (spec, Phi, y)."""
+    from problems import NormalMeans  # tests/problems.py, on the path under pytest
+
+    rng = np.random.default_rng(1)
+    Phi = rng.normal([0.5, -1.0], 1.0, size=(20, 2))
+    y = np.tile([0.0, 1.0], 10)
+    return NormalMeans(), Phi, y

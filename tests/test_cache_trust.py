@@ -17,7 +17,6 @@ import warnings
 
 import numpy as np
 import pytest
-from problems import NormalMeans
 
 import zoo  # noqa: F401  (float64)
 from zoo.cli import main as cli_main
@@ -27,20 +26,13 @@ from zoo.validation.references import ReferenceConfig, cache, cached_reference, 
 CONFIG = ReferenceConfig(num_chains=2, num_warmup=100, num_samples=100, seed=0, max_doublings=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_key(tmp_path_factory):
-    """This module's entries are signed with a key of its own, never the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ZOO_CONFIG_DIR", str(tmp_path_factory.mktemp("zoo-config")))
-        yield
+# entries signed with a key of this module's own, never the user's (conftest.py)
+pytestmark = pytest.mark.usefixtures("private_cache_key")
 
 
 @pytest.fixture(scope="module")
-def problem():
-    rng = np.random.default_rng(1)
-    Phi = rng.normal([0.5, -1.0], 1.0, size=(20, 2))
-    y = np.tile([0.0, 1.0], 10)
-    return NormalMeans(), Phi, y
+def problem(normal_means_problem):
+    return normal_means_problem
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +253,8 @@ def test_a_verified_record_whose_netcdf_was_replaced_keeps_the_netcdf(entry, tmp
 
 
 def test_a_lock_held_by_a_running_command_is_kept(entry, tmp_path):
-    fcntl = pytest.importorskip("fcntl")
+    # the zoo's entry locks are fcntl locks; where there is no fcntl (Windows) nothing is locked
+    fcntl = pytest.importorskip("fcntl", reason="entry locks use fcntl.flock, which this platform lacks")
     folder, _ = entry
     nc, js = _copy(folder, tmp_path / "c")
     lock = nc.with_suffix(".lock")

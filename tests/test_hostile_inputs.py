@@ -515,7 +515,9 @@ def _read_only_folder(tmp_path: pathlib.Path) -> str:
         return str(folder)
     if os.path.isdir("/proc/self/fdinfo"):
         return "/proc/self/fdinfo"
-    pytest.skip("no folder here refuses new files")
+    # as root with no /proc there is no folder that refuses a write: nothing to test with
+    pytest.skip("no folder on this machine refuses new files (root, and no /proc), so an unwritable "
+                "compile cache cannot be made here")
 
 
 def test_a_read_only_compile_cache_costs_a_warning_not_the_command(tmp_path):

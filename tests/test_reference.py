@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from problems import NormalMeans
 
 import zoo  # noqa: F401  (float64)
 from zoo.models.base import Site
@@ -40,20 +39,13 @@ from zoo.validation.references.sampler import HARNESS_MODULES
 CONFIG = ReferenceConfig(num_warmup=300, num_samples=150, seed=0, max_doublings=2)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_key(tmp_path_factory):
-    """This module's cache entries are signed with a key of its own, never the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ZOO_CONFIG_DIR", str(tmp_path_factory.mktemp("zoo-config")))
-        yield
+# entries signed with a key of this module's own, never the user's (conftest.py)
+pytestmark = pytest.mark.usefixtures("private_cache_key")
 
 
 @pytest.fixture(scope="module")
-def problem():
-    rng = np.random.default_rng(1)
-    Phi = rng.normal([0.5, -1.0], 1.0, size=(20, 2))
-    y = np.tile([0.0, 1.0], 10)
-    return NormalMeans(), Phi, y
+def problem(normal_means_problem):
+    return normal_means_problem
 
 
 @pytest.fixture(scope="module")

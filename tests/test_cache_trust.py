@@ -15,7 +15,6 @@ import pathlib
 import shutil
 import warnings
 
-import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64)

@@ -214,3 +214,40 @@ def test_sbc_never_ranks_what_cannot_be_measured_and_survives_an_exit(tmp_path):
                       engine_time_limit=0.2)
     assert summary["counts"]["failed"] == 10
     assert "ran past its time limit of 0.2 s" in summary["reason"], summary["reason"]
+
+
+STUCK_IN_XLA = '''
+import jax
+import jax.numpy as jnp
+
+
+def fit(spec, Phi, y, *, config=None):
+    # one compiled loop that never returns to Python: no signal or asynchronous exception
+    # reaches it, only killing its process does
+    return jax.jit(lambda x: jax.lax.while_loop(lambda c: c[0] >= 0, lambda c: (c[0] + 1, c[1]), (0, x)))(1.0)
+
+
+def crashes(spec, Phi, y, *, config=None):
+    import os
+    os._exit(3)  # the process ends with no exception and no result
+'''
+
+
+def test_an_engine_named_by_path_runs_in_its_own_process_which_is_killed_at_its_limit(
+        tmp_path, monkeypatch, nuts_cache_dir, fast_nuts):
+    """Before: a user engine stuck inside one compiled XLA loop could not be stopped by the
+    in-process limit. Named by its path, it now runs in a child process, killed at the limit;
+    a child that dies without a result fails its row; EP beside them is measured as usual."""
+    (tmp_path / "stuck_engine.py").write_text(STUCK_IN_XLA)
+    monkeypatch.chdir(tmp_path)
+    config = CompareConfig(model="pcvm", data="ripley", params={"width": 0.7},
+                           engines=("ep", "stuck_engine:fit", "stuck_engine:crashes"), reference=fast_nuts,
+                           cache_dir=str(nuts_cache_dir), metric_draws=1000, engine_time_limit=20.0)
+    t0 = time.perf_counter()
+    rows = compare(config).result.engines
+    assert rows["stuck_engine:fit"].failure == ("stuck_engine:fit ran past its time limit of 20 s and was stopped "
+                                                "(its process killed)")
+    assert rows["stuck_engine:crashes"].failure == ("stuck_engine:crashes: its process ended without a result "
+                                                    "(exit code 3)")
+    assert rows["ep"].failure is None and rows["ep"].verdict.status != "not applicable"
+    assert time.perf_counter() - t0 < 300

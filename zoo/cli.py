@@ -685,8 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--engine-time-limit", type=_non_negative_seconds, default=DEFAULT_ENGINE_TIME_LIMIT,
                    metavar="SECONDS",
                    help=f"the most seconds one call of an engine's fit may take (default "
-                        f"{DEFAULT_ENGINE_TIME_LIMIT:g}; 0: no limit); an engine past it is stopped the next time it "
-                        "runs Python code and its row says so, the others go on")
+                        f"{DEFAULT_ENGINE_TIME_LIMIT:g}; 0: no limit); an engine past it is stopped and its row says "
+                        "so, the others go on (your module:function engine runs in a process of its own, killed "
+                        "at the limit; the zoo's engines are stopped the next time they run Python code)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--evidence", default="bridge", choices=EVIDENCE_MODES,
                    help="judge the log evidence (or ELBO) engines report against the model's reference log Z: "

@@ -52,8 +52,15 @@ from ..references import (
     ReferenceTimeout,
     first_certified_reference,
 )
-from .engines import engine_label, resolve_entry
-from .fence import DEFAULT_ENGINE_TIME_LIMIT, EngineTimeout, check_time_limit, limited, posterior_problem
+from .engines import engine_label, is_user_engine, resolve_entry
+from .fence import (
+    DEFAULT_ENGINE_TIME_LIMIT,
+    EngineTimeout,
+    check_time_limit,
+    isolated_timed_fit,
+    limited,
+    posterior_problem,
+)
 from .results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
 
 
@@ -241,10 +248,14 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     key = jax.random.PRNGKey(config.seed)
     rows, posteriors = {}, {}
     interrupted = False
-    for i, entry in enumerate(entries):
+    for i, (entry, given) in enumerate(zip(entries, config.engines)):
         bar.set_postfix_str(f"engine {entry.name}")
+        # a user's engine named by its path runs in a process of its own under a time limit,
+        # which can be killed wherever it is stuck; one given as a callable (it may not be
+        # importable by name: a notebook's) runs here, under the in-process limit
+        isolated = config.engine_time_limit is not None and isinstance(given, str) and is_user_engine(given)
         try:
-            row, posterior, key = _fenced_engine(entry, truth, key, config.engine_time_limit)
+            row, posterior, key = _fenced_engine(entry, truth, key, config.engine_time_limit, isolated)
         except KeyboardInterrupt:
             # Ctrl-C: the rows that finished stand; this engine and the ones after it say so
             interrupted = True
@@ -264,16 +275,22 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     return Comparison(result, prepared, truth.reference, truth.variant_refs, posteriors, split, tried)
 
 
-def _fenced_engine(entry, truth: "_Truth", key, limit: float | None) -> tuple[EngineRow, Any, Any]:
+def _fenced_engine(entry, truth: "_Truth", key, limit: float | None,
+                   isolated: bool = False) -> tuple[EngineRow, Any, Any]:
     """One engine as one unit (validation/runs/fence.py): its fit under the time limit,
     the check that its result can be measured, and the measurement itself. Anything the
     fit raises (``SystemExit`` included) or returns that cannot be measured, and any failure
     while measuring it, is its failed row with one line; (row, its posterior or None, the
-    PRNG key left over). ``KeyboardInterrupt`` propagates: the caller stops there."""
+    PRNG key left over). ``KeyboardInterrupt`` propagates: the caller stops there.
+    isolated: fit in a child process (fence.isolated_timed_fit; ``entry.name`` is the path)."""
     prepared = truth.prepared
     try:
-        posterior, warm, compile_s = timed_fit(limited(entry.fit(), limit, entry.name), prepared.spec,
-                                               prepared.Phi_train, prepared.y_train)
+        if isolated:
+            posterior, warm, compile_s = isolated_timed_fit(entry.name, prepared.spec, prepared.Phi_train,
+                                                            prepared.y_train, limit)
+        else:
+            posterior, warm, compile_s = timed_fit(limited(entry.fit(), limit, entry.name), prepared.spec,
+                                                   prepared.Phi_train, prepared.y_train)
     except (Exception, SystemExit, EngineTimeout) as err:  # noqa: BLE001 - the engine's failure is its row
         # ApproximationFailed: the engine's answer does not exist here (an indefinite
         # Hessian); FloatingPointError: a posterior constructor refused non-finite numbers;

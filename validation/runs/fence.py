@@ -5,15 +5,16 @@ Every place that runs engines (``compare``, SBC, studies, the defect battery) fi
 engine inside :func:`time_limit` and measures its result only after
 :func:`posterior_problem` has passed it. What the fence does not do, and why:
 
-* The limit is kept in the process that runs the engine: a timer interrupts the fit the
-  next time the interpreter runs Python code (a signal in the main thread, an exception
-  set asynchronously in any other thread, as in a Dask worker). A fit stuck inside one
-  long call that never returns to Python (one compiled XLA program that loops forever, a
-  C extension's loop) is stopped only when that call returns. Running every fit in a
-  child process would stop those too, at the price of a JAX start-up and a recompilation
-  per fit and of engines that cannot be pickled (a function defined in a notebook); the
-  reference samplers, whose runs are long anyway, do run that way
-  (``references/run.py``).
+* :func:`time_limit` is kept in the process that runs the engine: a timer interrupts the
+  fit the next time the interpreter runs Python code (a signal in the main thread, an
+  exception set asynchronously in any other thread, as in a Dask worker). A fit stuck
+  inside one long call that never returns to Python (one compiled XLA program that loops
+  forever, a C extension's loop) is stopped only when that call returns.
+* :func:`isolated_timed_fit` runs a user's engine named by its path in a child process,
+  killed at the limit wherever it is stuck (``compare`` does so for every such engine):
+  it costs a JAX start-up and a compilation per engine, too much for SBC's hundreds of
+  short fits, and it needs an engine importable by name (not a notebook's function). The
+  reference samplers, whose runs are long anyway, run that way too (``references/run.py``).
 * ``KeyboardInterrupt`` is not the engine's failure: it reaches the caller, which stops
   and writes what finished (``compare`` returns the rows it has; SBC has stored every
   finished simulation).
@@ -22,11 +23,18 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing
+import os
 import signal
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
+
+from ...inference.contracts import EngineReturnError
+from ..base.processes import die_with_parent
+from .engines import user_entry
 
 #: the default limit on one engine's fit, in seconds: far above what any engine of the zoo
 #: takes on its default case (the slowest, GIG's VB on a1a, fits in about a minute), short
@@ -147,6 +155,76 @@ def limited(fit: Callable, seconds: float | None, label: str) -> Callable:
     return fit_limited
 
 
+#: seconds a child process may take to start and import the zoo and the engine before its
+#: first fit (JAX's import is most of it: about 4 s on the 2-core machine)
+CHILD_START_SECONDS = 120.0
+
+
+def isolated_timed_fit(target: str, spec, Phi, y, limit: float) -> tuple[Any, float, float]:
+    """:func:`~zoo.validation.runs.compare.timed_fit` of the user's engine ``target``
+    (``"module:function"``) in a spawned child process, each of its two calls limited to
+    ``limit`` seconds: (posterior, warm seconds, compile seconds). Where the in-process limit
+    cannot reach - a fit stuck inside one compiled call or a C loop - the child is killed;
+    a child that dies (a crash, ``os._exit``) is the engine's failure too. Every failure is
+    raised as ``EngineReturnError`` (one line naming the engine) or :class:`EngineTimeout`.
+    The child imports the engine as the parent did (its ``sys.path`` and current folder are
+    the parent's) and sends the posterior back pickled."""
+    ctx = multiprocessing.get_context("spawn")  # a fork of a process running JAX can deadlock
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_isolated_child, args=(target, spec, Phi, y, send, os.getpid()), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        wait, phase = CHILD_START_SECONDS, "starting"
+        while True:
+            if not receive.poll(wait):
+                if phase == "starting":
+                    raise EngineReturnError(f"{target}: its process did not start within {CHILD_START_SECONDS:g} s")
+                raise EngineTimeout(f"{target} ran past its time limit of {limit:g} s and was stopped "
+                                   "(its process killed)")
+            try:
+                message = receive.recv()
+            except EOFError:
+                proc.join(5)
+                raise EngineReturnError(f"{target}: its process ended without a result (exit code "
+                                        f"{proc.exitcode})") from None
+            if message[0] == "fitting":
+                wait, phase = limit, "fitting"
+            elif message[0] == "failed":
+                raise EngineReturnError(message[1])
+            else:
+                _, posterior, warm, compile_s = message
+                return posterior, warm, compile_s
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        receive.close()
+
+
+def _isolated_child(target: str, spec, Phi, y, conn, parent_pid: int) -> None:
+    """The child of :func:`isolated_timed_fit`: the engine resolved by name, called twice
+    (the first compiles, the second is the warm time), the result or one line sent back."""
+    die_with_parent(parent_pid)  # (this module's package, zoo, set float64 on import)
+    try:
+        fit = user_entry(target).fit()
+        conn.send(("fitting",))
+        t0 = time.perf_counter()
+        fit(spec, Phi, y)
+        cold = time.perf_counter() - t0
+        conn.send(("fitting",))
+        t0 = time.perf_counter()
+        posterior = fit(spec, Phi, y)
+        warm = time.perf_counter() - t0
+        conn.send(("done", posterior, warm, max(cold - warm, 0.0)))
+    except BaseException as err:  # noqa: BLE001 - every failure goes back as one line
+        text = " ".join(str(err).split())
+        conn.send(("failed", text if text.startswith(target) else f"{target} raised {type(err).__name__}"
+                   + (f": {text}" if text else "")))
+    finally:
+        conn.close()
+
+
 def _non_finite(values: Any) -> int:
     a = np.asarray(values, dtype=float)
     return int(a.size - np.count_nonzero(np.isfinite(a)))
@@ -190,4 +268,4 @@ def posterior_problem(posterior) -> str | None:
 
 
 __all__ = ["DEFAULT_ENGINE_TIME_LIMIT", "EngineTimeout", "check_time_limit", "time_limit", "limited",
-           "posterior_problem"]
+           "posterior_problem", "isolated_timed_fit"]

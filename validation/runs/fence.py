@@ -156,7 +156,7 @@ def limited(fit: Callable, seconds: float | None, label: str) -> Callable:
 
 
 #: seconds a child process may take to start and import the zoo and the engine before its
-#: first fit (JAX's import is most of it: about 4 s on the 2-core machine)
+#: first fit (importing JAX is most of it; a loaded machine can take far longer than an idle one)
 CHILD_START_SECONDS = 120.0
 
 

@@ -5,7 +5,7 @@ calibrated, and how far is each engine's log evidence from it?
     python benchmarks/evidence.py models --models pcvm ggsm-probit bblr
     python benchmarks/evidence.py selection --cache-dir /tmp/zoo-selection-cache
 
-calibration: on the two-dimensional cases of tests/test_evidence.py (PCVM with one basis
+calibration: on the two-dimensional cases of tests/validation/judge/test_evidence.py (PCVM with one basis
 function; BBLR with two weights), ``repeats`` certified NUTS references with different
 seeds; for each, z = (estimate - quadrature) / se for bridge sampling and for AIS. A
 calibrated se gives z ~ N(0, 1): the share with |z| > 1.96 is tabled with its Wilson
@@ -73,7 +73,7 @@ from zoo.validation.references import ReferenceConfig, first_certified_reference
 from zoo.validation.runs.compare import CompareConfig, compare, default_references, prepare_problem
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-#: the cases of tests/test_evidence.py: (spec, columns), two latent dimensions each
+#: the cases of tests/validation/judge/test_evidence.py: (spec, columns), two latent dimensions each
 CASES = {"pcvm, w >= 0 and b": (PCVM(alpha=1.0, alpha_bias=1.0), 1),
          "bblr, two weights": (BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5), 2)}
 

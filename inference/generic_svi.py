@@ -18,7 +18,7 @@ are positive, GIG's and gridRVM's scales positive):
 Objective: the evidence lower bound ELBO(q) = E_q[log p(y, T(x)) + log|det J_T(x)| - log q(x)]
 (``Trace_ELBO``), estimated with ``num_particles`` draws a step and maximized by Adam at a
 fixed step size. What the optimum is, for a Gaussian target N(m, Lambda^-1) (a check with a
-known answer, tests/test_generic_svi.py): the full-rank family recovers m and Lambda^-1
+known answer, tests/inference/test_generic_svi.py): the full-rank family recovers m and Lambda^-1
 exactly; the mean-field family recovers m and the variances 1 / Lambda_ii - smaller than
 the marginal variances (Lambda^-1)_ii whenever coordinates are correlated. That is the
 under-dispersion of mean-field VB, from minimizing KL(q || p).

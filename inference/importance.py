@@ -29,7 +29,7 @@ are replaced by the expected order statistics of a generalized Pareto distributi
 to their excesses over the (M+1)-th largest (the profile-posterior estimate of Zhang &
 Stephens 2009, its shape then pulled towards 0.5 by a weak prior worth 10 observations, as
 in the PSIS paper), never above the largest raw weight. The fitted shape is k-hat.
-``tests/test_importance.py`` checks this against ArviZ's ``psislw``, which the zoo's
+``tests/inference/test_importance.py`` checks this against ArviZ's ``psislw``, which the zoo's
 metrics use, to round-off.
 """
 from __future__ import annotations

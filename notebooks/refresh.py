@@ -5,7 +5,7 @@
     python notebooks/refresh.py --check                # re-execute, report stale outputs, store nothing
 
 The notebooks are stored executed, so that they read on a code host without running.
-``tests/test_notebooks.py`` re-executes each one and fails when its stored outputs are
+``tests/lessons/test_notebooks.py`` re-executes each one and fails when its stored outputs are
 stale; both use the functions below, so a notebook runs the same way in both:
 
 * nbclient, a fresh ``python3`` kernel, a temporary working directory (nothing a notebook
@@ -80,7 +80,7 @@ REFRESH_HINT = "python notebooks/refresh.py"
 SOLUTIONS_DIR = NOTEBOOK_DIR / "solutions"
 
 
-#: How a lesson is laid out (tests/test_notebooks.py checks it). Its first cell names what
+#: How a lesson is laid out (tests/lessons/test_notebooks.py checks it). Its first cell names what
 #: the student will learn and what they need first; its exercises are markdown cells headed
 #: "### Exercise N" with open answers; their solutions are kept apart, in
 #: notebooks/solutions/<lesson>_solutions.ipynb, one "### Solution to exercise N" per

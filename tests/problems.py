@@ -91,9 +91,9 @@ def ripley_subset(n: int, seed: int, standardize_on: str = "all"):
     """n Ripley training points, a fixed random subset (``default_rng(seed).choice``).
 
     standardize_on: "all" standardizes the inputs on all 250 training points before the
-    subset is taken (tests/test_pcvm_laplace.py, test_expectation_propagation.py,
+    subset is taken (tests/inference/test_pcvm_laplace.py, test_expectation_propagation.py,
     test_generic_laplace.py); "subset" standardizes on the n chosen points
-    (tests/test_pcvm_em.py)."""
+    (tests/inference/test_pcvm_em.py)."""
     X, y = ripley()
     if standardize_on == "all":
         X = (X - X.mean(0)) / X.std(0)
@@ -115,10 +115,10 @@ def grid_table_problem(shape=(3, 4), n=30, seed=0, signal="planted", scale=1.0):
 
     signal:
       "planted" - logistic labels of weights 2 in row 0 plus 1 in column 1 (column 0 when
-                  there is one column) (tests/test_grid_vb.py);
+                  there is one column) (tests/inference/test_grid_vb.py);
       "random"  - logistic labels of weights ``scale * N(0, 1) / sqrt(M) * 2``
-                  (tests/test_grid_gibbs.py);
-      "none"    - fair coin labels, independent of the inputs (tests/test_grid_rvm_model.py).
+                  (tests/validation/references/test_grid_gibbs.py);
+      "none"    - fair coin labels, independent of the inputs (tests/models/test_grid_rvm_model.py).
     """
     rng = np.random.default_rng(seed)
     m = shape[0] * shape[1]

@@ -1,4 +1,4 @@
-"""Engines a user might write, good and broken, for tests/test_user_engines.py; imported
+"""Engines a user might write, good and broken, for tests/validation/runs/test_user_engines.py; imported
 as ``user_engines:NAME`` (tests/ is on sys.path under pytest), as a user's module is."""
 from __future__ import annotations
 

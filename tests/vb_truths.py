@@ -1,5 +1,5 @@
-"""Truths for the VB engines computed without their formulas (tests/test_gig_vb.py and
-tests/test_grid_vb.py): expectations under a mean-field q by quadrature or Monte Carlo of
+"""Truths for the VB engines computed without their formulas (tests/inference/test_gig_vb.py and
+tests/inference/test_grid_vb.py): expectations under a mean-field q by quadrature or Monte Carlo of
 the NumPyro model's own log density, the Jaakkola-Jordan bound's gap by Gauss-Hermite, and
 the tiny one-column problems they are computed on. None of the engines' moment formulas,
 Bessel ratios or entropies is used here."""

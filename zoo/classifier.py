@@ -31,7 +31,7 @@ zoo's shared messages: sparse, complex, non-numeric, NaN with its position, no f
 and y like scikit-learn (a column vector is raveled with a DataConversionWarning;
 continuous, multiclass, missing or mixed labels are refused), and keeps
 ``n_features_in_`` / ``feature_names_in_`` through scikit-learn's own ``validate_data``.
-``tests/test_sklearn_checks.py`` runs scikit-learn's estimator checks on every
+``tests/front_end/test_sklearn_checks.py`` runs scikit-learn's estimator checks on every
 (model, engine) pair.
 
 What a fit costs is said before it runs (docs/classifier.md, "What a fit costs"): the

@@ -7,7 +7,7 @@ accelerator computes 1,000 posteriors in about 28 s and then spent as long again
 certifying them one by one. Here the same statistics are computed for a batch of B
 scalar series, ``x`` of shape (B, chains, draws), with whole-array NumPy operations; the
 only per-series loop left is the tail ESS's quantile (SciPy's ``mquantiles``, as ArviZ
-calls it). ``tests/test_batched_diagnostics.py`` checks every value against ArviZ 0.23 on
+calls it). ``tests/validation/base/test_batched_diagnostics.py`` checks every value against ArviZ 0.23 on
 random, autocorrelated, tied, constant and NaN series.
 
 The definitions, step by step as ArviZ implements them (``arviz/stats/diagnostics.py``):

@@ -26,7 +26,7 @@ from scipy.stats import wasserstein_distance
 from sklearn.metrics import roc_auc_score
 
 # the weights live with the engines that resample by them; importance_log_weights is also
-# this module's for its callers (tests/test_metrics.py)
+# this module's for its callers (tests/validation/judge/test_metrics.py)
 from ...inference.importance import (
     importance_log_weights, inside_support as _inside, joint_importance_log_weights, joint_weights_problem,
     khat_threshold, on_joint, support_mask,

@@ -151,7 +151,7 @@ def nuts_posteriors(spec, Phi, ys, keys, *, config: ReferenceConfig, batch: int 
     per = (wall - compile_seconds) / max(len(runs), 1)
     posteriors = []
     # R-hat and ESS of every data set's every coordinate in one batched computation (the
-    # same numbers as ArviZ's, tests/test_batched_diagnostics.py): one by one through
+    # same numbers as ArviZ's, tests/validation/base/test_batched_diagnostics.py): one by one through
     # ArviZ cost ~28 ms a posterior, as much as an accelerator's sampling of it
     diagnosed = _diagnosed_sites(measured, runs[0][0]) if runs else ()
     summaries = batched_diagnostics.summaries([draws for draws, _ in runs], diagnosed)

@@ -21,7 +21,7 @@ What differs: the random stream (each chain's key is split here, not as ``MCMC``
 and the arithmetic of a vectorized batch (batched matrix products may round differently
 from single ones, and a NUTS trajectory amplifies the last bit). The draws are therefore
 *equivalent in distribution* to ``MCMC``'s, not identical - tested in
-``tests/test_nuts_program.py`` against ``MCMC`` on one posterior, and by SBC itself.
+``tests/validation/references/test_nuts_program.py`` against ``MCMC`` on one posterior, and by SBC itself.
 
 Under ``vmap`` every lane of a batch runs until the slowest lane's tree is built (a
 ``while_loop`` of a vmapped NUTS step continues while any lane continues), so a batch

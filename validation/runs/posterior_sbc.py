@@ -32,7 +32,7 @@ unchanged. Two differences a reader must keep in mind:
 An engine that ignores y~ (it returns p(theta | y) whatever the new data) has exactly
 uniform ranks in every parameter: only the data-dependent quantity (the log-likelihood of
 the stacked labels, which the truth generated) catches it - tested in
-tests/test_posterior_sbc.py.
+tests/validation/runs/test_posterior_sbc.py.
 
 Runs are stored and resumed as ``sbc.py``'s are: each simulation atomically in its own file
 under ``psbc-<key>/``, the key naming the model, engine, conditioning case (spec, data,

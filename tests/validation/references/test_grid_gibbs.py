@@ -19,7 +19,7 @@ What would make it wrong, and the test that would see it:
 Tolerances. The identities are exact up to float64 round-off (1e-10 on log densities of
 size ~100). The statistical checks compare an estimate with its Monte Carlo standard error
 (sd / sqrt(n) for independent draws; sd / sqrt(bulk ESS) for chains, the approach of
-tests/test_pg_gibbs.py) at a Bonferroni threshold: each test's K comparisons share a
+tests/validation/references/test_pg_gibbs.py) at a Bonferroni threshold: each test's K comparisons share a
 false-alarm probability of 1e-3 (z = the 1 - 1e-3 / (2K) normal quantile, about 4.2 for
 K = 30), so a correct sampler fails this file with probability below about 1e-2.
 Fixed seeds throughout.

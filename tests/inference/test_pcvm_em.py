@@ -4,7 +4,7 @@ prunings, compaction, restarts, bad input and the registry's end-to-end form. Th
 the paper's loop does not stop and what fixed_point() changes (DERIVATIONS.md §1.2.1), in
 miniature: slow geometric convergence where Newton steps stop at the same fixed point,
 the prune jump of the ridge M-step that the non-negative M-step bounds, the Newton
-derivatives against autodiff (the E-step's erfcx band: tests/test_em.py).
+derivatives against autodiff (the E-step's erfcx band: tests/inference/test_em.py).
 """
 from __future__ import annotations
 

@@ -29,8 +29,9 @@ from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.engines import engine_label, resolve_entry, user_modules
 from zoo.validation.runs.sbc import SBCSettings, run_sbc
 from zoo.validation.runs.study import expand
+from repository import REPO as REPOSITORY_ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(REPOSITORY_ROOT)
 BROKEN = {
     "user_engines:raises": "user_engines:raises raised RuntimeError: my engine broke on line 2",
     "user_engines:returns_dict": "user_engines:returns_dict returned builtins.dict, not a zoo Posterior",

@@ -13,9 +13,9 @@ from __future__ import annotations
 import ast
 import pathlib
 from collections import defaultdict
+from repository import REPO
 
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 #: top-level folder -> import package (zoo/ is the package root and the top layer)
 FOLDERS = {"data": "zoo.data", "models": "zoo.models", "inference": "zoo.inference",

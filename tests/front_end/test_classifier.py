@@ -366,7 +366,7 @@ def test_sparse_kernel_bblr_classifier_keeps_the_em_columns_with_the_median_widt
     """Sparse KBBLR through the classifier: the median-heuristic width, BBLR2's a, b, the
     Gaussian-Laplace prior at the EM's end point, and predictions from the kept columns
     only. Two blobs 3 apart (seeded): here the EM keeps a few kernel functions (on other
-    draws of so few points it can keep none, tests/test_sparse_kbblr.py)."""
+    draws of so few points it can keep none, tests/inference/test_sparse_kbblr.py)."""
     from zoo.models.basis import median_heuristic_width
 
     rng = np.random.default_rng(1)
@@ -471,7 +471,7 @@ def test_huge_values_at_predict_are_named_as_X(gig_fitted, ripley):
 
 def test_pickled_gig_logistic_classifier_predicts_the_same(gig_fitted, ripley):
     """A fitted classifier survives pickling with its posterior, basis and labels (every
-    (model, engine) pair is pickled by scikit-learn's checks, tests/test_sklearn_checks.py)."""
+    (model, engine) pair is pickled by scikit-learn's checks, tests/front_end/test_sklearn_checks.py)."""
     X_test = ripley[2]
     twin = pickle.loads(pickle.dumps(gig_fitted))
     assert list(twin.classes_) == ["a", "b"] and twin.get_params() == gig_fitted.get_params()

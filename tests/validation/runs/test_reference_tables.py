@@ -5,11 +5,11 @@ by hand here (running the samplers is what the benchmarks themselves are for).""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
+from repository import REPO
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = REPO / "benchmarks"
 
 
 def _load(name):

@@ -32,6 +32,7 @@ from zoo.validation.references import (
     run_reference,
 )
 from zoo.validation.references.sampler import HARNESS_MODULES
+from repository import REPO
 
 # 4 chains x 150 draws reach a tail ESS of 286 on this model (seed 0): short of 400,
 # so the run must continue once (to 300 draws per chain) and then certify. This
@@ -544,7 +545,6 @@ def test_import_statements_are_read_without_ast_and_agree_with_it():
     """code_digest reads imports with the tokenizer (ast.parse can fail in a threaded Dask
     worker under CPython 3.11); on every module of the project it finds what ast finds."""
     import ast
-    import pathlib
 
     from zoo.validation.base.code_digest import import_statements
 
@@ -552,7 +552,7 @@ def test_import_statements_are_read_without_ast_and_agree_with_it():
           "def f():\n    import t\n"
     assert import_statements(src) == [(3, "", ["a", "b"]), (1, "x.y", ["z"]), (0, "p.q", []), (0, "s", []),
                                       (0, "t", [])]
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = REPO
     files = [f for d in ("models", "inference", "validation", "reproductions", "zoo", "data", "benchmarks",
                                    "tests")
              for f in (root / d).rglob("*.py")]

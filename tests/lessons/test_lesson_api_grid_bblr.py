@@ -1,4 +1,4 @@
-"""The public pieces lessons 05 (gridRVM) and 06 (BBLR) use beyond tests/test_lesson_api.py:
+"""The public pieces lessons 05 (gridRVM) and 06 (BBLR) use beyond tests/lessons/test_lesson_api.py:
 gridRVM's relevance figure of a comparison as a Figure (no file, no pyplot), built from the
 same panels ``zoo compare`` saves as relevance.png."""
 from __future__ import annotations

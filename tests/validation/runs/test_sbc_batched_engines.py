@@ -1,7 +1,7 @@
 """SBC and the defect battery with an engine's batched form (``fit.many``): the plumbing.
 
 The engines' own ``fit.many`` (one vmapped program) are tested against their ``fit`` in
-tests/test_fit_many_*.py; here the batched form is a plain loop over ``fit``, so that what
+tests/inference/test_fit_many_*.py; here the batched form is a plain loop over ``fit``, so that what
 is tested is what SBC does with it: the same simulations and ranks as one fit at a time,
 chunks of :data:`SIMS_PER_ENGINE_BATCH`, a failed entry failing its own simulation only,
 the user's return values checked entry by entry, and defects and registry options carried

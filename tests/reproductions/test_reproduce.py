@@ -12,6 +12,7 @@ from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 from zoo import cli
 from zoo import reproductions as reproduce
+from repository import REPO
 
 ENTRY_NAMES = ("ggig-feature-selection", "ggig-table1", "ggig-table2")
 
@@ -427,7 +428,7 @@ UNSEEDED = [
 def test_no_unseeded_random_draws_in_reproductions_and_benchmarks():
     """Every stochastic piece of reproductions/ and benchmarks/ takes a seed (the
     patterns: numpy's global generator, scikit-learn solvers and splitters that shuffle)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(REPO)
     offenders = []
     for folder in ("reproductions/", "benchmarks"):
         for name in sorted(os.listdir(os.path.join(root, folder))):

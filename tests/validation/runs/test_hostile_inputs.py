@@ -27,9 +27,9 @@ import textwrap
 
 import pytest
 
+from repository import REPO
 from zoo.validation.runs import engines
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 _SCRIPT = pathlib.Path(sys.executable).parent / "zoo"
 #: the console script of this environment; else the module, with -P (Python >= 3.11) so that
 #: the current folder is not put first on the path by Python itself

@@ -17,8 +17,8 @@ import shutil
 import subprocess
 
 import pytest
+from repository import REPO
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 _PRIVATE_FOLDER = "../" + "sha" + "red"
 _PRIVATE_NOTES = "NO" + "TES"

@@ -17,6 +17,7 @@ import zoo
 from zoo import data as datasets
 from zoo.cli import main
 from zoo.validation.runs.results import ComparisonResult, EngineRow, ReferenceSummary
+from repository import REPO
 
 
 def run_cli(argv, capsys):
@@ -147,7 +148,7 @@ def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nut
     a user's engine (examples/biased_ep.py, imported from the current folder as the README
     runs it), the short NUTS settings of conftest.py (certified here) and the session's
     NUTS cache."""
-    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.chdir(REPO)
     out_dir = tmp_path / "report"
     argv = ["compare", "--param", "width=0.7", "--engines", "em,examples.biased_ep:fit", *fast_nuts_cli_args,
             "--no-progress", "--cache-dir", str(nuts_cache_dir), "--out", str(out_dir)]
@@ -364,7 +365,7 @@ def test_zoo_cache_shows_and_clears_only_its_own_entries(tmp_path, capsys, monke
     status, out, err = run_cli(["cache", "--clear"], capsys)
     # JAX's programs go (jax/ was ours and is empty: gone too); files named like reference
     # entries but not signed with this user's key are not provably the zoo's: kept, and said
-    # (tests/test_cache_trust.py clears real entries)
+    # (tests/validation/references/test_cache_trust.py clears real entries)
     assert status == 0 and "deleted 2 files" in out
     assert "kept 3 files that are not entries signed with your key" in out and "kept 1 other file" in out
     assert sorted(os.listdir(cache)) == sorted(["notes.txt", *(f.name for f in ours[:3])])

@@ -23,8 +23,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repository import REPO
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOK_DIR = REPO / "notebooks"
 
 
 def _refresh_module():

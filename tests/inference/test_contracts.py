@@ -1,6 +1,6 @@
 """One contract per engine (``inference/contracts.py``), read from its signature (the
-import structure is tests/test_layering.py's, the toy model that enters through one record
-tests/test_toy_model.py's):
+import structure is tests/project/test_layering.py's, the toy model that enters through one record
+tests/validation/records/test_toy_model.py's):
 
 * every engine of every registered model keeps its contract;
 * an engine derived for one model refuses another model's spec with a TypeError;

@@ -6,11 +6,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from pathlib import Path
 
 import pytest
+from repository import REPO
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "ida_protocol.py"
+SCRIPT = REPO / "benchmarks" / "ida_protocol.py"
 
 
 @pytest.fixture(scope="module")

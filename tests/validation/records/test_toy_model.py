@@ -1,6 +1,6 @@
 """A model enters the zoo with one record (CONTRIBUTING.md's recipe), shown on a toy (the
-engines' contracts are tests/test_contracts.py's, the import structure
-tests/test_layering.py's).
+engines' contracts are tests/inference/test_contracts.py's, the import structure
+tests/project/test_layering.py's).
 
 * a toy model defined here - a Gaussian-prior probit with one engine of its own and a
   classifier hyper-parameter (its prior precision ``alpha``) declared only in its record -

@@ -1,11 +1,10 @@
 """The public pieces the lessons (notebooks/) are built from: tables as values, figures
 returned without side effects and with labelled axes, SBC of ranks computed elsewhere,
 rates with their intervals. A lesson uses these instead of parsing a report or reaching
-into private names (tests/test_notebooks.py checks that)."""
+into private names (tests/lessons/test_notebooks.py checks that)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +21,9 @@ from zoo.validation.runs.sbc import (
     rank_summary,
     sbc_figure,
 )
+from repository import REPO
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = REPO
 
 
 def test_axis_label_problems_finds_unlabelled_axes_only():

@@ -44,7 +44,7 @@ def run_cell(pair: str, path: str, datasets: int, replicates: int, workers: int)
     import jax
 
     from zoo.validation.base.compile_timer import CompileTimer
-    from zoo.validation.runs.defects import BatterySettings, run_battery
+    from zoo.validation.runs.battery import BatterySettings, run_battery
 
     model, engine = pair.split("/")
     samplers = tuple(s for s in REFERENCE_SAMPLERS.get(model, "").split(",") if s)

@@ -1,4 +1,4 @@
-"""The planted-defect battery (validation/runs/defects.py): detection rate of each defect by each
+"""The planted-defect battery (validation/runs/battery.py): detection rate of each defect by each
 detector (the verdict against a reference run on each simulated data set; SBC), with the
 exact engine's and the intact engine's rates beside them.
 
@@ -21,7 +21,7 @@ import os
 
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
-from zoo.validation.runs.defects import BatterySettings, battery_table, run_battery
+from zoo.validation.runs.battery import BatterySettings, battery_table, run_battery
 
 
 def main(argv=None) -> None:

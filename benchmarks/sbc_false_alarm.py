@@ -6,7 +6,7 @@ family-wise for any number K of quantities. Power rows plant a defect in every q
 (sd halved or doubled, mean moved by 0.25 or 0.5 posterior sds). 95% Wilson intervals.
 
 ``--battery-power`` answers a different question: at how many simulations S would SBC
-catch the defect battery's generic defects (validation/runs/defects.py) in 95% of runs, had
+catch the defect battery's generic defects (validation/runs/battery.py) in 95% of runs, had
 the engine been exact otherwise? The defects as the battery plants them, on K = 11 ranked
 quantities (PCVM's SBC problem): covariance x 0.5 and x 2 (sds x 0.71 and x 1.41) in every
 quantity, the mean moved by 0.5 sd in one quantity and in all.

@@ -147,7 +147,7 @@ class EPConfig:
         sequential sweeps, see the module docstring). max_sweeps caps both together.
     truncation_sites: True (the paper's EP). False switches PCVM's M truncation sites off:
         EP then approximates the posterior under the untruncated N(0, 1/alpha) prior, which
-        is not PCVM's. It exists as a planted defect for ``validation/runs/defects.py`` (what an
+        is not PCVM's. It exists as a planted defect for ``validation/runs/battery.py`` (what an
         implementation that forgot the truncation would return); never use it otherwise.
     step_control: True (ours). False turns the parallel schedule into naive undamped
         Jacobi EP: the step stays at ``damping`` (no halving when the site changes stop

@@ -118,7 +118,7 @@ class GIGVBConfig:
     branch: "auto" (Woodbury when p > n, as the paper), "primal" or "woodbury".
     a_update: "quotient" (ours, E[a_i] = (k + 1) / (theta + E[tau_i] / 2), DERIVATIONS.md
         §3.2) or "printed" (Algorithm 1 as printed, the product (k + 1)(theta + E[tau_i] / 2)).
-        "printed" is a misprint kept as a planted defect for ``validation/runs/defects.py``; its
+        "printed" is a misprint kept as a planted defect for ``validation/runs/battery.py``; its
         ELBO falls, and it is never the engine's answer.
     """
 

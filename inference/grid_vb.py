@@ -84,7 +84,7 @@ class GridVBConfig:
         constant per sweep for every pruned weight as its precision grows).
     branch: "auto" (Woodbury when M > N), "primal" or "woodbury".
     second_moment: "full" (E[w_ij^2] = mu_ij^2 + Sigma_ij,ij, eq. 6) or "mean-only"
-        (mu_ij^2: the variance forgotten, a planted defect for ``validation/runs/defects.py``;
+        (mu_ij^2: the variance forgotten, a planted defect for ``validation/runs/battery.py``;
         its ELBO can fall, and it is never the engine's answer).
     """
 

@@ -1,6 +1,6 @@
 """Child processes that do not outlive the process that needs them.
 
-A time-limited reference run (``references/run.py``) and every Dask worker of a study
+A time-limited reference run (``references/certified_run.py``) and every Dask worker of a study
 (``runs/study.py``) run in processes of their own; a driver killed with ``kill -9`` must not
 leave them running on. Both ask the kernel for that here.
 """

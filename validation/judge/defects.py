@@ -5,7 +5,7 @@ whose answer is wrong in a known, controlled way. The generic defects (:data:`GE
 on the returned posterior (:func:`transform_posterior`) and so apply to any engine with a
 distribution; a model's own defects (a documented slip of one of its engines, switched on
 by its config: :func:`config_defect`) live in its registry record (``ModelRecord.defects``).
-The battery that runs them through the detectors is ``validation/runs/defects.py``.
+The battery that runs them through the detectors is ``validation/runs/battery.py``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Defect:
     engines it applies to (empty: any engine with a distribution). ``model``: the model
     whose engines those are (None: any model). A model's own defects live in its registry
     record (``ModelRecord.defects``, engines named, model left None: the record is the
-    model); ``validation/runs/defects.py`` binds each to its record's name."""
+    model); ``validation/runs/battery.py`` binds each to its record's name."""
 
     name: str
     description: str
@@ -195,7 +195,7 @@ GENERIC = (
            "kept", posterior_defect(correlations="rotated")),
     # the next two keep every mean and covariance: only the distribution verdict (and SBC) can see
     # them; the other two shape defects leave a Gaussian as it is, so the battery plants them in the
-    # exact engine's answer instead (validation/runs/defects.py)
+    # exact engine's answer instead (validation/runs/battery.py)
     *(Defect(name, SHAPE_DEFECTS[name][1], shape_defect(name)) for name in ("heavy tails", "extra mode")),
 )
 

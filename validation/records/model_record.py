@@ -196,7 +196,7 @@ class ModelRecord:
       before the fit runs; None: the classifier says only the design's size.
     defects: planted defects of this model's own engines (``validation/judge/defects.py``
       :class:`Defect`, ``engines`` naming this record's engines), run by the defect battery
-      beside the generic ones (``validation/runs/defects.py``).
+      beside the generic ones (``validation/runs/battery.py``).
     sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
       the variants engines approximate (``validation/runs/sbc.py``); None: the model has no

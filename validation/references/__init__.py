@@ -52,7 +52,7 @@ same draws (verified), so import order can change the speed, never the result.
 The wing's files: ``sampler.py`` (the runner contract :class:`ReferenceRunner` and the
 registry of samplers), ``certification.py`` (the rule and the pilot's rule), ``config.py``
 (:class:`ReferenceConfig`, :class:`Reference`), ``cache.py`` (keys and entries), ``nuts.py``
-(NUTS; ``nuts_program.py``: NUTS as one compiled program over many data sets, for SBC), ``run.py`` (running, continuing, the time limit, the first certified of several),
+(NUTS; ``nuts_program.py``: NUTS as one compiled program over many data sets, for SBC), ``certified_run.py`` (running, continuing, the time limit, the first certified of several),
 and each model's own sampler (``slice_gibbs.py``, ``pg_gibbs.py``, ``grid_gibbs.py``,
 ``parallel_tempering.py``, on the blocks of ``slice_sampling.py`` and ``polya_gamma.py``).
 This package re-exports what callers outside the wing use.
@@ -76,7 +76,7 @@ from .certification import (
 )
 from .config import Reference, ReferenceConfig
 from .nuts import NUTS_SAMPLER, NutsRun
-from .run import (
+from .certified_run import (
     NoReference,
     ReferenceTimeout,
     cached_reference,

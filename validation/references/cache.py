@@ -315,12 +315,12 @@ def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], config: Refe
 # Clearing the cache: only what the zoo can prove it wrote
 # --------------------------------------------------------------------------------------
 #: the names the zoo gives a reference cache entry's files (:func:`_cache_paths` and the
-#: lock of run.py's ``_entry_lock``): ``<sampler>-<32 hex>.nc``, ``.json`` and ``.lock``
+#: lock of certified_run.py's ``_entry_lock``): ``<sampler>-<32 hex>.nc``, ``.json`` and ``.lock``
 ENTRY_NAME = re.compile(r"^([a-z][a-z0-9-]*-[0-9a-f]{32})\.(nc|json|lock)$")
 #: the names JAX gives the files of its compilation cache (jax/_src/lru_cache.py):
 #: ``<program>-<64 hex>-cache`` and ``-atime``, and the lock it takes while evicting
 JAX_NAME = re.compile(r"^.+-[0-9a-f]{64}-(cache|atime)$|^\.lockfile$")
-#: what a zoo run writes into an entry's lock while it holds it (run.py, ``_entry_lock``)
+#: what a zoo run writes into an entry's lock while it holds it (certified_run.py, ``_entry_lock``)
 LOCK_STAMP = re.compile(r"pid [0-9]+ on [^\n]* since [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 _LOCK_MAX_BYTES = 4096
 

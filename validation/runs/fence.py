@@ -14,7 +14,7 @@ engine inside :func:`time_limit` and measures its result only after
   killed at the limit wherever it is stuck (``compare`` does so for every such engine):
   it costs a JAX start-up and a compilation per engine, too much for SBC's hundreds of
   short fits, and it needs an engine importable by name (not a notebook's function). The
-  reference samplers, whose runs are long anyway, run that way too (``references/run.py``).
+  reference samplers, whose runs are long anyway, run that way too (``references/certified_run.py``).
 * ``KeyboardInterrupt`` is not the engine's failure: it reaches the caller, which stops
   and writes what finished (``compare`` returns the rows it has; SBC has stored every
   finished simulation).

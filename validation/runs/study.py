@@ -75,7 +75,7 @@ from ..base.processes import die_with_parent
 from ..records import registry
 from .compare import CompareConfig, compare, default_references
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, check_time_limit
-from .defects import DETECTORS, BatterySettings, run_battery
+from .battery import DETECTORS, BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
 from .limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DATASETS, DESIGN_POINTS, DRAWS, REPLICATES, SIMULATIONS,
                      check_count)
@@ -110,7 +110,7 @@ class Cell:
         # a user's engine's own module is digested too: its stored cells go stale with its code
         named = p["engines"] if self.kind == "compare" else [p["engine"]]
         modules = {"compare": ("zoo.validation.runs.compare",), "sbc": ("zoo.validation.runs.sbc",),
-                   "defects": ("zoo.validation.runs.defects",)}[self.kind] + user_modules(named)
+                   "defects": ("zoo.validation.runs.battery",)}[self.kind] + user_modules(named)
         payload = {"format": STUDY_FORMAT, "kind": self.kind, "cell": self.params, "code": code_digest(modules)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -27,7 +27,7 @@ from zoo.validation.judge.shapes import gaussianized
 from zoo.validation.judge.verdict import FALSE_ALARM, joint_verdict, verdict
 from zoo.validation.records import registry
 from zoo.validation.references import run_reference
-from zoo.validation.runs.defects import transform_posterior
+from zoo.validation.runs.battery import transform_posterior
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from zoo.inference.posterior import (
 )
 from zoo.models.base import Site
 from zoo.validation.judge import verdict as V
-from zoo.validation.runs.defects import transform_posterior
+from zoo.validation.runs.battery import transform_posterior
 
 INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0,
                objective="", extra={})
@@ -201,7 +201,7 @@ def test_the_joint_verdict_names_the_direction_of_a_two_coordinate_defect():
 @pytest.mark.parametrize("how", ["dropped", "rotated"])
 @pytest.mark.parametrize("as_draws", [False, True])
 def test_the_planted_correlation_defects_keep_every_marginal_and_are_caught(how, as_draws):
-    """The battery's "correlations dropped" and "rotated" defects (validation/runs/defects.py):
+    """The battery's "correlations dropped" and "rotated" defects (validation/runs/battery.py):
     means and sds unchanged to rounding, the joint verdict flags them, the marginal one
     cannot see them."""
     rng = np.random.default_rng(6)

@@ -215,7 +215,7 @@ def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registe
     from sklearn.base import clone
 
     from zoo.classifier import SparseBayesClassifier
-    from zoo.validation.runs import defects as D
+    from zoo.validation.runs import battery as D
     from zoo.validation.runs.sbc import TOO_FEW, SBCSettings, run_sbc
 
     rng = np.random.default_rng(0)
@@ -249,7 +249,7 @@ def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registe
 
 def test_every_model_defect_lives_in_its_record():
     """The defect table is the generic defects and the records' own, each bound to its model."""
-    from zoo.validation.runs import defects as D
+    from zoo.validation.runs import battery as D
 
     own = {d.name: (name, d.engines) for name in registry.model_names() for d in registry.get_model(name).defects}
     assert {n: (d.model, d.engines) for n, d in D.all_defects().items() if d.model is not None} == own

@@ -229,7 +229,7 @@ def test_a_reference_keeps_its_compiled_programs_and_the_next_data_set_compiles_
 
     import jax
 
-    from zoo.validation.references import run as R  # the module whose jax.clear_caches the run calls
+    from zoo.validation.references import certified_run as R  # the module whose jax.clear_caches the run calls
 
     cleared = []
     monkeypatch.setattr(R.jax, "clear_caches", lambda: cleared.append(True))

@@ -262,7 +262,7 @@ def test_a_time_budget_is_used_before_giving_up(problem, reference, tmp_path):
 
 
 def test_a_doubling_past_the_cap_starts_only_if_it_fits_the_time_left(monkeypatch):
-    from zoo.validation.references import run as R
+    from zoo.validation.references import certified_run as R
 
     monkeypatch.setattr(R.time, "time", lambda: 1000.0)
     assert R._may_double(1, 2, None, 1e9) == (True, "")  # under the cap: always, whatever it costs
@@ -708,7 +708,7 @@ def test_the_config_folder_follows_the_environment(monkeypatch, tmp_path):
 def test_two_runs_of_one_key_sample_once(problem, uncertified, tmp_path, monkeypatch):
     import threading
 
-    from zoo.validation.references import run as run_module
+    from zoo.validation.references import certified_run as run_module
 
     spec, Phi, y = problem
     cfg, _, ref = uncertified
@@ -745,7 +745,7 @@ def test_two_runs_of_one_key_sample_once(problem, uncertified, tmp_path, monkeyp
 def test_a_read_only_cache_is_read_and_a_miss_is_sampled_unwritten(problem, uncertified, tmp_path, monkeypatch):
     """chmod 0555 folders: an entry is read; with none the run samples and says it cannot
     write. As root permissions do not bind, so there the folder is only declared unwritable."""
-    from zoo.validation.references import run as run_module
+    from zoo.validation.references import certified_run as run_module
 
     spec, Phi, y = problem
     cfg, folder, ref = uncertified

@@ -198,7 +198,7 @@ def test_a_package_of_the_current_folder_named_like_an_installed_one_is_refused(
 
 
 def test_import_user_module_is_the_same_rule_for_other_user_code(user_folder):
-    """A study's defect given as module:function (validation/runs/defects.py) goes through it."""
+    """A study's defect given as module:function (validation/runs/battery.py) goes through it."""
     _fit_module(user_folder / "hostile_case_defects.py", "defect")
     assert engines.import_user_module("hostile_case_defects", "defect 'hostile_case_defects:fit'").MARK == "defect"
     _fit_module(user_folder / "json.py", "shadow")

@@ -23,7 +23,7 @@ from zoo.models.pcvm import PCVM
 from zoo.validation.records import registry
 from zoo.validation.report import write_report
 from zoo.validation.runs import compare as compare_module
-from zoo.validation.runs import defects as D
+from zoo.validation.runs import battery as D
 from zoo.validation.runs import study as study_module
 from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.engines import engine_label, resolve_entry, user_modules

@@ -1,4 +1,4 @@
-"""Planted defects (validation/runs/defects.py): each breaks an engine exactly as it says, the
+"""Planted defects (validation/runs/battery.py): each breaks an engine exactly as it says, the
 engine-specific ones change the engine's answer, a user's wrapper is accepted, and a small
 battery runs both detectors and resumes."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from zoo.inference.posterior import DrawsPosterior, FitInfo, GaussianPosterior
 from zoo.models.base import Site
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.models.pcvm import PCVM
-from zoo.validation.runs import defects as D
+from zoo.validation.runs import battery as D
 from zoo.validation.runs.sbc import rbf_design
 
 INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0, objective="", extra={})

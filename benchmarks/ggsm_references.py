@@ -3,7 +3,7 @@
 Issue 3 asks for a table (q, prior) -> reference used, certified or not. For every cell
 this script runs the `zoo compare` protocol for ggsm-probit with the engines ``mm`` and
 ``mm-laplace`` and the model's reference samplers, each with its record's settings
-(``validation/records/ggsm_probit.py``), tried in the order NUTS, then
+(``validation/records/ggsm_probit_record.py``), tried in the order NUTS, then
 slice-within-Gibbs - the order that tells where NUTS certifies (the record's own chain
 puts slice-Gibbs first); the stored table was made with NUTS 4 x (2000 + 2500), one
 doubling, and slice-Gibbs 4 x (1000 + 2500), two doublings, on split 0 of
@@ -129,7 +129,7 @@ def table(cells: list[dict]) -> str:
         "# GGSM probit: which reference sampler certifies",
         "",
         "Split 0; reference chain NUTS -> slice-Gibbs (the first certified one is the reference). "
-        "Moments: which posterior moments of w exist on these data (see validation/records/ggsm_probit.py: moments). "
+        "Moments: which posterior moments of w exist on these data (see validation/records/ggsm_probit_record.py: moments). "
         "mm speed-up = reference warm seconds / mm warm seconds. pred_mae only against a certified reference.",
         "",
         "| design | prior | q | NUTS | slice-Gibbs | reference | moments of w | mm s | mm speed-up | pred_mae mm / mm-laplace | NUTS vs slice-Gibbs |",

@@ -10,7 +10,7 @@ validation/references/pg_gibbs.py - the order that tells where NUTS is trustwort
 chain puts PG-Gibbs first) - and records per k:
 * each sampler tried: certified or not, worst R-hat, smallest bulk ESS, divergences,
   seconds (``--time-limit`` bounds each; a sampler that runs out is recorded so);
-* which posterior moments of beta exist on these data (validation/records/gig_logistic.py, moments:
+* which posterior moments of beta exist on these data (validation/records/gig_logistic_record.py, moments:
   the tail index is 2k, so the mean needs k > 1/(2m) and the sd k > 1/m, with m the
   fewest features that separate the data, 2 <= m <= 53 here);
 * VB against the reference where it is certified: median sd ratio over the 90 noise and

@@ -13,7 +13,7 @@ record's) on split 0, each bounded by ``--time-limit``, and records
 * where both certify, how far they are apart (largest |z| of the posterior medians,
   validation/runs/reference_table.py: median_agreement) - two samplers agreeing is evidence
   neither certificate is a false one;
-* which posterior moments exist for the variant (validation/records/grid_rvm.py);
+* which posterior moments exist for the variant (validation/records/grid_rvm_record.py);
 * the variant's VB (``vb``, ``vb-s-grid``, ``vb-rvm``) against a certified reference:
   median sd ratio, k-hat on the joint, pred_mae, the verdict; its test error always.
 

@@ -7,7 +7,7 @@ classifiers.
    protocol's per-dimension RBF table with delta = 5.55 and its default proper hyper-prior
    a0 = b0 = c0 = d0 = 2): M < N by taking c of the 200 training points as centres
    (a 2 x c table, M = 2c = 50, 100, 200, 300; all 200 points stay the data), M > N by
-   appending k N(0, 1) noise features as ``validation/records/grid_rvm.py`` does
+   appending k N(0, 1) noise features as ``validation/records/grid_rvm_record.py`` does
    (a (2 + k) x 200 table, k = 0, 2, 6, 14, 30: M = 400 ... 6400). For the p-grid and
    the s-grid, the iteration forced to the primal branch (M x M Cholesky, O(M^3 + N M^2)
    per sweep) and to the Woodbury branch (N x N, O(N^2 M + N^3)), ``--sweeps`` sweeps

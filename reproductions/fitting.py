@@ -18,7 +18,7 @@ from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation.records.registry import get_engine
 
 METHODS = ("ggig", "lap", "gj", "stu")
-#: the engine names of the ggsm-probit record (validation/records/ggsm_probit.py) for each method
+#: the engine names of the ggsm-probit record (validation/records/ggsm_probit_record.py) for each method
 ENGINE_OF = {"ggig": "mm", "lap": "lap", "gj": "gj", "stu": "stu"}
 PRIORS = ("paper", "default")
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from ..judge.defects import GENERIC
 from ..references import register_sampler
-from . import bblr, ggsm_probit, gig_logistic, grid_rvm, pcvm
+from . import bblr_record, ggsm_probit_record, gig_logistic_record, grid_rvm_record, pcvm_record
 from .model_record import ModelRecord
 
 _MODELS: dict[str, ModelRecord] = {}
@@ -85,5 +85,6 @@ def prepare(model: str, split, params: dict | None = None, *, progress=None):
 
 
 # The built-in models, in the order listings show them.
-for _record in (pcvm.RECORD, ggsm_probit.RECORD, gig_logistic.RECORD, grid_rvm.RECORD, bblr.RECORD):
+for _record in (pcvm_record.RECORD, ggsm_probit_record.RECORD, gig_logistic_record.RECORD, grid_rvm_record.RECORD,
+                bblr_record.RECORD):
     register(_record)

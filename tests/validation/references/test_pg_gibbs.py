@@ -160,7 +160,7 @@ def test_separating_support_bounds():
 
 
 def test_gig_moments_follow_the_tail_index():
-    from zoo.validation.records.gig_logistic import moments as gig_moments
+    from zoo.validation.records.gig_logistic_record import moments as gig_moments
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 2))

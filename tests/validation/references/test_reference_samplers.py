@@ -14,7 +14,7 @@ from zoo.models.ggsm_probit import GGSMProbit
 from zoo.models.pcvm import PCVM
 from zoo.validation.judge import moment_existence as ME
 from zoo.validation.judge.metrics import null_undefined_moments
-from zoo.validation.records.ggsm_probit import moments as ggsm_moments
+from zoo.validation.records.ggsm_probit_record import moments as ggsm_moments
 from zoo.validation.references import (
     ReferenceConfig,
     first_certified_reference,

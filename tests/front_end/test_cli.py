@@ -17,6 +17,7 @@ import zoo
 from zoo import data as datasets
 from zoo.cli import main
 from zoo.validation.runs.results import ComparisonResult, EngineRow, ReferenceSummary
+
 from repository import REPO
 
 

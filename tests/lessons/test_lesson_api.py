@@ -21,6 +21,7 @@ from zoo.validation.runs.sbc import (
     rank_summary,
     sbc_figure,
 )
+
 from repository import REPO
 
 REPOSITORY = REPO

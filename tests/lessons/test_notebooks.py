@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from repository import REPO
 
 NOTEBOOK_DIR = REPO / "notebooks"

@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+
 from repository import REPO
 
 SCRIPT = REPO / "benchmarks" / "ida_protocol.py"

@@ -13,9 +13,8 @@ from __future__ import annotations
 import ast
 import pathlib
 from collections import defaultdict
+
 from repository import REPO
-
-
 
 #: top-level folder -> import package (zoo/ is the package root and the top layer)
 FOLDERS = {"data": "zoo.data", "models": "zoo.models", "inference": "zoo.inference",
@@ -198,6 +197,31 @@ def test_every_validation_module_lies_in_a_wing():
     loose = [m for m in modules_of(REPO) if m.startswith("zoo.validation.")
              and wing_of(m) == "report" and m != "zoo.validation.report"]
     assert loose == []
+
+
+def repeated_module_names(root: pathlib.Path) -> dict[str, list[str]]:
+    """Module file names used more than once across the package's folders (``__init__.py``
+    aside): {name: [paths]}. Two modules of one name in different wings read as one in a
+    traceback, a grep or a conversation (``judge/defects.py`` beside ``runs/defects.py``)."""
+    seen = defaultdict(list)
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.name != "__init__.py":
+                seen[path.name].append(str(path.relative_to(root)))
+    return {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_name():
+    assert repeated_module_names(REPO) == {}
+
+
+def test_a_repeated_module_name_is_seen(tmp_path):
+    for name in ("models/pcvm.py", "validation/records/pcvm.py", "inference/em.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    for folder in FOLDERS:
+        (tmp_path / folder).mkdir(exist_ok=True)
+    assert repeated_module_names(tmp_path) == {"pcvm.py": ["models/pcvm.py", "validation/records/pcvm.py"]}
 
 
 # --------------------------------------------------------------------------------------

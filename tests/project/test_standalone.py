@@ -17,6 +17,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from repository import REPO
 
 

@@ -12,6 +12,7 @@ from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 from zoo import cli
 from zoo import reproductions as reproduce
+
 from repository import REPO
 
 ENTRY_NAMES = ("ggig-feature-selection", "ggig-table1", "ggig-table2")

@@ -32,6 +32,7 @@ from zoo.validation.references import (
     run_reference,
 )
 from zoo.validation.references.sampler import HARNESS_MODULES
+
 from repository import REPO
 
 # 4 chains x 150 draws reach a tail ESS of 286 on this model (seed 0): short of 400,

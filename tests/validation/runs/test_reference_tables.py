@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+
 from repository import REPO
 
 BENCHMARKS = REPO / "benchmarks"

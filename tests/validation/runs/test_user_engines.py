@@ -29,6 +29,7 @@ from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.engines import engine_label, resolve_entry, user_modules
 from zoo.validation.runs.sbc import SBCSettings, run_sbc
 from zoo.validation.runs.study import expand
+
 from repository import REPO as REPOSITORY_ROOT
 
 REPO = str(REPOSITORY_ROOT)

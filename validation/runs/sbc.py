@@ -68,7 +68,7 @@ import numpy as np
 from scipy.special import betaincinv, ndtr, ndtri
 
 from ...inference.compile_cache import batch_size_for
-from ...inference.contracts import checked_fit, contract_problems, many_of
+from ...inference.contracts import many_of
 from ...models.base import flatten, unflatten
 from ..base.atomic import atomic_write
 from ..base.code_digest import code_digest, spec_key
@@ -82,7 +82,7 @@ from ..references.nuts_program import as_numpy_key, default_layout
 from .compare import default_references
 
 # a user engine given as a path: the one rule for every caller (validation/runs/engines.py)
-from .engines import import_engine, user_entry
+from .engines import engine_label, import_engine, user_entry
 from . import fence
 
 #: family-wise false-alarm rate of the uniformity test for a calibrated engine
@@ -238,13 +238,11 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
     """A model's engine by name, one of its reference samplers by name, a
     ``"module:function"`` path, or a callable with the fixed-spec contract."""
     if callable(engine):
-        problems = contract_problems(engine, "fixed")
-        if problems:
-            raise ValueError("the engine does not keep the contract fit(spec, Phi, y, *, config=None): "
-                             + "; ".join(problems))
-        label = getattr(engine, "__name__", "engine")
-        # every return value checked: a bad one is a failed simulation with one line saying why
-        return _with_batch(ResolvedEngine(label, checked_fit(engine, label)))
+        # the one resolver and label of a user's engine (engines.user_entry: module:qualname,
+        # as zoo compare shows it); every return value checked, so a bad one is a failed
+        # simulation with one line saying why
+        entry = user_entry(engine)
+        return _with_batch(ResolvedEngine(entry.name, entry.fit()))
     if record.has_engine(engine):
         entry = record.engine(engine)
         # an engine of another model is ranked against that model's prior when the record
@@ -1258,7 +1256,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         engine, variant = engine.split("@", 1)  # "grid-gibbs@s-grid": a sampler on a variant
     record = registry.get_model(model)
     if record.sbc_spec is None:
-        return {"model": model, "engine": engine if isinstance(engine, str) else getattr(engine, "__name__", "engine"),
+        return {"model": model, "engine": engine_label(engine),
                 "settings": asdict(settings), "status": NOT_APPLICABLE,
                 "reason": f"{record.title} names no proper prior to draw parameters from (an improper prior "
                           "has no prior draws, so SBC cannot start)"}

@@ -343,7 +343,11 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
         return ep.fit(spec, Phi, y, config=config)
 
     out = S.run_sbc("pcvm", my_fit, settings=S.SBCSettings(n_sims=10, n_draws=19), problem_kwargs={"n": 30, "n_basis": 3})
-    assert out["engine"] == "my_fit" and out["counts"]["ok"] == 10 and len(out["ranks"]) == 10
+    # one label for a user's engine everywhere: module:qualname, as zoo compare shows it
+    # (SBC once called it by its __name__ alone, "my_fit", so one engine had two names)
+    from zoo.validation.runs.engines import engine_label
+    assert out["engine"] == engine_label(my_fit) == f"{__name__}:{my_fit.__qualname__}"
+    assert out["counts"]["ok"] == 10 and len(out["ranks"]) == 10
     # a copy keeps no defects: their names are pcvm's (one name, one defect)
     registry.register(replace(registry.get_model("pcvm"), name="pcvm-improper", sbc_spec=None, defects=()))
     try:

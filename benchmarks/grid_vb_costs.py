@@ -58,7 +58,7 @@ from zoo.inference import grid_vb
 from zoo.models.basis import PerDimensionRBFBasis
 from zoo.models.grid_rvm import GridRVM
 from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
-from zoo.validation.records import grid_rvm as protocol
+from zoo.validation.records import grid_rvm_record as protocol
 from zoo.validation.records import registry
 
 SWEEPS = 20

@@ -82,3 +82,12 @@ def normal_means_problem():
     Phi = rng.normal([0.5, -1.0], 1.0, size=(20, 2))
     y = np.tile([0.0, 1.0], 10)
     return NormalMeans(), Phi, y
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A test is in one tier: marked ``long`` or ``slow``, never both (``-m long`` would run a
+    slow one in CI). Checked before ``-m`` deselects anything, so every tier's run sees it."""
+    both = [item.nodeid for item in items if item.get_closest_marker("long") and item.get_closest_marker("slow")]
+    if both:
+        raise pytest.UsageError(f"marked both long and slow (choose one tier): {', '.join(both[:5])}")

@@ -1,4 +1,4 @@
-"""Tests of the data layer (zoo.data: files, parsers, splits, generators, catalog), fast tier."""
+"""Tests of the data layer (zoo.data: files, parsers, splits, generators, catalog), default tier."""
 from __future__ import annotations
 
 import hashlib

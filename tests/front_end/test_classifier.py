@@ -64,6 +64,7 @@ def test_predict_before_fit_raises_not_fitted(ripley):
         SparseBayesClassifier().predict(ripley[2])
 
 
+@pytest.mark.long
 def test_clone_of_a_fitted_model_is_unfitted(fitted, ripley):
     twin = clone(fitted)
     assert not hasattr(twin, "posterior_")
@@ -119,6 +120,7 @@ def test_em_is_deterministic_for_a_seed(ripley):
     np.testing.assert_array_equal(p1, p2)
 
 
+@pytest.mark.long
 def test_ep_end_to_end_small(ripley):
     """One EP case (its end-to-end selection is the slowest engine)."""
     X, y, X_test, y_test = ripley
@@ -251,6 +253,7 @@ def test_numpy_scalars_are_numbers(ripley):
     np.testing.assert_array_equal(a.predict_proba(ripley[2]), b.predict_proba(ripley[2]))
 
 
+@pytest.mark.long
 def test_a_column_vector_y_is_raveled_with_a_warning(ripley):
     """scikit-learn's convention: y of shape (n, 1) warns (DataConversionWarning) and is used
     as the vector it holds - the same fit as with y itself."""
@@ -321,6 +324,7 @@ def test_ggsm_probit_classifier_predicts_with_the_columns_it_kept():
 
 
 @pytest.mark.parametrize("engine, prior", [("vb", "p-grid"), ("vb-s-grid", "s-grid"), ("vb-rvm", "rvm")])
+@pytest.mark.long
 def test_grid_rvm_classifier_on_a_table(engine, prior):
     """Images as tables: 2 x 3 'pictures' whose class is carried by row 0; the classifier
     fits the engine's prior and reports its relevance summary."""
@@ -337,6 +341,7 @@ def test_grid_rvm_classifier_on_a_table(engine, prior):
     assert set(clf.posterior_.info.extra["pruning"]) >= {"relevant_weights", "relevant_rows", "relevant_columns"}
 
 
+@pytest.mark.long
 def test_grid_rvm_classifier_per_dimension_rbf_table(ripley):
     X, y = ripley[0], ripley[1]
     clf = SparseBayesClassifier(model="grid-rvm", engine="vb", basis="per-dimension-rbf").fit(X, y)
@@ -346,6 +351,7 @@ def test_grid_rvm_classifier_per_dimension_rbf_table(ripley):
 
 
 @pytest.mark.parametrize("engine", ["sla", "laplace"])
+@pytest.mark.long
 def test_bblr_classifier_chooses_lam_by_validation_and_keeps_string_labels(engine):
     """BBLR3 as the classifier runs it: a, b from the class counts, lam by SLAM's
     held-out fifth (fewest errors, ties to the larger lam), gamma as given."""
@@ -362,6 +368,7 @@ def test_bblr_classifier_chooses_lam_by_validation_and_keeps_string_labels(engin
     assert np.mean(clf.predict(X) == y) > 0.85
 
 
+@pytest.mark.long
 def test_sparse_kernel_bblr_classifier_keeps_the_em_columns_with_the_median_width():
     """Sparse KBBLR through the classifier: the median-heuristic width, BBLR2's a, b, the
     Gaussian-Laplace prior at the EM's end point, and predictions from the kept columns
@@ -422,6 +429,7 @@ def test_gig_logistic_classifier_is_horii_vb_on_the_linear_design_with_a_bias(gi
     assert np.mean(pred != y_test) <= MAX_TEST_ERROR
 
 
+@pytest.mark.long
 def test_gig_logistic_classifier_takes_its_hyper_prior(ripley):
     """k, theta, rho reach the spec the VB fits (Horii's nearly improper k = theta = 1e-6
     here), and are scikit-learn parameters (get_params / set_params, so a grid can

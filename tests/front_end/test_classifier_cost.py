@@ -76,7 +76,7 @@ def test_a_kernel_narrower_than_the_data_is_named(capsys, monkeypatch):
     """Width 1 on 200 standardized features (distances ~20): the kernel is the identity to
     float precision, every point its own basis function - the verbose line says so, and so
     does the warning of a fit estimated long (an inflated constant stands in for one)."""
-    from zoo.validation.records import pcvm
+    from zoo.validation.records import pcvm_record as pcvm
 
     X, y = _blobs(30, d=200)
     SparseBayesClassifier(engine="laplace", width=1.0, verbose=1).fit(X, y)
@@ -122,7 +122,7 @@ def test_verbose_is_a_scikit_learn_parameter():
 def test_a_long_estimate_warns_even_when_silent(monkeypatch):
     """An inflated cost constant stands in for a large problem: the warning names the
     estimate, the path and what to do, and the fit still runs (it is a warning)."""
-    from zoo.validation.records import pcvm
+    from zoo.validation.records import pcvm_record as pcvm
 
     monkeypatch.setitem(pcvm.COSTS, "laplace/full", CostModel(fixed=0.0, coef=1e9))
     X, y = _blobs(40)
@@ -133,7 +133,7 @@ def test_a_long_estimate_warns_even_when_silent(monkeypatch):
 
 
 def test_the_warning_as_an_error_refuses_before_any_work(monkeypatch):
-    from zoo.validation.records import pcvm
+    from zoo.validation.records import pcvm_record as pcvm
 
     monkeypatch.setitem(pcvm.COSTS, "em/top-down", CostModel(fixed=0.0, coef=1e9))
     X, y = _blobs(40)
@@ -213,7 +213,7 @@ def test_every_cost_estimate_grows_with_the_rows(model, engine, basis, extra):
 
 
 def test_pcvm_takes_the_working_set_above_its_threshold_unless_told():
-    from zoo.validation.records import pcvm
+    from zoo.validation.records import pcvm_record as pcvm
 
     small, large = _plans("pcvm", "laplace", "rbf", [pcvm.WORKING_SET_ABOVE, pcvm.WORKING_SET_ABOVE + 1])
     assert small.fit_kwargs == {} and "the paper's rule" in small.path
@@ -246,7 +246,7 @@ def test_kernel_tiles_give_the_dense_answer(monkeypatch, ripley, engine):
     """Above DENSE_CANDIDATES_BYTES the candidates are never formed (KernelCandidates,
     scored tile by tile): the same sums re-associated, so the same selection and the same
     probabilities to round-off (1e-10 allows thousands of ulps of the sums' terms)."""
-    from zoo.validation.records import pcvm
+    from zoo.validation.records import pcvm_record as pcvm
 
     X, y, X_test, _ = ripley
     dense = SparseBayesClassifier(engine=engine, width=0.7).fit(X, y)

@@ -143,6 +143,7 @@ def test_bad_compare_arguments_fail_with_one_clear_line(extra, words, capsys, tm
     assert not out_dir.exists(), "a failed command must not start writing a report"
 
 
+@pytest.mark.long
 def test_compare_writes_a_report_and_prints_the_table(capsys, tmp_path, fast_nuts_cli_args, nuts_cache_dir,
                                                        monkeypatch):
     """The success path, small: width given (no CV), one engine and the README's example of

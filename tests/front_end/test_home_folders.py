@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 ZOO = [sys.executable, "-m", "zoo.cli"]
 
@@ -25,6 +27,7 @@ def _env(**changes) -> dict[str, str]:
     return env
 
 
+@pytest.mark.long
 def test_commands_run_with_a_home_that_cannot_be_written(tmp_path):
     # a HOME below a regular file cannot be made by anyone, root included (root ignores
     # permission bits, so a chmod-ed folder would not test this as root)
@@ -37,6 +40,7 @@ def test_commands_run_with_a_home_that_cannot_be_written(tmp_path):
         assert "Traceback" not in run.stderr and "Matplotlib created a temporary" not in run.stderr, run.stderr
 
 
+@pytest.mark.long
 def test_six_processes_importing_arviz_at_once_all_start(tmp_path):
     env = _env(HOME=str(tmp_path / "home"))
     code = "import zoo.validation.base.arviz_adapter"

@@ -11,10 +11,10 @@ invariant to row order and batching).
 
 Cost: every new data shape compiles the engines' JAX loops again, and the checks make
 dozens of shapes, so a configuration costs dozens of compilations (BBLR's lam selection
-and annealing also dozens of fits per check). The fast tier runs the two cheapest configurations - GGSM probit's
+and annealing also dozens of fits per check). The default tier runs the two cheapest configurations - GGSM probit's
 MM with the GGIG and the Student-t rules, on the linear design with a bias column - and
 the rest are ``slow``; the classifier's own tests (tests/front_end/test_classifier.py) cover every
-model's design in the fast tier.
+model's design in the default tier.
 
 Every check passes except those listed in :data:`EXPECTED_FAILURES`, each with its
 reason; ``xfail_strict`` makes an expected failure that starts passing an error, so the

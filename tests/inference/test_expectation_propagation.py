@@ -148,6 +148,7 @@ def test_probit_site_moments_match_quadrature(mu, var):
 # --------------------------------------------------------------------------------------
 # (c) three parameters against quadrature: a measured gap
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_two_weights_and_bias_against_3d_quadrature(small_problem):
     """EP vs the exact posterior of [b, w1, w2] (40 Ripley points, 2 columns, alpha=1).
 
@@ -383,6 +384,7 @@ def test_sparsity_quality_equals_the_augmented_regression_factors(small_problem)
 # the parallel schedule
 # --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("alpha", [1.0, 0.01])
+@pytest.mark.long
 def test_parallel_schedule_reaches_the_sequential_fixed_point(small_problem, alpha):
     """Both schedules solve the same fixed-point equations (every site = the moment match
     against its own cavity); run to tolerance 1e-10 they must agree to 1e-6 in every
@@ -528,6 +530,7 @@ def test_ep_against_nuts_on_a_tiny_problem():
     assert np.max(np.abs(p_ep - p_nuts)) < 0.01
 
 
+@pytest.mark.long
 def test_selection_stops_on_nearly_separable_data():
     """Regression: on a nearly separable set EP's selection used to creep to its 1000-step
     cap, every step a re-estimate worth ~5e-7 nats (alphas drifting to 0). With

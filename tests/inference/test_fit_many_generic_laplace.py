@@ -56,6 +56,7 @@ def _assert_same_fit(batched, single):
     np.testing.assert_allclose(batched.info.extra["mode"], single.info.extra["mode"], rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.long
 def test_each_entry_is_the_fit_of_its_own_data_set(batch):
     spec, Phi, ys, many, alone = batch
     assert len(many) == D
@@ -72,6 +73,7 @@ def test_each_entry_is_the_fit_of_its_own_data_set(batch):
 
 # on PCVM only: another model would need its own programs for the smaller max_iter
 @pytest.mark.parametrize("batch", ["pcvm"], indirect=True)
+@pytest.mark.long
 def test_a_failing_data_set_is_its_own_entry_and_the_others_fit(batch):
     """A real failure, no patching: max_iter set to the fewest Newton steps any data set
     needs, so those that need more stop at the cap (ApproximationFailed) while the others

@@ -205,6 +205,7 @@ def test_ep_batch_raises_what_concerns_the_whole_call(problem, ys):
 # --------------------------------------------------------------------------------------
 # Laplace (on the EPCVM surrogate, the spec SBC gives this engine)
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_laplace_batch_gives_each_data_set_its_own_fit_and_reuses_its_program(problem, ys):
     spec, Phi = problem.variants["surrogate"], problem.Phi
     assert lap.fit.many is lap.fit_many

@@ -93,6 +93,7 @@ def _assert_batch_is_the_single_fits(fit, spec, Phi, ys, **options):
 # --------------------------------------------------------------------------------------
 # GIG logistic
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_gig_batch_gives_each_data_set_its_own_fit_and_reuses_its_program():
     problem = _problem("gig-logistic")
     ys = _label_rows(problem.Phi, D, seed=1)
@@ -112,6 +113,7 @@ def test_gig_batch_gives_each_data_set_its_own_fit_and_reuses_its_program():
     _assert_same_fit(again[0], batched[2], "data set 2 in a second batch")
 
 
+@pytest.mark.long
 def test_gig_batch_of_one_data_set_on_the_pair_design():
     problem = _problem("gig-logistic")
     ys = _label_rows(problem.Phi, 1, seed=2)
@@ -122,6 +124,7 @@ def test_gig_batch_of_one_data_set_on_the_pair_design():
     assert alone.info.extra["design"] == "pairs"
 
 
+@pytest.mark.long
 def test_gig_a_failed_data_set_keeps_its_exception_in_its_slot(monkeypatch):
     problem = _problem("gig-logistic")
     ys = _label_rows(problem.Phi, D, seed=1)
@@ -165,6 +168,7 @@ def test_whole_call_errors_are_raised():
 # --------------------------------------------------------------------------------------
 # gridRVM
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_grid_batch_gives_each_data_set_its_own_fit_and_reuses_its_program():
     problem = _problem("grid-rvm")
     ys = _label_rows(problem.Phi, D, seed=3)
@@ -176,6 +180,7 @@ def test_grid_batch_gives_each_data_set_its_own_fit_and_reuses_its_program():
 
 
 @pytest.mark.parametrize("prior", ["rvm"])
+@pytest.mark.long
 def test_grid_batch_under_another_prior_and_through_the_registry(prior):
     problem = _problem("grid-rvm")
     # prior= on the model's spec fits the spec of SBC's variant
@@ -190,6 +195,7 @@ def test_grid_batch_under_another_prior_and_through_the_registry(prior):
         assert a.info.compile_seconds == 0.0
 
 
+@pytest.mark.long
 def test_grid_planted_defect_and_a_failed_data_set(monkeypatch):
     problem = _problem("grid-rvm")
     ys = _label_rows(problem.Phi, 4, seed=5)

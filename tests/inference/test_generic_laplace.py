@@ -217,6 +217,7 @@ def test_same_seed_same_draws_and_warm_call_does_not_compile(logistic):
 # ---------------------------------------------------------------------------------
 # 2. Against the hand-derived EPCVM Laplace on the PCVM surrogate
 # ---------------------------------------------------------------------------------
+@pytest.mark.long
 def test_pcvm_surrogate_agrees_with_the_hand_derived_laplace(ripley_design):
     Phi, y = ripley_design
     spec = PCVM(alpha=np.array([0.3, 1.0, 2.0, 0.5, 4.0]), alpha_bias=0.2, surrogate=True)
@@ -297,6 +298,7 @@ def test_latent_sites_the_spec_does_not_list_are_reported_by_their_mode(toy):
     assert abs(float(post.info.extra["other_sites_mode"]["nuisance"])) < 1e-6
 
 
+@pytest.mark.long
 def test_pcvm_truncated_weights_are_positive_in_every_draw(ripley_design):
     """PCVM (probit, w >= 0): NumPyro samples w through log, so the Gaussian is in log w."""
     Phi, y = ripley_design

@@ -86,6 +86,7 @@ def _data(n=N, m=2, seed=0):
     return rng.normal(size=(n, m)), (np.arange(n) % 2).astype(float)
 
 
+@pytest.mark.long
 def test_a_single_path_is_exact_on_a_gaussian_target():
     Phi, y = _data()
     post = gp.fit(GAUSSIAN, Phi, y, config=gp.PathfinderConfig(n_draws=20_000))
@@ -110,6 +111,7 @@ def test_a_single_path_is_exact_on_a_gaussian_target():
     assert away, (info.trace, grad)
 
 
+@pytest.mark.long
 def test_positive_and_deterministic_sites_and_a_seed_that_repeats():
     Phi, y = _data(40, 3, seed=1)
     a = gp.fit_single(SCALED, Phi, y, config=SMALL)
@@ -125,6 +127,7 @@ def test_positive_and_deterministic_sites_and_a_seed_that_repeats():
     assert not np.allclose(a.draws["w"], c.draws["w"])
 
 
+@pytest.mark.long
 def test_multi_path_pools_its_paths_and_resamples():
     Phi, y = _data(40, 3, seed=1)
     post = gp.fit_multi(SCALED, Phi, y, config=SMALL)
@@ -162,6 +165,7 @@ def test_failed_paths_are_dropped_and_reported(monkeypatch):
         gp.fit_multi(SCALED, Phi, y, config=SMALL)
 
 
+@pytest.mark.long
 def test_the_registered_engine_runs_on_pcvm():
     record = registry.get_model("pcvm")
     problem = S.problem_for(record)

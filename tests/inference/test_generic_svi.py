@@ -60,7 +60,8 @@ def _data(n=20):
     return rng.normal(size=(n, 2)), (np.arange(n) % 2).astype(float)
 
 
-@pytest.mark.parametrize("family, variances", [("fullrank", np.diag(COV)), ("meanfield", 1.0 / np.diag(PRECISION))])
+@pytest.mark.parametrize("family, variances", [pytest.param("fullrank", np.diag(COV), marks=pytest.mark.long),
+                                               ("meanfield", 1.0 / np.diag(PRECISION))])
 def test_each_family_reaches_its_known_optimum_on_a_gaussian_target(family, variances):
     Phi, y = _data()
     post = svi.fit(GaussianTarget(), Phi, y, family=family, config=svi.SVIConfig(n_draws=20_000))
@@ -76,6 +77,7 @@ def test_each_family_reaches_its_known_optimum_on_a_gaussian_target(family, vari
         assert np.all(draws.var(0) < 0.8 * np.diag(COV))
 
 
+@pytest.mark.long
 def test_the_step_cap_is_reported_and_a_seed_repeats_its_draws():
     Phi, y = _data()
     capped = svi.fit(GaussianTarget(), Phi, y, config=svi.SVIConfig(max_steps=250, block=250))
@@ -90,6 +92,7 @@ def test_the_step_cap_is_reported_and_a_seed_repeats_its_draws():
     assert a.info.extra["rank"] == 1 and b.info.compile_seconds == 0.0
 
 
+@pytest.mark.long
 def test_constrained_sites_come_back_in_their_support_over_the_specs_sites():
     record = registry.get_model("pcvm")
     problem = S.problem_for(record)

@@ -1,4 +1,4 @@
-"""The VB engine of the GIG-hierarchical logistic model (fast tier).
+"""The VB engine of the GIG-hierarchical logistic model (default tier).
 
 What is checked: the engine is the paper's Algorithm 1 (an independent numpy transcription
 of its printed steps, with the a-update as a quotient, gives the same iterates); the ELBO
@@ -61,7 +61,7 @@ SPECS = {
 }
 
 
-# The fast tier runs every family on the primal branch and the paper's prior on the
+# The default tier runs every family on the primal branch and the paper's prior on the
 # Woodbury branch too; the other Woodbury cases (one compilation each) run with the slow tier.
 # test_primal_and_woodbury_branches_agree ties the two branches' iterates together.
 _FAST_WOODBURY = {"paper rho=1, k=1"}
@@ -119,7 +119,7 @@ TRACE_CASES = {  # name: (design, labels, spec, config); one with p > n (the Woo
 
 
 @pytest.mark.parametrize("name", [
-    # the inverse-gamma family's plain iteration is checked in the fast tier above
+    # the inverse-gamma family's plain iteration is checked in the default tier above
     pytest.param(name, marks=pytest.mark.slow) if name.startswith("inverse-gamma") else name
     for name in TRACE_CASES])
 def test_accelerated_elbo_trace_never_decreases(name):
@@ -200,6 +200,7 @@ def test_default_stop_is_near_the_converged_fit():
     assert np.mean(np.abs(stop.predict_proba(X) - ref.predict_proba(X))) < 1e-4
 
 
+@pytest.mark.long
 def test_pair_form_gives_the_dense_iterates():
     X, y = _binary_design(150, 30, 0.1, seed=7)
     assert gig_vb.uses_pairs(_binary_design(150, 30, 0.02, seed=7)[0], False)
@@ -258,6 +259,7 @@ def test_primal_and_woodbury_branches_agree(shape):
     np.testing.assert_allclose(a.trace, b.trace, rtol=1e-10)
 
 
+@pytest.mark.long
 def test_auto_branch_is_woodbury_exactly_when_p_exceeds_n():
     assert [gig_vb.uses_woodbury(n, p) for n, p in [(20, 10), (10, 20), (10, 10)]] == [False, True, False]
     assert gig_vb.uses_woodbury(20, 10, "woodbury") and not gig_vb.uses_woodbury(10, 20, "primal")
@@ -265,6 +267,7 @@ def test_auto_branch_is_woodbury_exactly_when_p_exceeds_n():
     assert gig_vb.run(GIGLogistic(), X, y, config=gig_vb.GIGVBConfig()).branch == "woodbury"
 
 
+@pytest.mark.long
 def test_closed_form_half_order_equals_the_bessel_path():
     """At rho = 1 the engine uses K_{1/2} in closed form; the general path (quadrature of
     log K) must give the same iterates."""
@@ -280,6 +283,7 @@ def test_closed_form_half_order_equals_the_bessel_path():
     np.testing.assert_allclose(outs[0].by_update, outs[1].by_update, rtol=1e-11)
 
 
+@pytest.mark.long
 def test_elbo_is_below_the_log_evidence():
     """One coefficient, five points: log p(y) = log int int p(y | beta) Laplace(beta | rate
     sqrt(a)) Gamma(a | k, theta) by quadrature (tau integrated out analytically). The
@@ -300,6 +304,7 @@ def test_elbo_is_below_the_log_evidence():
     assert res.trace[-1] > np.log(evidence) - 3.0
 
 
+@pytest.mark.long
 def test_elbo_function_matches_the_trace():
     X, y = _problem(30, 8, seed=6)
     spec = GIGLogistic()
@@ -307,6 +312,7 @@ def test_elbo_function_matches_the_trace():
     assert gig_vb.elbo(spec, X, y, res.q) == pytest.approx(res.trace[-1], rel=1e-12)
 
 
+@pytest.mark.long
 def test_fit_returns_a_gaussian_with_the_paper_predictive():
     split = datasets.horii_synthetic(0, n_train=100, n_test=50)
     post = gig_vb.fit(GIGLogistic(), split.X_train, split.y_train)
@@ -425,6 +431,7 @@ def _tiny_fit(name):
 
 
 @pytest.mark.parametrize("name", list(_TINY_SPECS))
+@pytest.mark.long
 def test_elbo_is_the_true_elbo_less_the_jaakkola_jordan_gap(name):
     """At the engine's q (all three factors), the true ELBO E_q[log p(y, beta, tau, h)] -
     E_q[log q] by quadrature exceeds the engine's objective by exactly the gap of the
@@ -469,6 +476,7 @@ def test_vb_q_is_a_stationary_point_of_the_independently_computed_bound(name):
 
 
 @pytest.mark.parametrize("name", ["rho=1", "inverse-gamma rho=-1"])
+@pytest.mark.long
 def test_elbo_of_two_coefficients_by_monte_carlo(name):
     """Two coefficients, 40 points: what one coefficient cannot show - q(beta) a correlated
     2-D Gaussian (its off-diagonal enters x^T Sigma x and log|Sigma|), sums over
@@ -507,6 +515,7 @@ def test_elbo_of_two_coefficients_by_monte_carlo(name):
     assert abs(engine - (true_elbo - gap)) < 4.0 * se, (engine, true_elbo, gap, se)
 
 
+@pytest.mark.long
 def test_vb_against_the_exact_posterior_of_one_coefficient():
     """One coefficient, 200 points (the data dominate the prior), the paper's rho = 1 with
     k = theta = 1: the exact posterior of beta by quadrature of the collapsed NumPyro model

@@ -53,7 +53,7 @@ def test_the_elbo_never_falls_in_any_block_update(prior, paper):
     assert np.all(np.diff(post.info.trace) >= -1e-10 * np.abs(post.info.trace[1:]))
 
 
-# the p-grid (the paper's default prior) in the fast tier, the other two priors' compilations
+# the p-grid (the paper's default prior) in the default tier, the other two priors' compilations
 # of both forms in the slow tier
 @pytest.mark.parametrize("prior", [p if p == "p-grid" else pytest.param(p, marks=pytest.mark.slow) for p in PRIORS])
 def test_primal_and_woodbury_forms_give_the_same_q(prior):
@@ -109,6 +109,7 @@ def _blocks(X, r, q, fam, hyper):
 
 
 @pytest.mark.parametrize("prior", PRIORS)
+@pytest.mark.long
 def test_each_block_update_maximizes_the_elbo_in_its_block(prior):
     """From a generic starting point, L-BFGS on the ELBO over one block's parameters (the
     others held) finds no value above the closed-form update's, and reaches it."""
@@ -141,6 +142,7 @@ def test_the_s_grid_weights_are_the_log_sum_bounds_optimum_and_make_it_tight():
 
 
 # --- the RVM as a special case ----------------------------------------------------------
+@pytest.mark.long
 def test_with_one_column_the_grids_give_the_rvms_answer():
     """M2 = 1 with the column precision pinned (p-grid: beta ~ Gamma(1e12, 1e12), i.e. 1;
     s-grid: beta ~ Gamma(2, 1e12), i.e. 0) is the RVM: the same q(w) to 1e-6, all three
@@ -156,6 +158,7 @@ def test_with_one_column_the_grids_give_the_rvms_answer():
 
 
 # --- predictive, relevance, end-to-end ---------------------------------------------------
+@pytest.mark.long
 def test_the_predictive_is_mackays_and_its_error_against_the_integral_is_reported():
     X, y = _problem()
     spec = _spec("p-grid")
@@ -170,6 +173,7 @@ def test_the_predictive_is_mackays_and_its_error_against_the_integral_is_reporte
     assert post.info.extra["mackay_error_train"] > 0
 
 
+@pytest.mark.long
 def test_relevance_finds_the_signal_row_and_column_and_pruning_counts_them():
     """Under the paper's vague prior, with few data (N = 60 for 12 weights), the p-grid
     keeps exactly the signal's row 0 and column 1 (well-determinedness >= 1/2) and leaves
@@ -196,6 +200,7 @@ def test_the_prior_option_fits_a_variant_with_the_same_constants():
     assert as_option.info.extra["prior"] == "rvm"
 
 
+@pytest.mark.long
 def test_elbo_function_matches_the_loops_last_value():
     X, y = _problem()
     spec = _spec("s-grid")
@@ -314,6 +319,7 @@ def _pi(spec, res):
 
 
 @pytest.mark.parametrize("prior", PRIORS)
+@pytest.mark.long
 def test_elbo_is_the_true_elbo_less_the_bounds_gaps(prior):
     """At the engine's q (all factors), the true ELBO E_q[log p(y, w, alpha, beta)] -
     E_q[log q] by quadrature exceeds the engine's objective by exactly the gaps of its
@@ -372,6 +378,7 @@ def test_vb_q_is_a_stationary_point_of_the_independently_computed_bound(prior):
 
 
 @pytest.mark.parametrize("prior", ["p-grid", "s-grid"])
+@pytest.mark.long
 def test_elbo_of_a_two_by_two_table_by_monte_carlo(prior):
     """A 2 x 2 table, 40 points: what one weight cannot show - a correlated 4-D q(w) (its
     off-diagonal enters phi^T Sigma phi and log|Sigma|), the sums over a row for q(alpha_i)
@@ -440,6 +447,7 @@ def _exact_posterior_of_one_weight(spec, x, y, w_nodes, log_nodes):
 
 
 @pytest.mark.parametrize("prior", ["p-grid", "s-grid"])
+@pytest.mark.long
 def test_vb_against_the_exact_posterior_of_one_weight(prior):
     """A 1 x 1 table, 200 points (the data dominate the prior), the default hyper-prior:
     the exact posterior of w by quadrature of the NumPyro model's density over (w, log
@@ -478,6 +486,7 @@ def test_the_fit_is_labelled_with_its_engine_name_in_the_record(name):
     assert post.info.engine == name and post.info.extra["prior"] == {"vb": "p-grid"}.get(name, name[3:])
 
 
+@pytest.mark.long
 def test_khat_is_declared_undefined_where_q_gamma_draws_underflow_not_a_crash():
     """The paper's vague prior drives some q(alpha), q(beta) shapes to about 1e-6, whose draws
     underflow to 0: log p - log q cannot be evaluated there. k-hat is then null with that

@@ -93,6 +93,7 @@ def test_an_exact_proposal_has_constant_weights():
     assert np.ptp(post.log_weights) < 1e-6
 
 
+@pytest.mark.long
 def test_svi_draws_carry_weights_that_tell_the_families_apart():
     from zoo.inference import generic_svi as svi
     Phi, y = _data()

@@ -88,6 +88,7 @@ def test_each_rule_reproduces_its_closed_form_update(rule, kwargs, n_train):
     np.testing.assert_allclose(res.w, textbook_steps(rule, Phi, y, spec, config, 3), rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.long
 def test_gj_is_the_small_q_limit_and_lap_the_large_a_limit_of_ggig():
     """DERIVATIONS.md §2.3: q <1/lambda> V -> (n/(n+b)) V_gj as q -> 0; <1/lambda> -> a/b = gamma as
     a -> inf with b = a/gamma. One step from the same start must agree to the limit."""
@@ -164,6 +165,7 @@ def test_bad_input_raises():
         mm.run(GGSMProbit(), bad, y)
 
 
+@pytest.mark.long
 def test_registry_binds_each_rule_to_its_engine_name():
     from zoo.validation.records.registry import get_engine
 
@@ -174,6 +176,7 @@ def test_registry_binds_each_rule_to_its_engine_name():
 
 
 @pytest.mark.parametrize("n_relevant, allowed", [(2, (0.1, 0.5)), (50, (1.5, 2.0))])
+@pytest.mark.long
 def test_cross_validated_q_follows_the_sparsity_of_the_truth(n_relevant, allowed):
     """The paper's Section 6.1 claim on one seeded repetition (N = 200): few relevant
     features -> a small q wins the CV, all 50 relevant -> a large q. The test-error gaps

@@ -207,6 +207,7 @@ def comparison(compare_cache):
     return _compare(compare_cache)
 
 
+@pytest.mark.long
 def test_compare_gives_a_row_per_engine_with_pruned_weights_beside_the_reference(comparison, tmp_path):
     res = comparison.result.to_json()
     assert list(res["engines"]) == ["mm", "mm-laplace"]
@@ -232,6 +233,7 @@ def test_compare_gives_a_row_per_engine_with_pruned_weights_beside_the_reference
     assert "| mm-laplace | draws |" in md
 
 
+@pytest.mark.long
 def test_a_failed_engine_is_a_row_with_its_reason_and_the_others_stay(comparison, compare_cache, monkeypatch,
                                                                         tmp_path):
     def refuse(*args, **kwargs):
@@ -264,6 +266,7 @@ def test_a_failed_engine_is_a_row_with_its_reason_and_the_others_stay(comparison
     assert os.path.isfile(files["mm"]) and "mm-laplace" not in files
 
 
+@pytest.mark.long
 def test_pruned_table_is_cut_after_its_first_rows(comparison):
     rows = [{"index": i, "engine": 0.0, "ref_mean": 0.01 * i, "ref_sd": 0.1, "ref_q05": -0.2, "ref_q95": 0.2,
              "ref_p_near_zero": 0.5} for i in range(PRUNED_ROWS_SHOWN + 5)]

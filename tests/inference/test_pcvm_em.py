@@ -33,6 +33,7 @@ def top_down(ripley60):
     return pcvm_em.fit_top_down(Phi, y, key=jax.random.PRNGKey(0))
 
 
+@pytest.mark.long
 def test_top_down_is_sparse_and_fits_ripley(ripley60, top_down):
     Phi, y = ripley60
     post, spec, active = top_down

@@ -56,6 +56,7 @@ def test_the_logistic_start_is_the_l2_logistic_regression_solution():
     assert np.max(np.abs(grad)) < 1e-8
 
 
+@pytest.mark.long
 def test_laplace_sits_at_a_stationary_point_with_the_inverse_hessian():
     Phi, y = _data(seed=2)
     spec = BBLR.from_counts(y, gamma=3.0, lam=1.0)
@@ -67,6 +68,7 @@ def test_laplace_sits_at_a_stationary_point_with_the_inverse_hessian():
     np.testing.assert_allclose(post.cov @ np.asarray(H), np.eye(w.size), atol=1e-8)
 
 
+@pytest.mark.long
 def test_laplace_refuses_where_the_curvature_is_not_positive():
     # a duplicated feature under a prior of precision 1e-300: along w_1 - w_2 neither the
     # likelihood nor (to float precision) the prior curves, so there is no Gaussian to
@@ -106,6 +108,7 @@ def test_asymptotic_a_b_are_one_minus_tnr_and_tpr_plus_tnr_minus_one():
     assert (a, b) == pytest.approx((0.25, 0.5))
 
 
+@pytest.mark.long
 def test_bblr4_learns_a_b_gamma_and_records_how_they_moved():
     Phi, y = _data(n=150, seed=4)
     fit = sla.fit_end_to_end(Phi, y, learn_likelihood=True)

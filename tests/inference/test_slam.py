@@ -47,6 +47,7 @@ def _outliers(n=100, seed=5):
     return np.column_stack([X, np.ones(n)]), y
 
 
+@pytest.mark.long
 def test_slam_picks_from_its_grid_the_pair_with_the_fewest_held_out_errors():
     Phi, y = _outliers()
     spec = BBLR.from_counts(y, gamma=50.0, lam=0.05)
@@ -120,6 +121,7 @@ def test_bblr3_end_to_end_chooses_lam_then_the_pair_on_the_same_fifth():
     assert fit4.posterior.info.extra["learned"]["rounds"] >= 1 and fit4.posterior.info.engine == "slam"
 
 
+@pytest.mark.long
 def test_the_shared_end_to_end_helper_records_the_selection_for_every_fit():
     Phi, y = _data(seed=6)
     lam, selection = sla.select_lam(Phi, y, gamma=4.0, seed=0)

@@ -222,6 +222,7 @@ def _small_split(n=50):
     return replace(s, X_train=s.X_train[:n], y_train=s.y_train[:n])
 
 
+@pytest.mark.long
 def test_the_protocol_builds_the_kernel_design_and_freezes_the_ems_prior():
     from zoo.validation.records import registry
 

@@ -121,6 +121,7 @@ def test_wilson_interval():
         wilson_interval(3, 2)
 
 
+@pytest.mark.long
 def test_engines_fitted_without_a_reference():
     """prepare_problem + fit_engines: the frozen posterior of a comparison and the engines'
     answers on it, with no reference sampled (what a practitioner without a gold standard

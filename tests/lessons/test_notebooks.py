@@ -100,7 +100,7 @@ def test_lesson_is_written_for_a_student(path):
 
 # Re-executing all six notebooks is the costliest part of the default tier, whose budget is
 # about a quarter hour, so it runs with the slow tier (`pytest -m slow`, or `python notebooks/refresh.py
-# --check` before a release); the fast tier keeps the cheap checks: each notebook is stored
+# --check` before a release); the default tier keeps the cheap checks: each notebook is stored
 # executed without errors (above) and the staleness comparison itself works (below).
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])

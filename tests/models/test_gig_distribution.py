@@ -1,4 +1,4 @@
-"""The GIG distribution and log K_nu against scipy (fast tier).
+"""The GIG distribution and log K_nu against scipy (default tier).
 
 log K_nu is our own quadrature (models/special.py), so it is checked against scipy's
 ``kve`` over the orders and arguments the GIG-hierarchical model reaches and beyond; the
@@ -88,6 +88,7 @@ def test_gig_boundary_moments_that_do_not_exist_are_infinite():
 
 
 @pytest.mark.parametrize("p,a,b", BESSEL_CASES + [(1.0, 2.0, 0.0), (-3.0, 0.0, 2.0)])
+@pytest.mark.long
 def test_gig_sampler_is_exact(p, a, b):
     """KS test of 4000 draws (fixed seed) against the scipy law. Under an exact sampler
     the KS statistic exceeds its 1e-4 critical value (1.95 / sqrt(n)) with probability
@@ -99,6 +100,7 @@ def test_gig_sampler_is_exact(p, a, b):
     assert ks < 1.95 / np.sqrt(n), f"KS statistic {ks:.4f}"
 
 
+@pytest.mark.long
 def test_gig_batches_sample_elementwise():
     d = GIG(jnp.array([0.5, 1.0, -3.0]), jnp.array([2.0, 2.0, 0.0]), jnp.array([3.0, 0.0, 2.0]))
     draws = np.asarray(d.sample(jax.random.PRNGKey(3), (3000,)))

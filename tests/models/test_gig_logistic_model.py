@@ -1,4 +1,4 @@
-"""The GIG-hierarchical logistic model as written once in NumPyro (fast tier).
+"""The GIG-hierarchical logistic model as written once in NumPyro (default tier).
 
 Both parameterizations must be the same model: their prior draws of tau are checked
 against the closed-form marginal of tau (the hyper-parameter integrated out), and their
@@ -40,7 +40,7 @@ def _tau_marginal_cdf(spec):
 
 
 # four parameterizations x two mixings of prior draws through KS tests (among the costliest):
-# slow tier; the fast tier keeps the log densities against scipy
+# slow tier; the default tier keeps the log densities against scipy
 @pytest.mark.slow
 @pytest.mark.parametrize("mixing,rho", [("gamma", 1.0), ("inverse-gamma", -1.0)])
 def test_both_parameterizations_are_the_same_prior(mixing, rho):

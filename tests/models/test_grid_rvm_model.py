@@ -48,6 +48,7 @@ def _by_hand(spec, params, X, y):
 
 
 @pytest.mark.parametrize("prior", ["p-grid", "s-grid", "rvm"])
+@pytest.mark.long
 def test_log_joint_and_the_centred_model_match_a_hand_written_density(prior):
     X, y = _problem()
     spec = GridRVM(SHAPE, prior, a0=1.5, b0=0.7, c0=2.5, d0=1.3, parameterization="centred")

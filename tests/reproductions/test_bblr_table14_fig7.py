@@ -36,6 +36,7 @@ def _paired(a: dict, b: dict) -> tuple[float, float]:
 # ------------------------------------------------------------------------------------
 # Table 14
 # ------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_table14_tiny_run_judges_the_claims_from_its_own_numbers_and_resumes(tmp_path):
     """Heart, 40 training points, two splits, one SVC grid point, KBBLR's lam chosen from two
     values: the table shows our errors beside "lost", every verdict is the paired test (or the
@@ -92,6 +93,7 @@ def test_table14_paired_rule_on_known_differences():
 # ------------------------------------------------------------------------------------
 # Fig. 7
 # ------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_fig7_tiny_run_judges_the_curves_from_its_own_counts(tmp_path):
     """a1a, sizes 30, 60, 120, a test set of 200, two repetitions, one SVC grid point: the
     verdicts are the slopes and fits recomputed here from the cells, and fig7.png is written."""

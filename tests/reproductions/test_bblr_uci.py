@@ -22,6 +22,7 @@ def tiny(tmp_path_factory):
     return out, result
 
 
+@pytest.mark.long
 def test_tiny_run_writes_every_table_beside_the_paper(tiny):
     out, result = tiny
     folder = out / NAME
@@ -61,6 +62,7 @@ def test_tiny_run_writes_every_table_beside_the_paper(tiny):
     assert bad == {("breast_wisconsin", "sla"), ("liver", "bblr2")}
 
 
+@pytest.mark.long
 def test_mcnemar_counts_are_the_cells_disagreements(tiny):
     out, _ = tiny
     table = json.loads((out / NAME / "table.json").read_text())
@@ -75,6 +77,7 @@ def test_mcnemar_counts_are_the_cells_disagreements(tiny):
         assert row["chi2"] == pytest.approx(baselines.mcnemar(row["B"], row["C"]))
 
 
+@pytest.mark.long
 def test_noisy_points_are_training_points_and_the_rerun_fits_nothing(tiny):
     out, result = tiny
     y = bblr_uci.pool("statlog_heart")[1]
@@ -149,6 +152,7 @@ def test_mcnemar_formula_and_bad_options():
         bblr_uci.cv_folds(np.tile([0.0, 1.0], 10), 1, "liver", 0, 0)
 
 
+@pytest.mark.long
 def test_the_annealing_endpoint_reaches_every_sla_fit_and_keeps_default_keys(tmp_path):
     """--gamma sets where SLA's stages end for SLA, BBLR1, BBLR2 and BBLR3 (each fit's spec
     has it and its last stage runs at it); at the default the cells' settings, and so their

@@ -38,6 +38,7 @@ def test_registry_lists_the_ggig_and_horii_entries(capsys):
 
 
 @pytest.mark.parametrize("name", ENTRY_NAMES)
+@pytest.mark.long
 def test_tiny_run_writes_table_beside_the_paper_and_resumes(name, tmp_path):
     result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **TINY[name])
     folder = tmp_path / name
@@ -67,6 +68,7 @@ def test_tiny_run_writes_table_beside_the_paper_and_resumes(name, tmp_path):
     assert {p: os.stat(p).st_mtime_ns for p in sorted((folder / "cells").glob("*.json"))} == stamps
 
 
+@pytest.mark.long
 def test_cell_store_runs_missing_cells_on_a_dask_cluster(tmp_path):
     tasks = [reproduce.CellTask(f"t/{k}", "json:loads", {"s": "{\"k\": %d}" % k})
              for k in range(3)]
@@ -117,6 +119,7 @@ def test_damaged_cell_files_are_named_and_recomputed(tmp_path):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.long
 def test_a_failing_cell_is_named_and_the_others_are_kept(jobs, tmp_path):
     """One cell whose function raises (bad JSON: a ValueError) among three: the other two
     run and are stored, the error names the cell and its reason in one line, and the next
@@ -140,6 +143,7 @@ def test_a_failing_cell_is_named_and_the_others_are_kept(jobs, tmp_path):
     assert again.computed == 1 and again.reused == 2 and [out[t.key]["k"] for t in fixed] == [0, 1, 2]
 
 
+@pytest.mark.long
 def test_a_reproduce_run_with_a_failing_cell_writes_why_and_exits_1(tmp_path, monkeypatch, capsys):
     """ggig-table1 at its tiny sizes has three cells (ggig, lap, gj on one split); the gj
     fit is made to raise. The run finishes the other two (kept on disk), writes table.md
@@ -270,9 +274,9 @@ def test_registry_lists_the_gridrvm_entries(capsys):
 
 
 # Fig. 3's tiny run fits 18 cells (3 bases x 3 priors x 2 noise values), each its own
-# compilation: slow tier; the digits entry's tiny run keeps the gridRVM reproduce path (cell
-# store, claims, markers, resume) in the fast tier
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "gridrvm-fig3" else n
+# compilation: slow tier; the digits entry's tiny run (about 25 s) keeps the gridRVM
+# reproduce path (cell store, claims, markers, resume) in the long tier
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow if n == "gridrvm-fig3" else pytest.mark.long)
                                   for n in sorted(GRIDRVM_TINY)])
 def test_gridrvm_tiny_run_marks_every_claim_and_resumes(name, tmp_path):
     result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **GRIDRVM_TINY[name])
@@ -368,6 +372,7 @@ def test_gridrvm_noise_is_nested_and_digits_splits_are_nested_stratified_and_dis
 # ------------------------------------------------------------------------------------
 # Sparse kernel BBLR (Hasan & Pal, Table 15)
 # ------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_bblr_kernel_tiny_run_marks_the_paper_counts_and_resumes(tmp_path):
     """Heart and Liver with 60 training points, one split, one SVC grid point: every count
     gets a marker beside the paper's (85 / 148 on Heart), the claim a verdict per data set
@@ -485,7 +490,7 @@ if __name__ == "__main__":  # the cluster's workers are spawned: they must not r
 '''
 
 
-KILLS = [pytest.param("SIGINT", id="ctrl-c"),
+KILLS = [pytest.param("SIGINT", id="ctrl-c", marks=pytest.mark.long),
          pytest.param("SIGKILL", id="kill-9", marks=pytest.mark.slow),
          pytest.param("SIGTERM", id="sigterm", marks=pytest.mark.slow)]
 

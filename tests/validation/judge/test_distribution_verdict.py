@@ -35,6 +35,7 @@ def _bound(replicates: int) -> float:
     ("exact, wall", 10, "draws", 150),
     ("exact, bimodal", 5, "draws", 150),
 ])
+@pytest.mark.long
 def test_an_exact_engine_is_called_different_at_most_about_five_percent_of_the_time(case, d, engine, replicates):
     rate = D.simulate_verdicts(case, d, replicates, seed=7, engine=engine)["distribution"].mean()
     assert rate <= _bound(replicates), f"{rate:.3f} false alarms > {_bound(replicates):.3f}"
@@ -42,6 +43,7 @@ def test_an_exact_engine_is_called_different_at_most_about_five_percent_of_the_t
 
 @pytest.mark.parametrize("case", ["reversed skew", "heavy tails", "outside the support", "missing mode",
                                   "reversed skew (one)", "outside the support (one)", "missing mode (one)"])
+@pytest.mark.long
 def test_shape_defects_with_exact_moments_are_seen_by_the_distribution_verdict_alone(case):
     """Every mean and covariance kept: the moment verdicts flag these about as often as an
     exact engine (at most a few of 20), the distribution verdict every time."""

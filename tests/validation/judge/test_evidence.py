@@ -39,6 +39,7 @@ def case(request):
     return density, chains, ev.quadrature_log_evidence(density, chains)
 
 
+@pytest.mark.long
 def test_quadrature_has_converged_and_covers_the_posterior(case):
     _, _, quad = case
     assert quad.se < 1e-6
@@ -47,6 +48,7 @@ def test_quadrature_has_converged_and_covers_the_posterior(case):
     assert quad.details["log_density_at_edge_minus_peak"] < -ev.QUADRATURE_EDGE_DROP
 
 
+@pytest.mark.long
 def test_bridge_sampling_matches_quadrature_within_its_error(case):
     density, chains, quad = case
     bridge = ev.bridge_sampling(density, chains, seed=0)
@@ -55,6 +57,7 @@ def test_bridge_sampling_matches_quadrature_within_its_error(case):
     assert abs(bridge.log_z - quad.log_z) <= Z_TEST * bridge.se
 
 
+@pytest.mark.long
 def test_ais_matches_quadrature_within_its_error(case):
     density, chains, quad = case
     ais = ev.annealed_importance_sampling(density, chains, seed=1, particles=128, temperatures=100)

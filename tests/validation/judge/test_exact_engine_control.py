@@ -46,6 +46,7 @@ def _pair(frozen, config, seed, cache_dir=None):
     return second.posterior, first.posterior
 
 
+@pytest.mark.long
 def test_a_second_certified_nuts_run_is_indistinguishable_from_the_first(frozen, fast_nuts, nuts_cache_dir):
     engine, reference = _pair(frozen, fast_nuts, fast_nuts.seed, cache_dir=nuts_cache_dir)
     v = verdict(engine, reference)

@@ -218,6 +218,7 @@ def _pcvm_log_joint(spec, Phi, y, theta):
     return lp
 
 
+@pytest.mark.long
 def test_gaussian_proposal_for_truncated_pcvm_posterior():
     rng = np.random.default_rng(5)
     n, M = 12, 3

@@ -37,6 +37,7 @@ def test_threshold_is_the_bonferroni_quantile():
 
 
 @pytest.mark.parametrize("d,replicates", [(10, 400), (200, 200)])
+@pytest.mark.long
 def test_false_alarm_rate_of_an_exact_engine(d, replicates):
     """An exact Gaussian engine against AR(1) reference chains at ESS about 440."""
     rate = V.simulate_verdicts(d, replicates, seed=101 + d).mean()

@@ -134,6 +134,7 @@ def toy_registered():
         registry.unregister(TOY.name)
 
 
+@pytest.mark.long
 def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_nuts, nuts_cache_dir, tmp_path,
                                                           capsys):
     from zoo.cli import build_parser
@@ -208,6 +209,7 @@ def test_a_record_that_contradicts_itself_is_refused():
         registry.register(replace(TOY, defects=(Defect("cov x 2", "again", posterior_defect(cov_factor=2.0)),)))
 
 
+@pytest.mark.long
 def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registered, tmp_path):
     """``alpha`` is declared only in the toy's record, yet it is a scikit-learn parameter of
     the classifier (get_params, set_params, clone), reaches the fit, is checked in one line

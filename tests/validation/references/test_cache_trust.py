@@ -69,6 +69,7 @@ def _read(problem, folder):
 # --------------------------------------------------------------------------------------
 # 1. every byte of the entry is authenticated, before the netCDF file is parsed
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_the_signed_record_carries_the_netcdf_files_digest(entry, tmp_path):
     folder, _ = entry
     nc, js = _copy(folder, tmp_path / "digest-check")
@@ -80,6 +81,7 @@ def test_the_signed_record_carries_the_netcdf_files_digest(entry, tmp_path):
 
 
 @pytest.mark.parametrize("part", ["design matrix", "sampler name", "labels"])
+@pytest.mark.long
 def test_an_edited_design_matrix_or_attribute_is_detected(problem, entry, tmp_path, part):
     """The draws and statistics are untouched, so their content digest still matches:
     before issue 50 these entries were used, and the edited design matrix and sampler

@@ -157,6 +157,7 @@ def test_ridge_gig_is_the_model_density_along_the_ridge():
         np.testing.assert_allclose(spec.precision(c * alpha, beta / c), spec.precision(alpha, beta), rtol=1e-13)
 
 
+@pytest.mark.long
 def test_ridge_move_leaves_the_gamma_prior_invariant():
     """The move's conditional does not involve w, so it must leave the Gamma prior of
     (alpha, beta) invariant: prior draws moved once keep E log alpha_i = psi(a0) - log b0
@@ -182,6 +183,7 @@ def test_ridge_move_leaves_the_gamma_prior_invariant():
 
 # -- the w draw ---------------------------------------------------------------------------
 @pytest.mark.parametrize("n_obs, shape", [(20, (2, 3)), (8, (3, 4))], ids=["M<=N", "M>N"])
+@pytest.mark.long
 def test_w_draw_is_the_gaussian_conditional_in_both_branches(n_obs, shape):
     """Mean and every covariance entry of 20,000 draws of each branch against N(m, V)
     computed with numpy; then the branches against each other. Precisions from 1e-2 to
@@ -239,10 +241,10 @@ def _posterior_draws(reference, names):
     return {name: np.asarray(reference.idata.posterior[name].values) for name in names}
 
 
-# the p-grid run (with the ridge move on and off) stays in the fast tier; the s-grid's and
+# the p-grid run (with the ridge move on and off) stays in the default tier; the s-grid's and
 # the rvm's conditionals are checked exactly above, and their whole chains here in the slow
 # tier (their chains are the costly part of this file)
-@pytest.mark.slow  # all three chains (the p-grid one alone was among the fast tier's costliest)
+@pytest.mark.slow  # all three chains (the p-grid one alone was among the default tier's costliest)
 @pytest.mark.parametrize("prior", ["p-grid", "s-grid", "rvm"])
 def test_agrees_with_nuts_where_nuts_certifies(prior, tmp_path):
     """A 3 x 3 table, 60 overlapping points, the default proper prior (a0 = b0 = c0 = d0

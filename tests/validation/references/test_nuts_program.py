@@ -38,6 +38,7 @@ def problem():
     return prob, np.stack(ys), keys
 
 
+@pytest.mark.long
 def test_the_program_s_posterior_is_numpyro_mcmc_s(problem):
     # one data set, 4 chains x 1000 draws each way: every coordinate's mean from the
     # program (as run_reference runs it) against NumPyro's own MCMC with NUTS - the
@@ -78,8 +79,9 @@ def test_the_program_s_posterior_is_numpyro_mcmc_s(problem):
 
 
 # the vectorized layout is the accelerator's; on the CPU its compilation alone takes about a
-# minute, so its case is in the slow tier
-@pytest.mark.parametrize("layout", ["parallel", pytest.param("vectorized", marks=pytest.mark.slow)])
+# minute, so its case is in the slow tier; the parallel layout's (about 15 s) in the long tier
+@pytest.mark.parametrize("layout", [pytest.param("parallel", marks=pytest.mark.long),
+                                    pytest.param("vectorized", marks=pytest.mark.slow)])
 def test_the_same_keys_give_the_same_draws_in_any_batch(problem, layout):
     prob, ys, keys = problem
     if layout == "parallel" and jax.local_device_count() < SHORT.num_chains:
@@ -108,6 +110,7 @@ def test_bad_shapes_are_named(problem):
         P.sample_many(prob.spec, prob.Phi, ys[:, :10], keys, SHORT)
 
 
+@pytest.mark.long
 def test_sbc_of_nuts_runs_batched_and_resumes_exactly(tmp_path):
     settings = S.SBCSettings(n_sims=12, n_draws=19, reference_draws=100)
     first = S.run_sbc("pcvm", "nuts", settings=settings, out_dir=tmp_path)

@@ -182,7 +182,7 @@ def test_tail_index():
 
 
 # -- the chain --------------------------------------------------------------------------
-# whole-chain statistical cross-check (among the fast tier's costliest): slow tier; the fast tier keeps
+# whole-chain statistical cross-check (among the default tier's costliest): slow tier; the default tier keeps
 # the exact checks of every conditional above
 @pytest.mark.slow
 def test_agrees_with_nuts_where_nuts_certifies(tmp_path):
@@ -220,6 +220,7 @@ def test_refuses_another_model():
         G.PGGibbsChains(GIGLogistic(), X, y, num_warmup=0)
 
 
+@pytest.mark.long
 def test_a_reference_keeps_its_compiled_programs_and_the_next_data_set_compiles_nothing(monkeypatch):
     # The Gibbs sweeps and NUTS's program (nuts_program.py) take the data as arguments,
     # compiled once per shape and reused by the next data set, so run_reference must not

@@ -37,6 +37,7 @@ GIBBS = ReferenceConfig(sampler="slice-gibbs", num_warmup=200, num_samples=600, 
 HOPELESS_NUTS = ReferenceConfig(num_chains=2, num_warmup=20, num_samples=20, max_doublings=0)
 
 
+@pytest.mark.long
 def test_slice_gibbs_reference_is_cached_under_its_own_name(tmp_path):
     Phi, y = _weak_probit()
     ref = run_reference(SPEC, Phi, y, config=GIBBS, cache_dir=str(tmp_path))
@@ -76,6 +77,7 @@ def test_slice_gibbs_refuses_other_models():
         ReferenceConfig(sampler="hmc")
 
 
+@pytest.mark.long
 def test_the_first_certified_sampler_is_the_reference():
     Phi, y = _weak_probit()
     ref, tried = first_certified_reference(SPEC, Phi, y, configs=(HOPELESS_NUTS, GIBBS))
@@ -86,6 +88,7 @@ def test_the_first_certified_sampler_is_the_reference():
     assert len(tried2) == 1 and ref2.sampler == "slice-gibbs"
 
 
+@pytest.mark.long
 def test_when_no_sampler_certifies_the_closest_is_returned_uncertified():
     Phi, y = _weak_probit()
     hopeless_gibbs = ReferenceConfig(sampler="slice-gibbs", num_chains=2, num_warmup=100, num_samples=30,

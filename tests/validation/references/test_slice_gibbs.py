@@ -91,6 +91,7 @@ def test_lambda_conditional_is_the_joint_normalized_in_lambda():
         assert np.ptp(diffs) < 1e-9 * max(1.0, abs(diffs[0]))
 
 
+@pytest.mark.long
 def test_the_scale_move_targets_the_model_with_lambda_integrated_out():
     """The density the scale move samples is log p(y, e^t w) + n t, where p(y, w) is the
     model's joint with lambda integrated out - checked by integrating lambda numerically."""
@@ -150,6 +151,7 @@ def _grid_posterior_1d(Phi, y, q, a, b, lo, hi, m=400_001):
 
 
 @pytest.mark.parametrize("q", [2.0, 0.5])
+@pytest.mark.long
 def test_one_weight_matches_quadrature(q):
     """One weight, lambda integrated numerically: mean, CDF at three points and E[lambda | y]."""
     Phi, y = _probit_data(25, 1, 4, signal=0.8)
@@ -174,6 +176,7 @@ def test_one_weight_matches_quadrature(q):
     assert abs(lam.mean() - lam_mean) < Z * lam_sd / np.sqrt(_ess(lam))
 
 
+@pytest.mark.long
 def test_two_weights_match_quadrature_at_q_half():
     """Two weights at q = 0.5: the scale move and the coordinate slices together."""
     from scipy.special import log_ndtr
@@ -204,7 +207,7 @@ def test_two_weights_match_quadrature_at_q_half():
         assert abs(np.mean(wk <= 0.0) - F0) < Z * np.sqrt(F0 * (1 - F0) / _ess(wk)), k
 
 
-# whole-chain statistical cross-check (among the fast tier's costliest): slow tier; the fast tier
+# whole-chain statistical cross-check (among the default tier's costliest): slow tier; the default tier
 # keeps the exact checks of this sampler's conditionals
 @pytest.mark.slow
 def test_agrees_with_nuts_where_nuts_certifies():

@@ -85,6 +85,7 @@ def test_a_users_wrapper_is_a_defect():
         D.get_defect("os:getcwd")
 
 
+@pytest.mark.long
 def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
     # 1 data set, 1 SBC replicate of 10 simulations: enough to exercise every path (the
     # rates of docs/validation.md come from benchmarks/defect_battery.py at 100 data sets; a second

@@ -1,4 +1,4 @@
-"""`zoo compare --model bblr --param flip=0.1` end to end at a size the fast tier affords:
+"""`zoo compare --model bblr --param flip=0.1` end to end at a size the long tier affords (`-m long`):
 the BBLR2 spec from the (observed) class counts, SLA / laplace / slam / auto-laplace rows, the
 modes figure and the label-noise figure."""
 import json
@@ -22,6 +22,7 @@ def run(tmp_path_factory):
     return comp, write_report(comp, str(out)), str(out)
 
 
+@pytest.mark.long
 def test_bblr2_on_pima_with_its_four_engines(run):
     comp, _, _ = run
     res = comp.result.to_json()
@@ -38,6 +39,7 @@ def test_bblr2_on_pima_with_its_four_engines(run):
     np.testing.assert_allclose(lap.mean_flat(), auto.info.extra["mode"][:lap.dim], atol=1e-5)
 
 
+@pytest.mark.long
 def test_the_report_places_slas_answer_among_the_posteriors_modes(run):
     comp, files, out = run
     text = open(files["report"]).read()
@@ -49,6 +51,7 @@ def test_the_report_places_slas_answer_among_the_posteriors_modes(run):
     assert word in text
 
 
+@pytest.mark.long
 def test_flipped_labels_are_the_same_draw_everywhere_and_the_report_shows_them(run):
     from zoo import data as datasets
 

@@ -1,4 +1,5 @@
-"""`compare` + `write_report` end to end on Ripley, at a size the fast tier can afford.
+"""`compare` + `write_report` end to end on Ripley, at a size the long tier affords (its module
+fixture runs a whole comparison: `-m long`; the cheap checks beside it stay in the default tier).
 
 Speed: ``width`` is given, so no cross-validation runs, and Laplace selection keeps about
 8 basis functions (NUTS on ~9 dimensions). NUTS uses the short settings of conftest.py
@@ -75,6 +76,7 @@ def run(tmp_path_factory, cache_dir, fast_nuts):
 # --------------------------------------------------------------------------------------
 # results.json
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_results_json_has_every_required_key(run):
     _, _, res = run
     for key in REFERENCE_KEYS:
@@ -95,6 +97,7 @@ def test_results_json_has_every_required_key(run):
     assert res["selection"]["width"].startswith("given")
 
 
+@pytest.mark.long
 def test_every_engine_reporting_a_log_evidence_gets_an_evidence_verdict(run):
     """EP's log Z and the Laplace evidence are judged against the reference log Z of the
     model each fits (EPCVM's Laplace: the surrogate's); EM reports none. By default the
@@ -126,11 +129,13 @@ def _plain(o):
     raise TypeError(type(o).__name__)
 
 
+@pytest.mark.long
 def test_results_json_equals_the_in_memory_results(run):
     comp, _, res = run
     assert res == json.loads(json.dumps(comp.result.to_json(), default=_plain))
 
 
+@pytest.mark.long
 def test_the_result_is_typed_and_results_json_reads_back_as_the_same_types(run):
     """compare returns frozen dataclasses; results.json is their to_json(), and from_json of
     the stored file gives back an equal result (verdicts, rows, reference summaries)."""
@@ -153,6 +158,7 @@ def test_the_result_is_typed_and_results_json_reads_back_as_the_same_types(run):
                for row in result.verdicts)
 
 
+@pytest.mark.long
 def test_every_null_metric_carries_a_reason(run):
     _, _, res = run
     value_keys = [k for k in METRIC_KEYS if k not in ("khat_reason", "null_reasons")]
@@ -171,6 +177,7 @@ def test_every_null_metric_carries_a_reason(run):
         assert 0.0 <= res["engines"][name]["outside_support_fraction"] <= 1.0
 
 
+@pytest.mark.long
 def test_laplace_is_also_measured_against_the_surrogate_reference(run):
     _, _, res = run
     vs = res["engines"]["laplace"]["vs_surrogate"]
@@ -189,6 +196,7 @@ def test_laplace_is_also_measured_against_the_surrogate_reference(run):
     assert not any(k.startswith("vs_") for k in res["engines"]["ep"])
 
 
+@pytest.mark.long
 def test_fast_settings_give_certified_references(run):
     """The settings above are chosen to certify; if this fails, the other checks of the
     'certified' wording below would be testing the wrong branch."""
@@ -200,6 +208,7 @@ def test_fast_settings_give_certified_references(run):
 # --------------------------------------------------------------------------------------
 # report.md, figures, netCDF
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_report_markdown_and_figures(run):
     _, files, res = run
     for key in ("forest", "probabilities", "weights", "boundary"):  # Ripley is 2-D: boundary too
@@ -219,6 +228,7 @@ def test_report_markdown_and_figures(run):
     assert "(surrogate; reference certified)" in md
 
 
+@pytest.mark.long
 def test_table_and_figures_as_values(run):
     """What a lesson reads instead of the report: the table's cells are the rows' values (the
     report's table is the same table), the timing columns can be dropped, the engine of a
@@ -244,6 +254,7 @@ def test_table_and_figures_as_values(run):
         assert axis_label_problems(fig) == [], name
 
 
+@pytest.mark.long
 def test_netcdf_files_reload_with_data_and_reference_names(run):
     comp, files, _ = run
     nc = {k: v for k, v in files.items() if v.endswith(".nc")}
@@ -271,6 +282,7 @@ def test_netcdf_files_reload_with_data_and_reference_names(run):
 # --------------------------------------------------------------------------------------
 # Cache, uncertified references, targets
 # --------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_cached_references_are_reused(run, cache_dir, fast_nuts):
     comp, _, _ = run
     again = compare(_config(fast_nuts, cache_dir, engines=("laplace",)))
@@ -282,6 +294,7 @@ def test_cached_references_are_reused(run, cache_dir, fast_nuts):
     assert again.result.reference.seconds == comp.result.reference.seconds
 
 
+@pytest.mark.long
 def test_uncertified_reference_is_reported_as_such(cache_dir, tmp_path):
     with pytest.warns(UserWarning, match="UNCERTIFIED"):
         comp = compare(_config(UNCERTIFIED_NUTS, cache_dir, engines=("em",)))
@@ -347,6 +360,7 @@ def test_no_reference_when_every_sampler_runs_out_of_time(tmp_path):
     assert "reference: none, NOT CERTIFIED: nuts ran out of time" in summary_table(comp.result)
 
 
+@pytest.mark.long
 def test_every_engine_gets_a_distribution_verdict_and_its_khat_threshold(run):
     """The third verdict (validation/judge/distribution.py) in results.json, the report and the
     summary; k-hat beside the threshold its number of draws sets."""
@@ -371,6 +385,7 @@ def test_every_engine_gets_a_distribution_verdict_and_its_khat_threshold(run):
     assert "distribution verdicts (shape, tails, support, modes" in summary_table(comp.result)
 
 
+@pytest.mark.long
 def test_every_engine_gets_a_verdict_or_the_reason_it_has_none(run):
     """The verdict replaces the issue's targets: each row says whether the engine is
     distinguishable from the reference, with the size of what the reference could see."""
@@ -424,6 +439,7 @@ def _assert_report_states_the_certificate(text, res):
         assert "Reference NOT certified" in text or "No reference sampler certified" in text
 
 
+@pytest.mark.long
 def test_ggsm_probit_comparison_runs_on_its_default_data_and_marks_other_models(tmp_path):
     """The GGSM default (Section 6.1 design, linear basis with bias, q given) through the
     whole pipeline with a deliberately short NUTS run. Whether that reference certifies is
@@ -505,6 +521,7 @@ def test_forest_plot_keeps_the_coordinates_furthest_from_the_reference():
     assert arviz_adapter.forest_coords({"reference": ref, "far": far}, ["b", "w"], 101) == (None, 101, 101)
 
 
+@pytest.mark.long
 def test_gig_logistic_comparison_runs_vb_and_the_generic_laplace(tmp_path):
     """The GIG default (Horii's synthetic design, no bias, proper hyper-prior) through the
     pipeline with a short NUTS run (certification not asserted, only reported). The

@@ -96,6 +96,7 @@ def hostile_run(tmp_path_factory, nuts_cache_dir, fast_nuts):
 
 
 @pytest.mark.parametrize("engine", list(HOSTILE), ids=[f.__name__ for f in HOSTILE])
+@pytest.mark.long
 def test_an_engine_whose_result_cannot_be_measured_fails_its_own_row(hostile_run, engine):
     """Before the fence: a zero or x1e200 Cholesky factor raised FloatingPointError from the
     metrics (rc 1, no report, EP's row lost); sys.exit(0) ended `zoo compare` with status 0
@@ -115,6 +116,7 @@ def test_an_engine_whose_result_cannot_be_measured_fails_its_own_row(hostile_run
     assert res["interrupted"] is False
 
 
+@pytest.mark.long
 def test_a_hung_engine_is_stopped_at_its_limit_and_ctrl_c_keeps_the_finished_rows(
         tmp_path, nuts_cache_dir, fast_nuts):
     """Before: an engine that never returned hung `zoo compare` (no per-engine limit), and
@@ -233,6 +235,7 @@ def crashes(spec, Phi, y, *, config=None):
 '''
 
 
+@pytest.mark.long
 def test_an_engine_named_by_path_runs_in_its_own_process_which_is_killed_at_its_limit(
         tmp_path, monkeypatch, nuts_cache_dir, fast_nuts):
     """Before: a user engine stuck inside one compiled XLA loop could not be stopped by the

@@ -75,6 +75,7 @@ def _text(raw: bytes) -> str:
 # The current folder never shadows an installed module
 # --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("args", [["--help"], ["datasets"]])
+@pytest.mark.long
 def test_a_command_without_user_engines_imports_nothing_of_the_current_folder(tmp_path, args):
     run = _zoo(args, _hostile_folder(tmp_path))
     out, err = _text(run.stdout), _text(run.stderr)
@@ -106,6 +107,7 @@ RESOLVING = {
 
 
 @pytest.mark.parametrize("command", sorted(RESOLVING))
+@pytest.mark.long
 def test_a_user_engine_in_the_current_folder_is_found_and_shadows_nothing(tmp_path, command):
     folder = _hostile_folder(tmp_path)
     run = _zoo(RESOLVING[command](folder), folder)
@@ -116,6 +118,7 @@ def test_a_user_engine_in_the_current_folder_is_found_and_shadows_nothing(tmp_pa
     assert "no_such" in err and "myeng" not in err, err
 
 
+@pytest.mark.long
 def test_a_user_module_named_like_an_installed_one_is_refused_naming_both_files(tmp_path):
     (tmp_path / "json.py").write_text("def fit(spec, Phi, y, *, config=None):\n    return None\n")
     run = _zoo(["compare", "--engines", "json:fit", "--param", "no_such_parameter=1"], tmp_path)
@@ -216,6 +219,7 @@ def _c_locale() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("args", [["datasets"], ["reproduce", "--help"], ["--help"]])
+@pytest.mark.long
 def test_commands_print_in_the_c_locale(tmp_path, args):
     run = _zoo(args, tmp_path, env=_c_locale())
     out, err = _text(run.stdout), _text(run.stderr)
@@ -313,6 +317,7 @@ def _refused(args, folder, *words, env=None):
 
 
 # -- 1. hyper-parameter values, by their domain in the model's record --------------------
+@pytest.mark.long
 def test_a_bad_parameter_value_is_refused_before_the_cross_validation(tmp_path):
     """`zoo compare --param alpha=0` was refused by the spec after 27 s of CV."""
     _refused(["compare", "--param", "alpha=0", "--no-progress"], tmp_path,
@@ -374,6 +379,7 @@ def test_every_parameter_of_every_model_declares_its_domain_and_admits_the_paper
         expand(load_config(path))
 
 
+@pytest.mark.long
 def test_a_study_refuses_a_bad_parameter_value_before_any_cluster(tmp_path):
     study = tmp_path / "study.toml"
     study.write_text('[[compare]]\nmodels = ["pcvm"]\nparams = { width = 0.7, alpha = -2 }\n')
@@ -381,6 +387,7 @@ def test_a_study_refuses_a_bad_parameter_value_before_any_cluster(tmp_path):
 
 
 # -- 2. the size options of `zoo reproduce` ----------------------------------------------
+@pytest.mark.long
 def test_a_reproduce_size_below_what_its_protocol_needs_is_refused_before_any_cell(tmp_path):
     """`zoo reproduce horii-table1 --n-train 1` ran 80 cells that each failed in a Dask traceback."""
     _refused(["reproduce", "horii-table1", "--n-train", "1", "--no-progress"], tmp_path,
@@ -464,6 +471,7 @@ def test_a_study_refuses_every_absurd_count_before_it_expands(block, words):
     (["--draws", "10000000"], ["--draws = 10,000,000", "over 100 simulations"]),
     (["--n", "10000000000"], ["--n = 10,000,000,000"]),
 ])
+@pytest.mark.long
 def test_zoo_sbc_refuses_an_absurd_count(tmp_path, args, words):
     _refused(["sbc", "--engine", "laplace", "--no-progress", *args], tmp_path, *words)
 
@@ -475,6 +483,7 @@ def test_zoo_sbc_refuses_an_absurd_count(tmp_path, args, words):
     ["reproduce", "horii-table1", "--no-progress"],
 ])
 @pytest.mark.parametrize("seed", ["-1", str(2**32)])
+@pytest.mark.long
 def test_a_seed_outside_0_to_2_to_the_32_is_refused_before_any_work(tmp_path, command, seed):
     """`--seed -1` ran `zoo compare` for 113 s (and `zoo sbc` for 40) before numpy refused it."""
     _refused([*command, "--seed", seed], tmp_path, "--seed must be an integer from 0 to", f"got {seed}")
@@ -520,6 +529,7 @@ def _read_only_folder(tmp_path: pathlib.Path) -> str:
                 "compile cache cannot be made here")
 
 
+@pytest.mark.long
 def test_a_read_only_compile_cache_costs_a_warning_not_the_command(tmp_path):
     """A read-only JAX cache folder (a shared, read-only cache) ended `zoo compare` with
     status 2; the programs are then compiled without a persistent cache."""

@@ -33,6 +33,7 @@ def case():
     return ps.ConditioningCase(problem.spec, problem.Phi, y, problem.Phi_new, reference, label="test case")
 
 
+@pytest.mark.long
 def test_new_labels_are_the_models_own_at_the_truth(case):
     """Labels drawn at one truth, 400 times: each row's share of ones matches the model's
     P(y = 1 | truth) within 4 binomial standard errors (60 rows: a chance failure has
@@ -48,6 +49,7 @@ def test_new_labels_are_the_models_own_at_the_truth(case):
     assert np.max(np.abs(z)) < 4.0, np.max(np.abs(z))
 
 
+@pytest.mark.long
 def test_truths_are_reference_draws_and_too_many_are_refused(case):
     draws = ps.truths(case, 20)
     flat = case.reference.posterior.flat_draws()
@@ -58,6 +60,7 @@ def test_truths_are_reference_draws_and_too_many_are_refused(case):
         ps.truths(case, flat.shape[0] + 1)
 
 
+@pytest.mark.long
 def test_an_engine_that_ignores_the_new_data_is_caught_by_the_log_likelihood(case, tmp_path):
     """An engine that returns the observed data's posterior whatever new labels it gets:
     its parameters' ranks are those of draws from the truths' own distribution, so only the
@@ -76,6 +79,7 @@ def test_an_engine_that_ignores_the_new_data_is_caught_by_the_log_likelihood(cas
     assert worst["share_below_half"] < 0.3
 
 
+@pytest.mark.long
 def test_too_narrow_ep_is_flagged_and_its_coverage_falls_short(case, tmp_path):
     """EP with its covariance quartered (sds halved): posterior SBC flags it 'too narrow',
     and the 90% intervals cover the truth in fewer than 90% of simulations by more than the
@@ -93,6 +97,7 @@ def test_too_narrow_ep_is_flagged_and_its_coverage_falls_short(case, tmp_path):
     assert np.median(z_sd) > 1.3
 
 
+@pytest.mark.long
 def test_ep_in_posterior_sbc_stays_inside_its_bands_and_the_run_resumes(case, tmp_path):
     """EP is close to exact on this case (it is calibrated in posterior SBC on PCVM's default
     case, docs/validation.md): 30 simulations stay inside their bands (a 5% false alarm at
@@ -144,6 +149,7 @@ def test_contraction_view_of_an_exact_normal_posterior():
     assert narrow["z_sd"] > 1.7 and narrow["contraction_median"] > 0.8
 
 
+@pytest.mark.long
 def test_zoo_sbc_conditional_writes_the_posterior_sbc_report(case, tmp_path, monkeypatch, capsys):
     """``zoo sbc --conditional``: the posterior-SBC report with its verdict, coverage line and
     both figures (the default case replaced by the small one, to keep the test short)."""

@@ -180,6 +180,7 @@ def test_factor_terms_are_the_rejection_weights_of_the_prior():
     assert np.all(S._factor_log_weights(PCVM(), Phi, {"b": jnp.zeros(2), "w": jnp.abs(w), "y": draws["y"]}, "y") == 0)
 
 
+@pytest.mark.long
 def test_prior_draws_have_both_classes_and_follow_the_truncation():
     spec = PCVM(alpha=1.0, alpha_bias=1.0)
     Phi, _ = S.rbf_design(30, 4, 1)
@@ -208,6 +209,7 @@ def test_bad_engines_and_settings_are_named():
         S.SBCSettings(n_sims=3)
 
 
+@pytest.mark.long
 def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     settings = S.SBCSettings(n_sims=12, n_draws=19, seed=3)
     kwargs = {"n": 30, "n_basis": 3}
@@ -265,6 +267,7 @@ USER_ENGINE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.long
 def test_zoo_sbc_runs_a_users_engine_from_module_and_function(tmp_path, monkeypatch, capsys):
     (tmp_path / "my_engines.py").write_text(USER_ENGINE)
     monkeypatch.chdir(tmp_path)
@@ -334,6 +337,7 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
         assert again["status"] == S.CALIBRATED, (summary["reason"], again["reason"])
 
 
+@pytest.mark.long
 def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_reason():
     from dataclasses import replace
 

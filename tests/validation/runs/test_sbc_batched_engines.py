@@ -50,6 +50,7 @@ def _ranks(summary_folder, n):
     return out
 
 
+@pytest.mark.long
 def test_a_batched_form_gives_the_simulations_of_one_fit_at_a_time(tmp_path):
     settings = S.SBCSettings(n_sims=70)
     CALLS.clear()
@@ -62,6 +63,7 @@ def test_a_batched_form_gives_the_simulations_of_one_fit_at_a_time(tmp_path):
     assert one["status"] == batched["status"]
 
 
+@pytest.mark.long
 def test_a_failed_entry_fails_its_own_simulation_and_a_bad_batch_fails_each(tmp_path):
     def many_with_a_failure(spec, Phi, ys, *, config=None):
         out = _ep_loop(spec, Phi, ys, config=config)
@@ -146,10 +148,10 @@ def test_registry_engines_with_a_loop_have_a_batched_form_and_auto_keeps_them_on
     assert S.resolve_engine(bblr, "laplace").batched is None
 
 
-# two engines in the default tier (EP's and Laplace's vmapped loops); the others' batched forms
-# run the same check in the slow tier, which keeps the default tier inside its quarter hour
+# Laplace's vmapped loop in the default tier, EP's in the long tier; the others' batched forms
+# run the same check in the slow tier, which keeps the default tier inside its budget
 @pytest.mark.parametrize("model, engine", [
-    ("pcvm", "ep"), ("pcvm", "laplace"),
+    pytest.param("pcvm", "ep", marks=pytest.mark.long), ("pcvm", "laplace"),
     pytest.param("gig-logistic", "vb", marks=pytest.mark.slow),
     pytest.param("grid-rvm", "vb", marks=pytest.mark.slow),
     pytest.param("grid-rvm", "auto-laplace-s-grid", marks=pytest.mark.slow)])
@@ -172,6 +174,7 @@ def test_an_engines_vmapped_form_gives_its_simulations(model, engine, tmp_path):
 
 
 @pytest.mark.parametrize("model", ["pcvm", "ggsm-probit"])
+@pytest.mark.long
 def test_many_simulations_start_as_each_would_alone(model, monkeypatch):
     """The batched prior draws (one program for the first round of every simulation) give
     each simulation the truth, labels, redraws and key it gets alone; one whose first round

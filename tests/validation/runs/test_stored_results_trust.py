@@ -45,6 +45,7 @@ def test_a_signed_record_is_bound_to_its_key_its_kind_and_its_place(tmp_path):
         assert signing.read_signed_json(path, signing.SBC_SIMULATION, "sim") is None
 
 
+@pytest.mark.long
 def test_a_hand_edited_sbc_simulation_is_simulated_again(tmp_path):
     settings = SBCSettings(n_sims=10, n_draws=9)
     kwargs = dict(settings=settings, out_dir=tmp_path, problem_kwargs={"n": 30, "n_basis": 3})
@@ -84,6 +85,7 @@ def comparison(nuts_cache_dir, fast_nuts):
                                  evidence="off"))
 
 
+@pytest.mark.long
 def test_a_new_report_removes_the_earlier_outputs_it_replaces_and_nothing_else(tmp_path, comparison):
     out = str(tmp_path)
     files = write_report(comparison, out)
@@ -104,6 +106,7 @@ def test_a_new_report_removes_the_earlier_outputs_it_replaces_and_nothing_else(t
     assert os.path.isfile(files["laplace"])
 
 
+@pytest.mark.long
 def test_a_forged_manifest_deletes_nothing(tmp_path, comparison):
     out = str(tmp_path)
     os.makedirs(out, exist_ok=True)

@@ -66,7 +66,7 @@ def test_the_config_expands_into_checked_content_keyed_cells(tmp_path):
 
 
 # The whole study (a compare cell with its NUTS reference, SBC, a defect battery) on its own
-# LocalCluster is the costliest test of the suite: slow tier. The fast tier keeps Dask in
+# LocalCluster is the costliest test of the suite: slow tier. The default tier keeps Dask in
 # test_reproduce's cell store, the kill tests below and the defect battery's own smoke test.
 @pytest.mark.slow
 def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys):
@@ -417,6 +417,7 @@ def test_a_study_file_is_checked_key_by_key_before_anything_runs(tmp_path, text,
         St.load_config(tmp_path)
 
 
+@pytest.mark.long
 def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_path, monkeypatch):
     """Three cells: a comparison whose protocol raises ValueError (a deterministic error:
     stored as failed, not retried; a bad --param value no longer gets this far, expand

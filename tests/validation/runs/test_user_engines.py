@@ -72,6 +72,7 @@ def run(tmp_path_factory, nuts_cache_dir, fast_nuts):
         return comp, files, json.load(fh)
 
 
+@pytest.mark.long
 def test_a_user_function_gets_every_column_a_built_in_engine_gets(run):
     comp, files, res = run
     label = "test_user_engines:biased_ep"
@@ -99,6 +100,7 @@ def test_a_user_function_gets_every_column_a_built_in_engine_gets(run):
     assert label in comp.posteriors
 
 
+@pytest.mark.long
 def test_a_mean_field_engine_passes_the_marginal_verdict_of_ep_and_fails_the_joint_one(run):
     """examples/mean_field_ep.py keeps EP's marginals exactly: its marginal metrics and
     verdict are EP's, and only the joint verdict (and the predictive) can tell it apart."""
@@ -119,6 +121,7 @@ def test_a_mean_field_engine_passes_the_marginal_verdict_of_ep_and_fails_the_joi
 
 
 @pytest.mark.parametrize("name", list(BROKEN))
+@pytest.mark.long
 def test_a_broken_user_engine_gets_one_line_in_its_own_row(run, name):
     _, files, res = run
     row = res["engines"][name]
@@ -226,6 +229,7 @@ def _returns_nan_draws(spec, Phi, y, *, config=None):
     (_returns_an_array, "returned numpy.ndarray, not a zoo Posterior"),
     (_returns_nan_draws, "non-finite value(s) (NaN or inf)"),
 ], ids=["None", "array", "nan-draws"])
+@pytest.mark.long
 def test_sbc_of_a_broken_user_engine_says_what_it_returned(fit, says):
     """No traceback and no ranks of garbage: every simulation fails with the return check's
     line, and the SBC verdict's reason carries it (all-NaN draws are not ranked and called

@@ -98,17 +98,14 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     model : str, default "pcvm"       a registered model with a classifier design
-                                      (:func:`classifier_models`: "pcvm", "ggsm-probit",
-                                      "gig-logistic", "grid-rvm", "bblr")
-    engine : str, default "laplace"   an engine of that model with an end-to-end mode
-                                      (:func:`classifier_engines`; pcvm: "laplace", "ep",
-                                      "em"; ggsm-probit: "mm", "mm-laplace", "lap", "gj",
-                                      "stu"; gig-logistic: "vb" (Horii's Algorithm 1; its
-                                      generic "auto-laplace" fits a given spec only); grid-rvm:
-                                      "vb", "vb-s-grid", "vb-rvm"; bblr: "sla", "laplace",
-                                      "slam", with lam chosen on a held-out fifth, and
-                                      "sla-sparse": the Gaussian-Laplace prior with its
-                                      hard EM)
+                                      (:func:`classifier_models`; the default is the
+                                      registry's ``DEFAULT_MODEL``)
+    engine : str or None, default None
+                                      an engine of that model with an end-to-end mode
+                                      (:func:`classifier_engines`); None: the model's own
+                                      default (:func:`default_classifier_engine`, its
+                                      record's ``classifier_engine``). Each model's engines
+                                      and default are listed at the end of this docstring.
     width : float or "median", default 1.0
                                       RBF kernel width (k = exp(-r^2 / (2 width^2))); "median":
                                       the median distance between two training inputs (the
@@ -158,7 +155,7 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     strings or booleans). Sparse X is refused (every engine works on dense designs).
     """
 
-    def __init__(self, model: str = "pcvm", engine: str = "laplace", width: float = 1.0, seed: int = 0,
+    def __init__(self, model: str = registry.DEFAULT_MODEL, engine: str | None = None, width: float = 1.0, seed: int = 0,
                  basis: str = "rbf", verbose: int = 0, **hyper):
         self.model = model
         self.engine = engine
@@ -217,11 +214,12 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         y01 = (y == classes[1]).astype(float)  # 1 = the larger label, classes_[1]
         if isinstance(options["width"], str):
             options["width"] = median_heuristic_width(X_arr)
-        basis, kwargs = record.classifier(X_arr, y01, self.engine, options)
-        plan = _plan(record, self.engine, X_arr, basis, kwargs, options)
-        say = _Lines(verbose, f"{self.model}/{self.engine}")
+        engine = entry.name  # the one named, or the model's own default
+        basis, kwargs = record.classifier(X_arr, y01, engine, options)
+        plan = _plan(record, engine, X_arr, basis, kwargs, options)
+        say = _Lines(verbose, f"{self.model}/{engine}")
         say.unit = plan.unit or say.unit
-        _announce(plan, say, X_arr, basis, self.model, self.engine)
+        _announce(plan, say, X_arr, basis, self.model, engine)
         kwargs = {**kwargs, **plan.fit_kwargs}
         Phi_all = plan.design(basis, X_arr) if plan.design is not None else _checked_design(basis, X_arr, "fit")
         fit_end_to_end = entry.fit_end_to_end()
@@ -244,6 +242,7 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                           "cost_key": plan.cost_key, "work": plan.work, "seconds": seconds,
                           "compile_seconds": compiled}
         self.classes_ = classes
+        self.engine_ = engine
         self.posterior_ = fit.posterior
         self.spec_ = fit.spec
         self.active_ = np.asarray(fit.active)
@@ -260,12 +259,13 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         record = registry.get_model(self.model)
         if record.classifier is None:
             raise ValueError(f"model {self.model!r} has no classifier; available: {', '.join(classifier_models())}")
-        if not isinstance(self.engine, str):
-            raise ValueError(f"engine must be a string, for {self.model} one of "
-                             f"{', '.join(classifier_engines(self.model))}; got {self.engine!r}")
-        entry = record.engine(self.engine)
+        engine = default_classifier_engine(self.model) if self.engine is None else self.engine
+        if not isinstance(engine, str):
+            raise ValueError(f"engine must be a string or None (the model's own default), for {self.model} one of "
+                             f"{', '.join(classifier_engines(self.model))}; got {engine!r}")
+        entry = record.engine(engine)
         if entry.end_to_end is None:
-            raise ValueError(f"{self.model} engine {self.engine!r} has no end-to-end mode (it fits a given "
+            raise ValueError(f"{self.model} engine {engine!r} has no end-to-end mode (it fits a given "
                              f"spec only); the classifier runs {', '.join(classifier_engines(self.model))}")
         if not isinstance(self.basis, str) or self.basis not in BASES:
             raise ValueError(f"basis must be one of {', '.join(map(repr, BASES))}, got {self.basis!r}")
@@ -530,6 +530,26 @@ def classifier_engines(model: str) -> tuple[str, ...]:
     return tuple(e.name for e in registry.get_model(model).engines if e.end_to_end is not None)
 
 
+def default_classifier_engine(model: str) -> str:
+    """The engine the classifier runs for ``model`` when none is named: its record's
+    ``classifier_engine``, else its first engine with an end-to-end mode."""
+    record = registry.get_model(model)
+    engines = classifier_engines(model)
+    if record.classifier is None or not engines:
+        raise ValueError(f"model {model!r} has no classifier; available: {', '.join(classifier_models())}")
+    return record.classifier_engine or engines[0]
+
+
+def _engine_doc() -> str:
+    lines = []
+    for name in classifier_models():
+        default = default_classifier_engine(name)
+        lines.append(f"    {name}: " + ", ".join(f"{e} (default)" if e == default else e
+                                                 for e in classifier_engines(name)))
+    return ("\n\n    Engines of the models registered at import (:func:`classifier_engines`):\n\n"
+            + "\n".join(lines))
+
+
 _refresh_signature(SparseBayesClassifier)
 if SparseBayesClassifier.__doc__:  # None under python -OO
-    SparseBayesClassifier.__doc__ = SparseBayesClassifier.__doc__.rstrip() + _hyper_param_doc()
+    SparseBayesClassifier.__doc__ = SparseBayesClassifier.__doc__.rstrip() + _engine_doc() + _hyper_param_doc()

@@ -505,7 +505,7 @@ def _add_sbc_parser(sub, records) -> None:
         "simulated data set and ranks the true values among its posterior draws; uniform ranks mean a "
         "calibrated engine. Finished simulations are kept in OUT, so a rerun resumes.",
     )
-    p.add_argument("--model", default="pcvm", help="model name: " + ", ".join(r.name for r in records))
+    p.add_argument("--model", default=registry.DEFAULT_MODEL, help="model name: " + ", ".join(r.name for r in records))
     p.add_argument("--engine", default="all", metavar="NAMES",
                    help="comma-separated: the model's engines, its reference samplers (nuts, ...; "
                         "sampler@variant on a model variant, e.g. grid-gibbs@s-grid), or "
@@ -642,8 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
         + "; ".join(f"{r.name}: {r.selection}" for r in records)
         + "); the reference sampler and every engine then approximate the same posterior.",
     )
-    c.add_argument("--model", default="pcvm",
-                   help="model name: " + ", ".join(r.name + (" (default)" if r.name == "pcvm" else "") for r in records))
+    c.add_argument("--model", default=registry.DEFAULT_MODEL,
+                   help="model name: " + ", ".join(r.name + (" (default)" if r.name == registry.DEFAULT_MODEL else "")
+                                                   for r in records))
     c.add_argument("--data", default=None,
                    help="data set name, see `zoo datasets` (default: "
                         + ", ".join(f"{r.default_data} for {r.name}" for r in records) + ")")

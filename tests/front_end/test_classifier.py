@@ -237,7 +237,8 @@ def test_a_dict_in_an_object_X_is_a_type_error(ripley):
     (dict(model="grid-rvm", engine="vb", basis="per-dimension-rbf", delta="x"), "delta must be a positive number"),
     (dict(basis=None), "basis must be one of 'rbf', 'linear', 'table', 'per-dimension-rbf', got None"),
     (dict(model=3), "model must be a string, one of pcvm, ggsm-probit, gig-logistic, grid-rvm, bblr; got 3"),
-    (dict(engine=None), "engine must be a string, for pcvm one of em, laplace, ep; got None"),
+    (dict(engine=3), r"engine must be a string or None \(the model's own default\), for pcvm one of em, laplace, ep; "
+                     "got 3"),
 ])
 def test_bad_hyper_parameters_are_named_at_fit(params, message, ripley):
     with pytest.raises(ValueError, match=message) as err:
@@ -485,3 +486,37 @@ def test_pickled_gig_logistic_classifier_predicts_the_same(gig_fitted, ripley):
     assert list(twin.classes_) == ["a", "b"] and twin.get_params() == gig_fitted.get_params()
     np.testing.assert_array_equal(twin.predict_proba(X_test), gig_fitted.predict_proba(X_test))
     np.testing.assert_array_equal(twin.predict(X_test), gig_fitted.predict(X_test))
+
+
+def test_each_model_runs_its_own_default_engine_when_none_is_named():
+    """engine=None is the model's own default, from its record (``classifier_engine``): once
+    every model got "laplace", which three of the five do not have."""
+    from zoo.classifier import classifier_engines, classifier_models, default_classifier_engine
+    from zoo.validation.records import registry
+
+    defaults = {m: default_classifier_engine(m) for m in classifier_models()}
+    assert defaults == {"pcvm": "laplace", "ggsm-probit": "mm", "gig-logistic": "vb", "grid-rvm": "vb", "bblr": "sla"}
+    assert all(defaults[m] in classifier_engines(m) for m in defaults)
+    assert SparseBayesClassifier().model == registry.DEFAULT_MODEL and SparseBayesClassifier().engine is None
+    doc = SparseBayesClassifier.__doc__ or ""
+    assert all(f"{m}: " in doc and f"{e} (default)" in doc for m, e in defaults.items())
+
+
+def test_a_record_whose_classifier_engine_cannot_run_end_to_end_is_refused():
+    from dataclasses import replace
+
+    from zoo.validation.records import registry
+
+    pcvm = registry.get_model("pcvm")
+    with pytest.raises(ValueError, match="classifier_engine 'nope' must be one of its engines with an end-to-end mode"):
+        replace(pcvm, classifier_engine="nope")
+    with pytest.raises(ValueError, match="classifier_engine 'laplace' must be one of its engines"):
+        replace(pcvm, classifier=None, classifier_params=(), classifier_engine="laplace")
+
+
+def test_the_engine_a_fit_ran_is_kept_and_a_non_string_engine_is_named(ripley):
+    X, y = ripley[0][:60], ripley[1][:60]
+    fitted = SparseBayesClassifier(model="pcvm", width=0.7).fit(X, y)
+    assert fitted.engine_ == "laplace" and fitted.engine is None
+    ggsm = SparseBayesClassifier(model="ggsm-probit", basis="linear").fit(X, y)
+    assert ggsm.engine_ == "mm"  # "laplace", the old default for every model, is not ggsm-probit's

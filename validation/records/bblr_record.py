@@ -275,6 +275,7 @@ RECORD = ModelRecord(
         *pathfinder_engines(),
     ),
     default_engines=("sla", "laplace", "slam", "auto-laplace"),
+    classifier_engine="sla",
     # NUTS first; where its chains settle in different modes (R-hat) or diverge, parallel
     # tempering, whose hottest copy samples the prior and carries states across (DERIVATIONS.md §6.7)
     references=({"sampler": "nuts"}, {"sampler": "parallel-tempering"}),

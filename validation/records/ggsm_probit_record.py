@@ -181,6 +181,7 @@ RECORD = ModelRecord(
         *pathfinder_engines(),
     ),
     default_engines=("mm", "lap", "gj", "stu"),
+    classifier_engine="mm",
     # Slice-Gibbs first: on the default (separable) design NUTS certifies no q <= 1 (the
     # data are separable and |w|^q has a kink; q = 1: R-hat 1.24 after 4 x 12000, and its
     # failed run took 180-600 s before slice-Gibbs could start), while slice-Gibbs

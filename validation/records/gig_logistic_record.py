@@ -192,6 +192,7 @@ RECORD = ModelRecord(
         *pathfinder_engines(),
     ),
     default_engines=("vb", "auto-laplace"),
+    classifier_engine="vb",
     # PG-Gibbs first: on Horii's synthetic design at k = 1, NUTS on the marginal form at
     # target acceptance 0.95 keeps 5 divergences in 4 x 1000 (no form tried had none), and
     # its failed run took 50-80 s before PG-Gibbs could start. PG-Gibbs mixes slowly on these

@@ -283,6 +283,7 @@ RECORD = ModelRecord(
     engines=tuple(_vb_entry(p) for p in (None, *VARIANTS)) + tuple(_laplace_entry(p) for p in (None, *VARIANTS))
     + svi_engines() + pathfinder_engines(),
     default_engines=("vb", "vb-s-grid", "vb-rvm", "auto-laplace", "auto-laplace-s-grid", "auto-laplace-rvm"),
+    classifier_engine="vb",
     # On the digits default (500 training images), NUTS on the non-centred form certifies
     # each prior in 8-25 s (R-hat <= 1.004, bulk ESS >= 2600 of 4 x 1000 draws; a run can
     # keep a rare divergence, 1 in 4000, and then the Gibbs sampler takes over); the centred

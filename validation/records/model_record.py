@@ -175,6 +175,8 @@ class ModelRecord:
       the training split.
     engines: every engine of the model (their :class:`EngineEntry`, each naming the
       model variant it approximates, if any). default_engines: those ``zoo compare`` runs.
+    classifier_engine: the engine the scikit-learn classifier runs when none is named (one
+      with an end-to-end mode); None: the first such engine.
     references: the reference samplers tried in order, each as a dict of the
       ``ReferenceConfig`` settings that differ from its defaults (``"sampler"`` included);
       the first that certifies is the reference.
@@ -224,6 +226,7 @@ class ModelRecord:
     classifier: Callable[..., tuple[Any, dict[str, Any]]] | None = None
     classifier_params: tuple[ClassifierParam, ...] = ()
     classifier_plan: Callable[..., Any] | None = None
+    classifier_engine: str | None = None
     defects: tuple[Defect, ...] = ()
     sbc_spec: Callable[[], tuple[Any, dict[str, Any]]] | None = None
     figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
@@ -245,6 +248,10 @@ class ModelRecord:
         if not chain or any(s not in known for s in chain) or len(set(chain)) != len(chain):
             raise ValueError(f"model {self.name!r}: reference chain {chain} must name each of {sorted(known)} "
                              "at most once, and at least one")
+        if self.classifier_engine is not None and (self.classifier is None or self.classifier_engine not in self._by_name
+                                                   or self._by_name[self.classifier_engine].end_to_end is None):
+            raise ValueError(f"model {self.name!r}: classifier_engine {self.classifier_engine!r} must be one of its "
+                             "engines with an end-to-end mode, in a record with a classifier design")
         hyper = [p.name for p in self.classifier_params]
         if hyper and self.classifier is None:
             raise ValueError(f"model {self.name!r}: classifier parameters {hyper} without a classifier design")

@@ -243,6 +243,7 @@ RECORD = ModelRecord(
         *pathfinder_engines(),
     ),
     default_engines=("em", "laplace", "ep"),
+    classifier_engine="laplace",
     # NUTS reaches a bulk/tail ESS of ~1760/1190 in 4 x 1000 draws on the default (Ripley,
     # 9 basis functions), so it starts with 500 draws a chain and doubles from where the
     # chains are (cap 4 x 4000, as before)

@@ -84,6 +84,10 @@ def prepare(model: str, split, params: dict | None = None, *, progress=None):
     return prepared
 
 
+#: the model a command or API runs when none is named (``zoo compare``, ``CompareConfig``,
+#: the classifier): PCVM, the first built-in model
+DEFAULT_MODEL = pcvm_record.RECORD.name
+
 # The built-in models, in the order listings show them.
 for _record in (pcvm_record.RECORD, ggsm_probit_record.RECORD, gig_logistic_record.RECORD, grid_rvm_record.RECORD,
                 bblr_record.RECORD):

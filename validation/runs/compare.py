@@ -66,7 +66,7 @@ from .results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSumma
 
 @dataclass(frozen=True)
 class CompareConfig:
-    model: str = "pcvm"
+    model: str = registry.DEFAULT_MODEL
     data: str | None = None  # None: the model's default (its record's default_data)
     split: int = 0
     # engine names, a user's "module:function" paths or callables (validation/runs/engines.py);

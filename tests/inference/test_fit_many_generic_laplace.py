@@ -93,6 +93,7 @@ def test_a_failing_data_set_is_its_own_entry_and_the_others_fit(batch):
             _assert_same_fit(entry, gl.fit(spec, Phi, ys[i], config=config))
 
 
+@pytest.mark.long
 def test_another_batch_size_in_the_same_bucket_compiles_nothing(batch):
     spec, Phi, ys, _, _ = batch
     more = np.vstack([ys, _labels(Phi.shape[0], 2, seed=2)])  # 7 data sets: the bucket of 5 (8)
@@ -103,6 +104,7 @@ def test_another_batch_size_in_the_same_bucket_compiles_nothing(batch):
     _assert_same_fit(many[-1], gl.fit(spec, Phi, more[-1]))
 
 
+@pytest.mark.long
 def test_refused_labels_are_their_row_s_entry_and_whole_call_errors_raise(batch):
     spec, Phi, ys, _, alone = batch
     # the five good rows stay in the bucket of the fixture's batch: nothing compiles

@@ -145,6 +145,7 @@ def test_multi_path_pools_its_paths_and_resamples():
     assert again.info.compile_seconds == 0.0
 
 
+@pytest.mark.long
 def test_failed_paths_are_dropped_and_reported(monkeypatch):
     Phi, y = _data(40, 3, seed=1)
     run_path = gp._run_path

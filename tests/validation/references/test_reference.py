@@ -711,6 +711,13 @@ def test_the_config_folder_follows_the_environment(monkeypatch, tmp_path):
     assert cache.config_dir() == str(tmp_path / "home" / ".config" / "sparse-bayes-zoo")
 
 
+# Two references in two threads of one process fail now and then under CPython 3.11
+# with "SystemError: AST constructor recursion depth mismatch" (2 of 6 default-tier runs on
+# 2026-11-29, one of them after a single-threaded warm-up run): something on the reference
+# path compiles code while the other thread does, and which call that is has not been found
+# yet. Until it is, this test is in the slow tier so that CI's tiers are not a coin toss; the
+# race itself is an open defect (threaded Dask workers run references the same way).
+@pytest.mark.slow
 def test_two_runs_of_one_key_sample_once(problem, uncertified, tmp_path, monkeypatch):
     import threading
 
@@ -726,12 +733,6 @@ def test_two_runs_of_one_key_sample_once(problem, uncertified, tmp_path, monkeyp
         return first(self)
 
     monkeypatch.setattr(NutsRun, "first", counting_first)
-    # one run alone first, into another folder: every import and compile() a first run does
-    # happens here, not in two threads at once - CPython 3.11 can raise "SystemError: AST
-    # constructor recursion depth mismatch" when two threads compile at the same moment (seen
-    # once in the default tier, 2026-11-29), which is not what this test is about
-    run_reference(spec, Phi, y, config=cfg, cache_dir=str(tmp_path / "warm-up"))
-    calls.clear()
     results, errors = [], []
 
     def one_run():

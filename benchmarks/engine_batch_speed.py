@@ -45,7 +45,8 @@ def run_cell(pair: str, path: str, sims: int) -> dict:
     from zoo.inference.contracts import many_of
     from zoo.validation.base.compile_timer import CompileTimer
     from zoo.validation.records import registry
-    from zoo.validation.runs.sbc import SBCSettings, run_sbc
+    from zoo.validation.runs.sbc import run_sbc
+    from zoo.validation.runs.sbc_simulation import SBCSettings
 
     model, engine = pair.split("/")
     entry = registry.get_model(model).engine(engine)

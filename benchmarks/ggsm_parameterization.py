@@ -18,11 +18,11 @@ import jax, jax.numpy as jnp, numpy as np, numpyro, numpyro.distributions as dis
 import arviz as az
 from numpyro.infer import MCMC, NUTS
 from zoo.validation.records import registry
-from zoo.validation.runs import sbc as S
+from zoo.validation.runs import sbc_simulation
 from zoo.models.distributions import GeneralizedNormal, ProbitBernoulli
 
 record = registry.get_model("ggsm-probit")
-problem = S.problem_for(record)
+problem = sbc_simulation.problem_for(record)
 spec, Phi = problem.spec, np.asarray(problem.Phi)
 M = Phi.shape[1]
 
@@ -37,7 +37,7 @@ def noncentered(Phi, y=None):
 
 rows = []
 for index in range(int(sys.argv[1]) if len(sys.argv) > 1 else 6):
-    key, truth, y, _ = S._simulation_start(spec, Phi, index, S.SBCSettings())
+    key, truth, y, _ = sbc_simulation._simulation_start(spec, Phi, index, sbc_simulation.SBCSettings())
     for name, model in (("centered", centered), ("non-centered", noncentered)):
         mcmc = MCMC(NUTS(model), num_warmup=500, num_samples=500, num_chains=4, chain_method="sequential", progress_bar=False)
         t = time.perf_counter()

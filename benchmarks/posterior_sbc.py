@@ -26,7 +26,8 @@ import numpy as np
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.runs import posterior_sbc as ps
-from zoo.validation.runs import sbc
+from zoo.validation.report import sbc_report
+from zoo.validation.runs import sbc_simulation
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "posterior_sbc")
 
@@ -40,7 +41,7 @@ def row(summary: dict) -> dict:
     """What the table shows of one engine's run."""
     out = {"status": summary["status"], "reason": summary["reason"], "wall_seconds": summary.get("wall_seconds"),
            "fit_seconds_median": summary.get("counts", {}).get("fit_seconds_median"),
-           "coverage_line": sbc.coverage_line(summary)}
+           "coverage_line": sbc_report.coverage_line(summary)}
     contraction = summary.get("contraction")
     if contraction:
         qs = contraction["quantities"]
@@ -68,11 +69,11 @@ def main(argv=None) -> None:
     result = {**machine(), "model": args.model, "case": case.label, "case_seconds": case_seconds,
               "reference_seconds": float(case.reference.seconds), "engines": {}}
     for engine in args.engines:
-        summary = ps.run_posterior_sbc(args.model, engine, case=case, settings=sbc.SBCSettings(n_sims=args.sims),
+        summary = ps.run_posterior_sbc(args.model, engine, case=case, settings=sbc_simulation.SBCSettings(n_sims=args.sims),
                                        out_dir=args.sims_dir)
-        print(ps.summary_line(summary), flush=True)
-        figure = sbc.plot_sbc_views(summary, os.path.join(RESULTS, f"{args.model}_{engine}_views.png"))
-        ranks = sbc.plot_sbc(summary, os.path.join(RESULTS, f"{args.model}_{engine}_ranks.png"))
+        print(sbc_report.summary_line(summary), flush=True)
+        figure = sbc_report.plot_sbc_views(summary, os.path.join(RESULTS, f"{args.model}_{engine}_views.png"))
+        ranks = sbc_report.plot_sbc(summary, os.path.join(RESULTS, f"{args.model}_{engine}_ranks.png"))
         result["engines"][engine] = {**row(summary), "figure": os.path.basename(figure) if figure else None,
                                      "ranks_figure": os.path.basename(ranks) if ranks else None,
                                      "conditioning": summary.get("conditioning"),

@@ -25,13 +25,9 @@ import time
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.records import registry
-from zoo.validation.runs.sbc import (
-    SBCSettings,
-    plot_sbc,
-    run_sbc,
-    sbc_names,
-    summary_line,
-)
+from zoo.validation.report.sbc_report import plot_sbc, summary_line
+from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc_simulation import SBCSettings, sbc_names
 
 
 def main(argv=None) -> None:
@@ -96,7 +92,8 @@ def pooled(rows) -> str:
     run of their summed size (a defect that flags runs of 100 consistently shows here with
     more power; chance flags at single seeds do not add up). Reads each run's stored
     simulations from the folder its row names and judges them with SBC's own ``summarize``."""
-    from zoo.validation.runs.sbc import problem_for, quantity_names, summarize
+    from zoo.validation.runs.sbc import summarize
+    from zoo.validation.runs.sbc_simulation import problem_for, quantity_names
 
     sims, used, missing = [], [], []
     for r in sorted(rows, key=_seed):

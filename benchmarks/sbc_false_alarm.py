@@ -1,4 +1,4 @@
-"""False-alarm rate and power of SBC's uniformity test (validation/runs/sbc.py), by simulation.
+"""False-alarm rate and power of SBC's uniformity test (validation/judge/rank_uniformity.py), by simulation.
 
 Ranks of an exact posterior (a conjugate normal problem, ``sbc.conjugate_normal_ranks``)
 are uniform, so every "miscalibrated" is a false alarm; the test promises at most 5%
@@ -26,7 +26,7 @@ import numpy as np
 import zoo  # noqa: F401
 from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.judge.rates import wilson_interval
-from zoo.validation.runs.sbc import MISCALIBRATED, conjugate_normal_ranks, uniformity
+from zoo.validation.judge.rank_uniformity import MISCALIBRATED, conjugate_normal_ranks, uniformity
 
 SIMS = (30, 100, 300)
 QUANTITIES = (1, 5, 20, 50)

@@ -1,4 +1,4 @@
-"""The power line of SBC (validation/runs/sbc.py, ``detectable_defects``) as a table, and a check
+"""The power line of SBC (validation/judge/rank_power.py, ``detectable_defects``) as a table, and a check
 of it by the uniformity test itself.
 
 For each number of simulations S and of ranked quantities K (L = 99 draws, 5% family-wise
@@ -29,7 +29,8 @@ import numpy as np
 import zoo  # noqa: F401
 from zoo.validation.base.atomic import atomic_write, write_json_atomic
 from zoo.validation.judge.rates import wilson_interval
-from zoo.validation.runs import sbc
+from zoo.validation.judge import rank_uniformity
+from zoo.validation.judge import rank_power
 
 SIMS = (10, 20, 50, 100, 200, 500)
 QUANTITIES = (10, 30)
@@ -39,8 +40,8 @@ N_DRAWS = 99
 def measured(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
     """How often the full test flags K quantities, the first with ``defect``."""
     rng = np.random.default_rng(seed)
-    flagged = sum(sbc.uniformity(sbc.conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, defective=1, **defect), N_DRAWS,
-                                 seed=seed + r)["status"] == sbc.MISCALIBRATED for r in range(reps))
+    flagged = sum(rank_uniformity.uniformity(rank_uniformity.conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, defective=1, **defect), N_DRAWS,
+                                 seed=seed + r)["status"] == rank_uniformity.MISCALIBRATED for r in range(reps))
     lo, hi = wilson_interval(flagged, reps)
     return {"flagged": flagged, "replicates": reps, "rate": flagged / reps, "ci95": [lo, hi]}
 
@@ -48,9 +49,9 @@ def measured(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
 def row(n_sims: int, k: int, reps: int) -> dict:
     # the band first (a summary has it already, from its own uniformity test), then the line
     t0 = time.perf_counter()
-    sbc.simultaneous_band(n_sims, 1.0 - sbc.FALSE_ALARM / k)
+    rank_uniformity.simultaneous_band(n_sims, 1.0 - rank_uniformity.FALSE_ALARM / k)
     t1 = time.perf_counter()
-    power = sbc.detectable_defects(n_sims, N_DRAWS, k)
+    power = rank_power.detectable_defects(n_sims, N_DRAWS, k)
     seconds = time.perf_counter() - t1
     checks = {}
     for name, defect in (("mean_shift_sd", {"shift": power["mean_shift_sd"]}),
@@ -101,19 +102,19 @@ def main(argv=None) -> None:
     command = "python benchmarks/sbc_power.py" + ("" if args.replicates == 400 else f" --replicates {args.replicates}")
     machine = f"{platform.machine()}, {os.cpu_count()} cores (shared), Python {sys.version.split()[0]}"
     meta = {"date": datetime.date.today().isoformat(), "command": command, "machine": machine,
-            "wall_seconds": wall, "n_draws": N_DRAWS, "false_alarm": sbc.FALSE_ALARM,
-            "probability": sbc.POWER_PROBABILITY, "power_replicates": sbc.POWER_REPLICATES,
-            "power_seed": sbc.POWER_SEED, "useless": sbc.USELESS, "check_replicates": args.replicates}
+            "wall_seconds": wall, "n_draws": N_DRAWS, "false_alarm": rank_uniformity.FALSE_ALARM,
+            "probability": rank_power.POWER_PROBABILITY, "power_replicates": rank_power.POWER_REPLICATES,
+            "power_seed": rank_power.POWER_SEED, "useless": rank_power.USELESS, "check_replicates": args.replicates}
     write_json_atomic({**meta, "rows": rows}, args.out + ".json")
     md = ["# SBC power: what a run of S simulations detects", "",
           f"`{command}`, {meta['date']}, {machine}, {wall:.0f} s in all.", "",
-          f"L = {N_DRAWS} draws, {100 * sbc.FALSE_ALARM:g}% family-wise false alarms, K quantities. Sizes: the "
-          f"smallest defect of ONE quantity the uniformity test detects {100 * sbc.POWER_PROBABILITY:.0f}% of the "
-          f"time (sbc.detectable_defects: {sbc.POWER_REPLICATES} replicates, Monte Carlo sd of the 80% "
-          f"{100 * np.sqrt(0.16 / sbc.POWER_REPLICATES):.1f}%; 'none': not even a mean {sbc.MAX_SHIFT_SD:g} sd off "
-          f"or an sd x{1 / sbc.MAX_SD_FACTOR:g} / x{sbc.MAX_SD_FACTOR:g}). A run inside its bands is called "
-          f"calibrated only where the mean shift is at most {sbc.USELESS['mean_shift_sd']:g} sd and the narrow "
-          f"factor at least x{sbc.USELESS['sd_factor_narrow']:g}. Test flags: the full test (K quantities, the "
+          f"L = {N_DRAWS} draws, {100 * rank_uniformity.FALSE_ALARM:g}% family-wise false alarms, K quantities. Sizes: the "
+          f"smallest defect of ONE quantity the uniformity test detects {100 * rank_power.POWER_PROBABILITY:.0f}% of the "
+          f"time (rank_power.detectable_defects: {rank_power.POWER_REPLICATES} replicates, Monte Carlo sd of the 80% "
+          f"{100 * np.sqrt(0.16 / rank_power.POWER_REPLICATES):.1f}%; 'none': not even a mean {rank_power.MAX_SHIFT_SD:g} sd off "
+          f"or an sd x{1 / rank_power.MAX_SD_FACTOR:g} / x{rank_power.MAX_SD_FACTOR:g}). A run inside its bands is called "
+          f"calibrated only where the mean shift is at most {rank_power.USELESS['mean_shift_sd']:g} sd and the narrow "
+          f"factor at least x{rank_power.USELESS['sd_factor_narrow']:g}. Test flags: the full test (K quantities, the "
           f"defect in the first) at the line's sizes, {args.replicates} replicates, 95% Wilson intervals; about "
           "0.80 expected, a little more from the other quantities' own false alarms.", ""] + table(rows)
 

@@ -3,7 +3,7 @@ compilation, and the verdict, per model, in one run on one machine.
 
 * before: every simulation's fit is a fresh ``run_reference`` (NumPyro's ``MCMC.run``,
   which compiles its sampling loop anew on each call) - SBC as it ran until 2026-11-27,
-  driven here through ``sbc.simulate_one`` with the engine's per-simulation fit, in the
+  driven here through ``sbc_simulation.simulate_one`` with the engine's per-simulation fit, in the
   zoo at ``--before-rev`` (default e67ca18: since then ``run_reference`` runs the compiled
   program too), imported from an exported copy (``revision_tree.py``);
 * after: ``zoo``'s SBC as it runs now (``sbc.run_sbc``): the simulations of a batch share
@@ -45,8 +45,9 @@ def run_cell(model: str, path: str, sims: int) -> dict:
     from zoo.validation.base.compile_timer import CompileTimer
     from zoo.validation.records import registry
     from zoo.validation.runs import sbc as S
+    from zoo.validation.runs import sbc_simulation
 
-    settings = S.SBCSettings(n_sims=sims)
+    settings = sbc_simulation.SBCSettings(n_sims=sims)
     load = os.getloadavg()[0]
     with CompileTimer() as compiling, tempfile.TemporaryDirectory() as tmp:
         # as `zoo sbc` runs: JAX's persistent compilation cache on, empty at the start (the
@@ -58,11 +59,11 @@ def run_cell(model: str, path: str, sims: int) -> dict:
             results = [json.load(open(os.path.join(summary["folder"], f))) for f in sorted(os.listdir(summary["folder"]))]
         else:
             record = registry.get_model(model)
-            problem = S.problem_for(record)
-            resolved = S.resolve_engine(record, "nuts", settings)
-            results = [S.simulate_one(problem.spec, problem.Phi, problem.Phi_new, resolved.fit, i, settings)
+            problem = sbc_simulation.problem_for(record)
+            resolved = sbc_simulation.resolve_engine(record, "nuts", settings)
+            results = [sbc_simulation.simulate_one(problem.spec, problem.Phi, problem.Phi_new, resolved.fit, i, settings)
                        for i in range(sims)]
-            summary = S.summarize(results, S.quantity_names(problem.spec, problem.Phi, problem.Phi_new), settings)
+            summary = S.summarize(results, sbc_simulation.quantity_names(problem.spec, problem.Phi, problem.Phi_new), settings)
         wall = time.perf_counter() - t0
     return {"model": model, "path": path, "sims": sims, "wall_seconds": wall,
             "compile_seconds": compiling.seconds, "status": summary["status"], "reason": summary["reason"],

@@ -32,12 +32,11 @@ from zoo import data as datasets
 from zoo import devices
 from zoo import reproductions as reproduce
 from zoo.models.checks import check_seed
-from zoo.validation.base.atomic import atomic_write, write_json_atomic
-from zoo.validation.judge import verdict
+from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.records import registry
 from zoo.validation.references import ReferenceConfig
 from zoo.validation.references import cache as reference_cache
-from zoo.validation.report import write_report
+from zoo.validation.report.compare_report import summary_table, write_report
 from zoo.validation.runs.compare import (
     EVIDENCE_MODES,
     CompareConfig,
@@ -48,19 +47,11 @@ from zoo.validation.runs.engines import resolve_entry
 from zoo.validation.runs.fence import DEFAULT_ENGINE_TIME_LIMIT
 from zoo.validation.runs.limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DESIGN_POINTS, DRAWS, SIMULATIONS,
                                         check_count)
-from zoo.validation.runs.results import ComparisonResult
-from zoo.validation.runs.sbc import (
-    TOO_FEW,
-    USELESS,
-    SBCSettings,
-    coverage_line,
-    plot_sbc,
-    plot_sbc_views,
-    resolve_engine,
-    run_sbc,
-    sbc_names,
-)
-from zoo.validation.runs.sbc import summary_line as sbc_summary_line
+from zoo.validation.report.study_report import report_study
+from zoo.validation.report.sbc_report import plot_sbc, plot_sbc_views, sbc_glossary, write_sbc_report
+from zoo.validation.report.sbc_report import summary_line as sbc_summary_line
+from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc_simulation import SBCSettings, resolve_engine, sbc_names
 from zoo.validation.runs import posterior_sbc
 from zoo.validation.runs.study import expand, load_config, run_study
 
@@ -233,106 +224,6 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-def summary_table(res: ComparisonResult) -> str:
-    """The comparison in a few lines for the terminal: reference, one row per engine, verdicts."""
-    # engine names such as mm-laplace are longer than the 8 characters the column had
-    name_width = max([9] + [len(name) + 2 for name in res.engines])
-    lines = [
-        f"{res.model} on {res.data} (split {res.split}), n_train={res.n_train}, "
-        f"n_basis={res.hyper.get('n_basis')}, "
-        + ", ".join(f"{k}={v:g}" for k, v in res.hyper.items() if k != "n_basis" and isinstance(v, (int, float))),
-        *_reference_summary_lines(res),
-        "",
-        f"{'engine':<{name_width}}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'x ref':>9}",
-    ]
-
-    def f(v, spec):
-        width = int(spec.split(".")[0])
-        return format(v, spec) if v is not None else format("null", f">{width}")
-
-    for name, r in res.engines.items():
-        label = name + ("*" if r.other_model else "")
-        if r.failure:
-            lines.append(f"{label:<{name_width}}failed: {r.failure}")
-            continue
-        m = r.metrics
-        lines.append(
-            f"{label:<{name_width}}{f(m['pred_mae'], '10.5f')}{f(m['std_mean_err_median'], '11.3f')}"
-            f"{f(m['sd_ratio_median'], '10.3f')}{f(m['khat'], '8.2f')}{f(m['test_error'], '10.4f')}"
-            f"{f(r.seconds, '10.4f')}{f(r.speedup_vs_reference, '9.0f')}"
-        )
-        if r.against_variant is not None:
-            # the engine against the reference of the model it fits: its approximation error
-            v = r.against_variant.metrics
-            vs_label = f"  vs {r.against_variant.variant}"
-            lines.append(f"{vs_label:<{name_width}}{f(v.get('pred_mae'), '10.5f')}"
-                         f"{f(v.get('std_mean_err_median'), '11.3f')}{f(v.get('sd_ratio_median'), '10.3f')}"
-                         f"{f(v.get('khat'), '8.2f')}{f(v.get('test_error'), '10.4f')}")
-    if any(r.other_model for r in res.engines.values()):
-        lines.append("* fits another model (prior) than the reference's: its row is a distance, not an approximation error")
-    if any(r.against_variant is not None for r in res.engines.values()):
-        lines.append("  vs X: the same engine against the reference of the model variant X it fits")
-    rows = [(row.engine if row.variant is None else f"{row.engine} vs {row.variant}", row) for row in res.verdicts]
-    for title, scope in (("verdicts (an exact engine is called different about 5% of the time, in any dimension):",
-                          "marginal"),
-                         ("joint verdicts (the joint posterior, correlations included; also about 5% each):", "joint"),
-                         ("distribution verdicts (shape, tails, support, modes of every coordinate; at most 5% "
-                          "each):", "distribution")):
-        shown = [(name, getattr(row, scope)) for name, row in rows if getattr(row, scope) is not None]
-        if shown:
-            lines += ["", title]
-            lines += ["  " + verdict.summary_line(name, v) for name, v in shown]
-    lines += _evidence_summary_lines(res)
-    return "\n".join(lines)
-
-
-def _evidence_summary_lines(res: ComparisonResult) -> list[str]:
-    """One line per engine that reports a log evidence: its value against the reference log Z."""
-    ev = res.evidence
-    if not ev or not ev["engines"]:
-        return []
-    how = ("certified by AIS" if ev["mode"] == "checked" else "bridge sampling alone; --evidence checked adds AIS")
-    lines = ["", f"evidence (the engines' log Z or ELBO against the reference log Z, {how}; "
-                 f"{ev['seconds']:.1f} s):"]
-    for name, e in ev["engines"].items():
-        v = e.get("verdict")
-        if not v:
-            lines.append(f"  {name}: {e['kind']} {e['value']:.3f}: no verdict ({e.get('reason') or '-'})")
-        elif v["difference"] is None:
-            lines.append(f"  {name}: {e['kind']} {e['value']:.3f}: {v['status']} ({v['reason']})")
-        else:
-            lines.append(f"  {name}: {e['kind']} {e['value']:.3f} vs log Z {v['reference_log_z']:.3f} "
-                         f"+- {v['reference_se']:.3f}: {v['status']} ({v['difference']:+.3f} nats)")
-    return lines
-
-
-def _reference_summary_lines(res: ComparisonResult) -> list[str]:
-    """Which sampler is the reference and whether it is certified (or that there is none)."""
-    ref = res.reference
-    if ref.ran_out_of_time:
-        return ["reference: none, NOT CERTIFIED: " + "; ".join(ref.failures),
-                "  (the rows below hold only test-set figures and timings: nothing to measure them against)"]
-    status = "certified" if ref.certified else "NOT CERTIFIED: " + "; ".join(ref.failures)
-    others = [t for t in res.references_tried if t.sampler_name != ref.sampler_name]
-
-    def num(v, spec):
-        # a diagnostic can be null (R-hat of a single chain): say so instead of crashing
-        return "n/a" if v is None else format(v, spec)
-
-    return [
-        f"reference ({ref.sampler_name}): {status} (R-hat max {num(ref.rhat_max, '.4f')}, ESS bulk/tail min "
-        f"{num(ref.ess_bulk_min, '.0f')}/{num(ref.ess_tail_min, '.0f')}, divergences {ref.divergences}, "
-        f"{num(ref.seconds, '.1f')} s{' (from cache)' if ref.from_cache else ''}); "
-        f"reference test error {num(res.reference_test_error, '.4f')}",
-        *[f"  tried first: {t.sampler_name}, ran out of time (limit {t.time_limit:g} s, no draws)"
-          if t.time_limit is not None else
-          f"  tried first: {t.sampler_name}, not certified (R-hat max {num(t.rhat_max, '.3f')}, "
-          f"ESS bulk min {num(t.ess_bulk_min, '.0f')}, divergences {t.divergences}, "
-          f"{num(t.seconds, '.0f')} s{' (from cache)' if t.from_cache else ''})"
-          for t in others],
-    ]
-
-
 def _cmd_datasets(args) -> int:
     rows = datasets.describe()
     width = max(len("name"), *(len(r["name"]) for r in rows)) + 2  # the longest name sets the column
@@ -444,12 +335,10 @@ def _cmd_sbc(args) -> int:
         write_json_atomic(summary, os.path.join(folder, "sbc.json"))
         figure = plot_sbc(summary, os.path.join(folder, "sbc.png"))
         views = plot_sbc_views(summary, os.path.join(folder, "sbc-views.png"))
-        print(posterior_sbc.summary_line(summary) if args.conditional else sbc_summary_line(summary))
+        print(sbc_summary_line(summary))
         rows.append((name, summary, figure, views))
     # what the ranked quantities are, once for all engines (the same names, or a variant's)
-    glossary = {}
-    for _, summary, _, _ in rows:
-        glossary.update(summary.get("glossary", {}))
+    glossary = sbc_glossary(summary for _, summary, _, _ in rows)
     if glossary:
         print("\nranked quantities:")
         for pattern, meaning in glossary.items():
@@ -465,28 +354,8 @@ def _cmd_sbc(args) -> int:
         design = (f"design of {args.n} points and "
                   f"{rows[0][1]['design']['n_basis'] if rows and 'design' in rows[0][1] else args.n_basis} RBF "
                   "features, truths from the prior (validation/runs/sbc.py); ")
-    lines = [f"# {'Posterior SBC' if args.conditional else 'SBC'}: {args.model}", "",
-             f"{args.sims} simulations, {args.draws} posterior draws ranked in each, " + design +
-             "each engine is called miscalibrated when a "
-             "quantity's PIT ECDF leaves its simultaneous band, with a 5% family-wise false-alarm rate, and "
-             f"'{TOO_FEW}' (not calibrated) when every ECDF stays inside but the run is too small to detect, "
-             f"80% of the time, a mean off by {USELESS['mean_shift_sd']:g} posterior sd or an sd "
-             f"x{USELESS['sd_factor_narrow']:g} in one quantity. Each verdict ends with what its run could detect.", "",
-             f"Computed on: {device_line}.", "",
-             "| engine | verdict | coverage | fits ok / failed | median fit seconds | ranks | coverage and "
-             "contraction |", "|---|---|---|---|---|---|---|"]
-    for name, summary, figure, views in rows:
-        counts = summary.get("counts", {})
-        secs = counts.get("fit_seconds_median")
-        lines.append(f"| {name} | {summary['reason']} | {coverage_line(summary) or '-'} | "
-                     f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
-                     f"{'-' if secs is None else f'{secs:.3g}'} | "
-                     f"{os.path.relpath(figure, args.out) if figure else '-'} | "
-                     f"{os.path.relpath(views, args.out) if views else '-'} |")
-    if glossary:
-        lines += ["", "Ranked quantities:", ""] + [f"- `{pattern}`: {meaning}" for pattern, meaning in glossary.items()]
-    report = os.path.join(args.out, args.model, "sbc.md")
-    atomic_write(report, lambda tmp: open(tmp, "w", encoding="utf-8").write("\n".join(lines) + "\n"))
+    report = write_sbc_report(rows, args.out, args.model, n_sims=args.sims, n_draws=args.draws, design=design,
+                              device_line=device_line, conditional=args.conditional)
     print(f"\nreport: {report}")
     return 0
 
@@ -555,7 +424,8 @@ def _cmd_study(args) -> int:
                     progress=not args.no_progress, jax_cache=jax_cache,
                     device=f"{device['wanted']} ({device['why']})",
                     engine_time_limit=args.engine_time_limit or None)
-    print(f"{out['ran']} cells run, {out['reused']} already done; report: {out['report']}")
+    report = report_study(out)
+    print(f"{out['ran']} cells run, {out['reused']} already done; report: {report}")
     for label, reason in out["failed"]:
         print(f"zoo study: cell failed: {label}: {reason}", file=sys.stderr)
     # the finished cells and the report stand; the status says that not every cell did

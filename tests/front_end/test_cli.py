@@ -226,7 +226,7 @@ def _row(name, *, failure=None, **metrics) -> EngineRow:
 def test_summary_table_shows_a_failed_ggsm_engine_as_failed_not_as_numbers():
     """A failed engine row (compare.failed_row) is printed as its reason; the other rows
     keep their numbers, and the engine column is wide enough for 'mm-laplace'."""
-    from zoo.cli import summary_table
+    from zoo.validation.report.compare_report import summary_table
 
     ok = _row("mm", pred_mae=0.01, std_mean_err_median=0.2, test_error=0.1)
     failed = _row("mm-laplace", failure="ApproximationFailed: Hessian not positive definite")
@@ -242,7 +242,7 @@ def test_summary_table_shows_a_failed_ggsm_engine_as_failed_not_as_numbers():
 def test_summary_says_from_cache_and_survives_null_diagnostics():
     """A cache hit is said in the printed summary as in the report; a diagnostic that is
     null (R-hat of a single chain) is printed as n/a, not a crash after the sampling."""
-    from zoo.cli import summary_table
+    from zoo.validation.report.compare_report import summary_table
 
     reference = ReferenceSummary("nuts", True, rhat_max=1.001, ess_bulk_min=900.0, ess_tail_min=800.0,
                                  divergences=0, seconds=12.0, from_cache=True)

@@ -10,7 +10,7 @@ from zoo.inference import generic_laplace as gl
 from zoo.inference.contracts import many_of
 from zoo.inference.posterior import ApproximationFailed
 from zoo.validation.records import registry
-from zoo.validation.runs.sbc import problem_for
+from zoo.validation.runs.sbc_simulation import problem_for
 
 # Why round-off tolerances: the batched program runs the same operations as fit's, from
 # the same start (NumPyro's initialization, vmapped, picks the same candidate), and the

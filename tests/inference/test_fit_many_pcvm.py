@@ -28,7 +28,7 @@ from zoo.inference import expectation_propagation as ep
 from zoo.inference import pcvm_laplace as lap
 from zoo.inference.contracts import many_of
 from zoo.validation.records import registry
-from zoo.validation.runs.sbc import problem_for
+from zoo.validation.runs.sbc_simulation import problem_for
 
 RTOL, ATOL = 1e-8, 1e-10
 D = 7  # padded to a batch of 8: a second batch of 5 shares its program

@@ -25,7 +25,7 @@ import pytest
 from zoo.inference import gig_vb, grid_vb
 from zoo.inference.posterior import GaussianPosterior
 from zoo.validation.records import registry
-from zoo.validation.runs.sbc import problem_for
+from zoo.validation.runs.sbc_simulation import problem_for
 
 RTOL, ATOL = 1e-8, 1e-10
 D = 7  # padded to a batch of 8: a second batch of 5 shares its program

@@ -47,7 +47,7 @@ from zoo.inference.contracts import contract_problems, returned_problem
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
 from zoo.models.base import Site
 from zoo.validation.records import registry
-from zoo.validation.runs import sbc as S
+from zoo.validation.runs import sbc_simulation
 
 # the Gaussian target of the ADVI tests: w ~ N(0, I) times exp(-1/2 (w - c)' B (w - c))
 from test_generic_svi import B, C, COV, MEAN, PRECISION, GaussianTarget  # noqa: E402
@@ -169,8 +169,8 @@ def test_failed_paths_are_dropped_and_reported(monkeypatch):
 @pytest.mark.long
 def test_the_registered_engine_runs_on_pcvm():
     record = registry.get_model("pcvm")
-    problem = S.problem_for(record)
-    _, _, y, _ = S._simulation_start(problem.spec, problem.Phi, 0, S.SBCSettings())
+    problem = sbc_simulation.problem_for(record)
+    _, _, y, _ = sbc_simulation._simulation_start(problem.spec, problem.Phi, 0, sbc_simulation.SBCSettings())
     t0 = time.perf_counter()
     post = registry.get_engine("pcvm", "pathfinder").fit()(problem.spec, problem.Phi, y, config=SMALL)
     assert time.perf_counter() - t0 < 30.0  # cold, compiling

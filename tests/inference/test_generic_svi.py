@@ -30,7 +30,7 @@ from zoo.inference import generic_svi as svi
 from zoo.inference.contracts import contract_problems, returned_problem
 from zoo.models.base import Site
 from zoo.validation.records import registry
-from zoo.validation.runs import sbc as S
+from zoo.validation.runs import sbc_simulation
 
 B = np.array([[4.0, 3.0], [3.0, 4.0]])
 C = np.array([1.0, -0.5])
@@ -95,8 +95,8 @@ def test_the_step_cap_is_reported_and_a_seed_repeats_its_draws():
 @pytest.mark.long
 def test_constrained_sites_come_back_in_their_support_over_the_specs_sites():
     record = registry.get_model("pcvm")
-    problem = S.problem_for(record)
-    _, truth, y, _ = S._simulation_start(problem.spec, problem.Phi, 0, S.SBCSettings())
+    problem = sbc_simulation.problem_for(record)
+    _, truth, y, _ = sbc_simulation._simulation_start(problem.spec, problem.Phi, 0, sbc_simulation.SBCSettings())
     post = svi.fit_meanfield(problem.spec, problem.Phi, y, config=svi.SVIConfig(n_draws=500))
     assert returned_problem(post, problem.spec, problem.Phi) is None
     assert np.all(post.draws["w"] >= 0.0)  # PCVM's truncated prior: w >= 0 through NumPyro's transform

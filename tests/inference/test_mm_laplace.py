@@ -24,7 +24,7 @@ import pytest
 from scipy import stats
 
 import zoo  # noqa: F401  (float64)
-from zoo.cli import summary_table
+from zoo.validation.report.compare_report import summary_table
 from zoo.data import ggig_linear
 from zoo.inference import mm, mm_laplace
 from zoo.inference.posterior import ApproximationFailed, DrawsPosterior
@@ -32,7 +32,7 @@ from zoo.models.basis import LinearBasis, WithBias
 from zoo.models.ggsm_probit import GGSMProbit
 from zoo.validation.records.registry import get_engine
 from zoo.validation.references import ReferenceConfig
-from zoo.validation.report import (
+from zoo.validation.report.compare_report import (
     PRUNED_ROWS_SHOWN,
     _pruned_table,
     render_markdown,

@@ -14,13 +14,10 @@ from zoo.validation.base.figures import axis_label_problems
 from zoo.validation.base.tables import Table
 from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.runs.battery import battery_figure, battery_table
-from zoo.validation.runs.sbc import (
-    MISCALIBRATED,
-    SBCSettings,
-    conjugate_normal_ranks,
-    rank_summary,
-    sbc_figure,
-)
+from zoo.validation.judge.rank_uniformity import MISCALIBRATED, conjugate_normal_ranks
+from zoo.validation.report.sbc_report import sbc_figure
+from zoo.validation.runs.sbc import rank_summary
+from zoo.validation.runs.sbc_simulation import SBCSettings
 
 from repository import REPO
 

@@ -92,12 +92,13 @@ def layer_of(module: str) -> str | None:
 
 
 def wing_of(module: str) -> str | None:
-    """'zoo.validation.judge.verdict' -> 'judge'; 'zoo.validation.report' -> 'report';
-    'zoo.validation' (the package's own ``__init__``) -> None."""
+    """'zoo.validation.judge.verdict' -> 'judge'; 'zoo.validation.report.sbc_report' -> 'report';
+    'zoo.validation' (the package's own ``__init__``) and a module outside every wing
+    ('zoo.validation.loose') -> None."""
     parts = module.split(".")
     if parts[:2] != ["zoo", "validation"] or len(parts) == 2:
         return None
-    return parts[2] if parts[2] in WINGS else "report"
+    return parts[2] if parts[2] in WINGS else None
 
 
 # --------------------------------------------------------------------------------------
@@ -194,9 +195,12 @@ def test_every_function_level_import_says_why():
 
 
 def test_every_validation_module_lies_in_a_wing():
-    loose = [m for m in modules_of(REPO) if m.startswith("zoo.validation.")
-             and wing_of(m) == "report" and m != "zoo.validation.report"]
-    assert loose == []
+    assert loose_modules(REPO) == []
+
+
+def loose_modules(root: pathlib.Path, folders=FOLDERS) -> list[str]:
+    """The modules of validation/ outside every wing (a file beside the wings' folders)."""
+    return [m for m in modules_of(root, folders) if m.startswith("zoo.validation.") and wing_of(m) is None]
 
 
 def repeated_module_names(root: pathlib.Path) -> dict[str, list[str]]:
@@ -251,14 +255,19 @@ def test_checkers_catch_planted_violations(tmp_path):
         "validation/runs/compare.py": "from ..judge import verdict\n",
         "validation/records/a.py": "from . import b\n",
         "validation/records/b.py": "def g():\n    from . import a\n",
-        "validation/report.py": "from .runs import compare\n",
+        "validation/report/compare_report.py": "from ..runs import compare\n",
+        "validation/runs/study.py": "from ..report import compare_report  # planted: a runner writing a report\n",
+        "validation/loose.py": "import numpy\n",
     })
+    assert loose_modules(tmp_path, folders) == ["zoo.validation.loose"]
     up = upward_imports(tmp_path, folders)
     assert any("inference/up.py:2 imports zoo.validation.judge.verdict (layer validation above inference)" in b
                for b in up)
     assert any("validation/base/low.py:1 imports zoo.validation.runs.compare (wing runs above base)" in b
                for b in up)
-    assert not any("ok.py" in b or "report.py" in b or "judge/verdict.py" in b for b in up)
+    assert any("validation/runs/study.py:1 imports zoo.validation.report.compare_report (wing report above runs)" in b
+               for b in up)
+    assert not any("ok.py" in b or "compare_report.py:" in b or "judge/verdict.py" in b for b in up)
     circles = import_circles(tmp_path, folders)
     assert ["zoo.validation.records.a", "zoo.validation.records.b"] in circles
     # base/low -> runs/compare -> judge/verdict -> base/low

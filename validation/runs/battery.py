@@ -65,15 +65,9 @@ from ..references import run_reference
 from .compare import default_references
 from .engines import import_user_module, is_user_engine, resolve_entry, user_modules
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, EngineTimeout, check_time_limit, posterior_problem, time_limit
-from .sbc import (
-    CALIBRATED,
-    MISCALIBRATED,
-    TOO_FEW,
-    SBCSettings,
-    draw_from_prior,
-    problem_for,
-    run_sbc,
-)
+from ..judge.sbc_verdict import CALIBRATED, MISCALIBRATED, TOO_FEW
+from .sbc import run_sbc
+from .sbc_simulation import SBCSettings, draw_from_prior, problem_for
 
 
 def specific_defects() -> tuple[Defect, ...]:

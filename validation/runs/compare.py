@@ -3,7 +3,7 @@ and data, and returns a table of posterior-accuracy metrics.
 
     results = compare(CompareConfig(model="pcvm", data="ripley", engines=("em", "laplace", "ep")))
 
-``zoo compare`` is a thin shell around :func:`compare` plus :func:`zoo.validation.report.write_report`.
+``zoo compare`` is a thin shell around :func:`compare` plus :func:`zoo.validation.report.compare_report.write_report`.
 The result is typed (``runs/results.py``: :class:`ComparisonResult`, its engine rows,
 reference summaries and verdicts); ``to_json()`` gives the results.json layout.
 

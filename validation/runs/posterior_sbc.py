@@ -18,7 +18,7 @@ p(theta | y) p(y~ | theta) is proportional to p(theta | y, y~) p(y~ | y): drawin
 posterior of y and then y~ is a joint draw of (theta, y~) given y, and theta is then a draw
 from p(theta | y, y~) - the posterior the engine approximates. Steps 1-4 are prior SBC with the
 prior replaced by p(theta | y) and the data by y~, so the uniformity test, its false-alarm
-rate and its power statement (``sbc.summarize``, ``sbc.detectable_defects``) carry over
+rate and its power statement (``sbc.summarize``, ``judge/sbc_verdict.py``) carry over
 unchanged. Two differences a reader must keep in mind:
 
 * the truths are S draws of a reference chain, thinned evenly over its chains, not
@@ -57,7 +57,8 @@ from ..base.signing import SBC_SIMULATION, write_signed_json
 from ..records import registry
 from ..references import first_certified_reference
 from ..references.nuts_program import as_numpy_key
-from . import fence, sbc
+from ..judge import sbc_verdict
+from . import fence, sbc, sbc_simulation
 from .compare import CompareConfig, default_references, prepare_problem
 
 #: the fold_in stream of a simulation's key that draws its new labels
@@ -122,7 +123,7 @@ def truths(case: ConditioningCase, n_sims: int) -> dict[str, np.ndarray]:
     if n_sims > total:
         raise ValueError(f"posterior SBC with {n_sims} simulations needs as many reference draws; the "
                          f"reference has {total}")
-    return sbc._posterior_draws(posterior, None, n_sims)
+    return sbc_simulation.posterior_draws(posterior, None, n_sims)
 
 
 _LABEL_PROGRAMS: dict[str, Callable] = {}
@@ -142,7 +143,7 @@ def _label_program(spec, Phi_tilde: np.ndarray) -> Callable:
     if key in _LABEL_PROGRAMS:
         return _LABEL_PROGRAMS[key]
     Phi_j = jnp.asarray(Phi_tilde)
-    obs = sbc.observed_site(spec, Phi_j)
+    obs = sbc_simulation.observed_site(spec, Phi_j)
     names = {s.name for s in spec.sites(Phi_j.shape[1])}
     trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi_j)
     latent = {n for n, s in trace.items() if s["type"] == "sample" and n != obs
@@ -171,7 +172,7 @@ def new_rows(case: ConditioningCase, n_new_data: int | None) -> np.ndarray:
     return case.Phi[np.arange(n) % case.Phi.shape[0]]
 
 
-def _simulation_key(settings: sbc.SBCSettings, index: int):
+def _simulation_key(settings: sbc_simulation.SBCSettings, index: int):
     import jax
 
     return jax.random.fold_in(jax.random.PRNGKey(settings.seed), index)
@@ -202,22 +203,22 @@ class _Chunk:
     truths: tuple[dict[str, np.ndarray], ...]
     indices: tuple[int, ...]
     paths: tuple[str, ...]
-    settings: sbc.SBCSettings
+    settings: sbc_simulation.SBCSettings
     # the most seconds one simulation's fit may take (fence.py); None: no limit
     time_limit: float | None = None
 
 
 @functools.lru_cache(maxsize=8)
-def _resolved(model: str, engine: str, settings: sbc.SBCSettings, variant: str | None) -> sbc.ResolvedEngine:
+def _resolved(model: str, engine: str, settings: sbc_simulation.SBCSettings, variant: str | None) -> sbc_simulation.ResolvedEngine:
     """A chunk's engine, resolved once per worker process (an engine that compiles per spec
     object then compiles once per chunk, not once per simulation)."""
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
-    resolved = sbc.resolve_engine(registry.get_model(model), engine, settings)
+    resolved = sbc_simulation.resolve_engine(registry.get_model(model), engine, settings)
     return resolved if variant is None else replace(resolved, variant=variant)
 
 
-def run_chunk(chunk: _Chunk, resolved: sbc.ResolvedEngine | None = None) -> list[dict[str, Any]]:
+def run_chunk(chunk: _Chunk, resolved: sbc_simulation.ResolvedEngine | None = None) -> list[dict[str, Any]]:
     """The simulations of ``chunk``: new labels, the engine's fit on the stacked data, the
     ranks; each result written atomically to its path. resolved: the engine (None: from the
     chunk's names, in a worker)."""
@@ -230,32 +231,32 @@ def run_chunk(chunk: _Chunk, resolved: sbc.ResolvedEngine | None = None) -> list
     if resolved.batched is not None:
         import jax
 
-        # each simulation's fit keyed by its own key, as in sbc.simulate_batch
-        fit_keys = np.stack([as_numpy_key(jax.random.fold_in(k, sbc.FIT_STREAM)) for k in keys])
-        posteriors, share = sbc.fenced_batch(resolved.batched, spec, Phi_all, np.stack(ys), fit_keys,
+        # each simulation's fit keyed by its own key, as in sbc_simulation.simulate_batch
+        fit_keys = np.stack([as_numpy_key(jax.random.fold_in(k, sbc_simulation.FIT_STREAM)) for k in keys])
+        posteriors, share = sbc_simulation.fenced_batch(resolved.batched, spec, Phi_all, np.stack(ys), fit_keys,
                                              chunk.time_limit)
         fitted, by_index = [], {}
         for index, key, truth, y, posterior in zip(chunk.indices, keys, chunk.truths, ys, posteriors):
             if isinstance(posterior, (BaseException, str)):
-                by_index[index] = sbc._failed_fit(index, 0, share, posterior)
+                by_index[index] = sbc_simulation.failed_fit(index, 0, share, posterior)
             else:
                 fitted.append((index, key, truth, y, 0, posterior, share))
-        by_index.update(sbc._rank_many(spec, Phi_all, chunk.Phi_new, fitted, settings))
+        by_index.update(sbc_simulation.rank_many(spec, Phi_all, chunk.Phi_new, fitted, settings))
         results = [by_index[i] for i in chunk.indices]
     else:
         for index, key, truth, y in zip(chunk.indices, keys, chunk.truths, ys):
-            posterior, outcome = sbc.fenced_fit(resolved.fit, spec, Phi_all, y, index, 0, chunk.time_limit)
+            posterior, outcome = sbc_simulation.fenced_fit(resolved.fit, spec, Phi_all, y, index, 0, chunk.time_limit)
             if posterior is None:
                 results.append(outcome)
                 continue
-            results.append(sbc._ranked(spec, Phi_all, chunk.Phi_new, posterior, key, truth, y, index, 0,
+            results.append(sbc_simulation.rank_simulation(spec, Phi_all, chunk.Phi_new, posterior, key, truth, y, index, 0,
                                        outcome, settings))
     for result, path in zip(results, chunk.paths):
         write_signed_json(result, path, SBC_SIMULATION)
     return results
 
 
-def run_key(model: str, engine: str, case: ConditioningCase, Phi_tilde: np.ndarray, settings: sbc.SBCSettings,
+def run_key(model: str, engine: str, case: ConditioningCase, Phi_tilde: np.ndarray, settings: sbc_simulation.SBCSettings,
             fit: Callable) -> str:
     """What determines a run's simulations (not their number): model, engine, case,
     new rows, settings and the code of this module, sbc.py, the model and the engine."""
@@ -270,7 +271,7 @@ def run_key(model: str, engine: str, case: ConditioningCase, Phi_tilde: np.ndarr
 
 
 def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningCase | None = None,
-                      settings: sbc.SBCSettings = sbc.SBCSettings(), n_new_data: int | None = None, out_dir=None,
+                      settings: sbc_simulation.SBCSettings = sbc_simulation.SBCSettings(), n_new_data: int | None = None, out_dir=None,
                       cache_dir=None, executor=None, progress: Callable | None = None,
                       chunk_size: int = 25,
                       engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
@@ -279,8 +280,9 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
     :func:`default_case` of the model, or of the variant the engine fits). engine_time_limit:
     as in ``sbc.run_sbc``.
 
-    Returns a summary in the layout of ``sbc.run_sbc``'s (so ``sbc.summary_line``,
-    ``sbc.plot_sbc`` and ``sbc.plot_sbc_views`` read it), plus ``kind`` and ``conditioning``.
+    Returns a summary in the layout of ``sbc.run_sbc``'s (so the report's ``summary_line``,
+    ``plot_sbc`` and ``plot_sbc_views``, validation/report/sbc_report.py, read it), plus ``kind``
+    and ``conditioning``.
     """
     import tempfile
 
@@ -292,13 +294,13 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
         if engine not in record.sampler_names:
             raise ValueError(f"ENGINE@VARIANT names a reference sampler on a variant; {engine!r} is not one of "
                              f"{', '.join(record.sampler_names)}")
-    resolved = sbc.resolve_engine(record, engine, settings)
+    resolved = sbc_simulation.resolve_engine(record, engine, settings)
     if variant is not None:
         resolved = replace(resolved, variant=variant, label=f"{resolved.label}@{variant}")
     label = resolved.label
     base = {"model": model, "engine": label, "kind": KIND, "settings": asdict(settings), "variant": resolved.variant}
     if resolved.not_applicable:
-        return {**base, "status": sbc.NOT_APPLICABLE, "reason": resolved.not_applicable}
+        return {**base, "status": sbc_verdict.NOT_APPLICABLE, "reason": resolved.not_applicable}
     if callable(engine) and executor is not None:
         raise ValueError("an engine given as a Python function runs in this process only; "
                          "give it as 'module:function' to run it on an executor")
@@ -339,7 +341,7 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
             if progress:
                 progress(len(results), settings.n_sims)
         wall = time.perf_counter() - t0
-        names = sbc.quantity_names(case.spec, case.Phi, case.Phi_new)
+        names = sbc_simulation.quantity_names(case.spec, case.Phi, case.Phi_new)
         summary = sbc.summarize([results[i] for i in range(settings.n_sims)], names, settings)
         if "glossary" in summary:
             # sbc's words for its quantities, with posterior SBC's truths and labels
@@ -356,9 +358,4 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
             tmp.cleanup()
 
 
-def summary_line(summary: dict[str, Any]) -> str:
-    return f"{KIND}: {sbc.summary_line(summary)}"
-
-
-__all__ = ["ConditioningCase", "default_case", "truths", "new_rows", "run_posterior_sbc", "run_chunk",
-           "summary_line", "KIND"]
+__all__ = ["ConditioningCase", "default_case", "truths", "new_rows", "run_posterior_sbc", "run_chunk", "KIND"]

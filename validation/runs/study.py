@@ -36,8 +36,8 @@ redoes none; work inside a cell (SBC simulations, battery data sets) is also kep
 resumed. A worker that dies mid-cell is replaced by the scheduler, which reruns its cell
 elsewhere (Dask's own retry of lost tasks). A cell file that cannot be read back (invalid
 JSON, or not a finished cell of this key) is named in a warning and computed again. When
-every cell is done, ``OUT/report.md`` gathers them in tables (with SBC figures under
-``OUT/figures/``).
+every cell is done, the report wing's ``study_report.write_study_report`` gathers them in
+``OUT/report.md`` (with SBC figures under ``OUT/figures/``); ``zoo study`` writes it.
 
 The LocalCluster's workers live no longer than the process that started them
 (:func:`cluster_client`, which ``zoo reproduce --jobs N`` shares): on Ctrl-C the driver
@@ -60,27 +60,25 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import zoo
 
 from ... import data as datasets
 from ...inference.contracts import EngineReturnError
 from ...inference.posterior import ApproximationFailed
 from ...models.checks import check_seed
-from ..base.atomic import write_json_atomic, write_text_atomic
+from ..base.atomic import write_json_atomic
 from ..base.signing import STUDY_CELL, read_signed_json, write_signed_json
 from ..base.code_digest import code_digest
 from ..base.processes import die_with_parent
 from ..records import registry
 from .compare import CompareConfig, compare, default_references
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, check_time_limit
-from .battery import DETECTORS, BatterySettings, run_battery
+from .battery import BatterySettings, run_battery
 from .engines import is_user_engine, resolve_entry, user_modules
 from .limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DATASETS, DESIGN_POINTS, DRAWS, REPLICATES, SIMULATIONS,
                      check_count)
-from .results import ComparisonResult
-from .sbc import SBCSettings, coverage_line, plot_sbc, plot_sbc_views, run_sbc
+from .sbc import run_sbc
+from .sbc_simulation import SBCSettings
 
 try:  # Python 3.11+
     import tomllib
@@ -123,7 +121,7 @@ class Cell:
         return f"defects {p['model']} {p['engine']}"
 
 
-def _frozen(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+def frozen_params(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
 
 
@@ -232,7 +230,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
             for data in block.get("data", [record.default_data]):
                 for split in block.get("splits", [0]):
                     _check_data(data, split)
-                    cells.append(Cell("compare", _frozen({
+                    cells.append(Cell("compare", frozen_params({
                         "model": model, "data": data, "split": int(split), "engines": list(engines),
                         "params": json.dumps(block.get("params", {}), sort_keys=True)})))
     for i, block in enumerate(config.get("sbc", [])):
@@ -245,7 +243,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
             elif not record.has_engine(engine) and engine not in record.sampler_names:
                 raise ValueError(f"study: {model} has no engine or sampler {engine!r}")
             for r in range(int(block.get("replicates", 1))):
-                cells.append(Cell("sbc", _frozen({"model": model, "engine": engine, "replicate": r,
+                cells.append(Cell("sbc", frozen_params({"model": model, "engine": engine, "replicate": r,
                                                   "sims": int(block.get("sims", 100)),
                                                   "draws": int(block.get("draws", 99))})))
     for i, block in enumerate(config.get("defects", [])):
@@ -256,7 +254,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
         samplers = list(block.get("reference_samplers", []))
         if samplers:
             default_references(model, tuple(samplers))  # an unknown sampler fails here
-        cells.append(Cell("defects", _frozen({
+        cells.append(Cell("defects", frozen_params({
             "model": model, "engine": engine, "defects": list(block.get("defects", [])),
             "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),
             "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000)),
@@ -569,9 +567,10 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     none). device: how the command line chose the device (zoo/devices.py), for the report.
     engine_time_limit: the most seconds one fit of an engine may take in any cell
     (validation/runs/fence.py; None: no limit); not part of the cells' keys.
-    A cell that fails is recorded with its reason and the others go on. Writes
-    ``OUT/report.md`` and returns {"cells": [...results], "ran": n, "reused": n, "report":
-    path, "failed": [(cell label, reason), ...]}.
+    A cell that fails is recorded with its reason and the others go on. Returns {"config",
+    "cells": [...results], "ran": n, "reused": n, "failed": [(cell label, reason), ...],
+    "out_dir", "device"}; the report is written from it by
+    ``validation/report/study_report.write_study_report`` (as ``zoo study`` does).
     """
     from distributed import as_completed
 
@@ -608,172 +607,10 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                                             "tries the cell again)"}
                 bar.update(cells[i].label() + (" FAILED" if "failed" in results[i] else ""))
     ordered = [results[i] for i in range(len(cells))]
-    report = write_study_report(config, ordered, out_dir, device=device)
     failed = [(cells[i].label(), r["failed"]) for i, r in enumerate(ordered) if "failed" in r]
-    return {"cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo), "report": report,
-            "failed": failed}
+    return {"config": config, "cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo),
+            "failed": failed, "out_dir": out_dir, "device": device}
 
 
-# --------------------------------------------------------------------------------------
-# The report
-# --------------------------------------------------------------------------------------
-def _fmt(v, spec=".4f") -> str:
-    return "-" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
-
-
-def _engine_type(model: str, engine: str) -> str:
-    """paper, generic (needs only the NumPyro model) or user, from the model's registry."""
-    record = registry.get_model(model)
-    if not record.has_engine(engine):
-        return "user"
-    return "generic" if record.engine(engine).generic else "paper"
-
-
-def _sd_ratios(metrics) -> str:
-    """'median / worst' of the sd ratios; worst is the one farthest from 1 on the log scale."""
-    ratios = metrics.get("sd_ratio")
-    if not ratios:
-        return "-"
-    r = np.asarray(ratios, dtype=float)
-    worst = r[int(np.argmax(np.abs(np.log(r))))] if np.all(r > 0) else float(np.min(r))
-    return f"{np.median(r):.2f} / {worst:.2f}"
-
-
-def _sbc_status_by_engine(sbcs) -> dict[tuple[str, str], str]:
-    """(model, engine) -> 'calibrated replicates / all' of the study's SBC cells (a failed
-    or not-applicable replicate is counted as not calibrated and named)."""
-    out: dict[tuple[str, str], list[str]] = {}
-    for c in sbcs:
-        if "failed" in c:
-            continue
-        out.setdefault((c["cell"]["model"], c["cell"]["engine"]), []).append(c["summary"]["status"])
-    said = {}
-    for key, statuses in out.items():
-        ok = sum(s == "calibrated" for s in statuses)
-        others = sorted({s for s in statuses if s != "calibrated"})
-        said[key] = f"{ok}/{len(statuses)} calibrated" + (f" ({', '.join(others)})" if others else "")
-    return said
-
-
-#: verdict statuses from best to worst, for "at least as good"
-_VERDICT_RANK = {"indistinguishable": 0, "differs": 1}
-
-
-def _generic_against_paper(r) -> list[str]:
-    """Sentences naming each generic engine of a comparison that does at least as well as
-    every paper engine of it: a verdict at least as good and a smaller pred_mae."""
-    paper, generic = [], []
-    for name, e in r.engines.items():
-        if e.failure is not None or e.metrics.get("pred_mae") is None or e.verdict is None:
-            continue
-        rank = _VERDICT_RANK.get(e.verdict.status)
-        if rank is None:
-            continue
-        (generic if _engine_type(r.model, name) == "generic" else paper if _engine_type(r.model, name) == "paper"
-         else []).append((name, rank, float(e.metrics["pred_mae"]), e.verdict.status))
-    if not paper:
-        return []
-    best = min(paper, key=lambda t: (t[1], t[2]))
-    out = []
-    for name, rank, mae, status in generic:
-        if all(rank <= p[1] and mae < p[2] for p in paper):
-            out.append(f"{r.model} / {r.data} split {r.split}: **{name}** ({status}, pred_mae {mae:.4f}) does at "
-                       f"least as well as the best paper engine {best[0]} ({best[3]}, pred_mae {best[2]:.4f})")
-    return out
-
-
-def _cell_label(stored: dict[str, Any]) -> str:
-    return Cell(stored["kind"], _frozen(stored["cell"])).label()
-
-
-def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_dir: str,
-                       device: str | None = None) -> str:
-    """OUT/report.md: the failed cells with their reasons, the compare cells as engine x
-    data tables (pred_mae, verdicts), the SBC cells as a table with their figures, the
-    defect batteries as detection tables."""
-
-    lines = [f"# Study: {config.get('name', 'unnamed')}", "",
-             f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", "",
-             *([f"Device: {device} (each comparison's own report names the device its worker used).", ""]
-               if device else [])]
-    failed = [c for c in cells if "failed" in c]
-    if failed:
-        lines += [f"## Failed cells ({len(failed)} of {len(cells)})", "",
-                  "Each failed with the reason below; the other cells' results are in the sections that follow.", "",
-                  "| cell | reason |", "|---|---|"]
-        lines += [f"| {_cell_label(c)} | {' '.join(c['failed'].split()).replace('|', '/')} |" for c in failed]
-        lines.append("")
-    cells = [c for c in cells if "failed" not in c]
-    compares = sorted((c for c in cells if c["kind"] == "compare"),
-                      key=lambda c: (c["cell"]["model"], c["cell"]["data"], c["cell"]["split"]))
-    sbc_status = _sbc_status_by_engine([c for c in cells if c["kind"] == "sbc"])
-    if compares:
-        lines += ["## Comparisons", "",
-                  "Per engine and data set / split: pred_mae (mean |p - p_ref| on the test set), the sd ratio "
-                  "sd / sd_ref (median over the parameters, and the worst: farthest from 1), Pareto k-hat of the "
-                  "engine as an importance proposal (at most min(1 - 1/log10 S, 0.7), S its draws: its "
-                  "importance-corrected draws are trusted), the "
-                  "marginal, the joint and the distribution verdict (each an exact engine calls 'differs' 5% of "
-                  "the time; the distribution verdict sees shape, tails and support), the SBC "
-                  "status of the engine in this study (calibrated replicates / all), the warm seconds of the fit "
-                  "and the reference's warm seconds over them. Engine type: paper (a paper's hand-derived "
-                  "engine), generic (needs only the NumPyro model), user.", "",
-                  "| model | data | split | reference | engine | type | pred_mae | sd ratio med / worst | k-hat | "
-                  "verdict | joint | distribution | SBC | warm s | x ref |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        plainly = []
-        for c in compares:
-            r = ComparisonResult.from_json(c["results"])  # a stored cell, read back as the type compare returns
-            cert = "certified" if r.reference.certified else "NOT certified"
-            sampler = r.reference.sampler_name or "-"
-            for name, e in r.engines.items():
-                v = e.verdict.status if e.verdict is not None else "-"
-                j = e.joint_verdict.status if e.joint_verdict is not None else "-"
-                dv = e.distribution_verdict.status if e.distribution_verdict is not None else "-"
-                lines.append(
-                    f"| {r.model} | {r.data} | {r.split} | {sampler} {cert} | {name} | {_engine_type(r.model, name)} | "
-                    f"{_fmt(e.metrics.get('pred_mae'))} | {_sd_ratios(e.metrics)} | {_fmt(e.metrics.get('khat'), '.2f')} | "
-                    f"{v if e.failure is None else 'failed'} | {j} | {dv} | {sbc_status.get((r.model, name), '-')} | "
-                    f"{_fmt(e.seconds, '.3g')} | {_fmt(e.speedup_vs_reference, '.3g')} |")
-            plainly += _generic_against_paper(r)
-        lines.append("")
-        if plainly:
-            lines += ["Where a generic method does as well as or better than every paper engine of its model "
-                      "(a verdict at least as good, and a smaller pred_mae):", "", *[f"- {x}" for x in plainly], ""]
-    sbcs = sorted((c for c in cells if c["kind"] == "sbc"),
-                  key=lambda c: (c["cell"]["model"], c["cell"]["engine"], c["cell"]["replicate"]))
-    if sbcs:
-        lines += ["## SBC", "", "| model | engine | replicate | verdict | coverage | fits ok / failed | ranks | "
-                  "coverage and contraction |", "|---|---|---|---|---|---|---|---|"]
-        for c in sbcs:
-            s, p = c["summary"], c["cell"]
-            fig = plot_sbc(s, os.path.join(out_dir, "figures", f"sbc-{c['key']}.png"))
-            views = plot_sbc_views(s, os.path.join(out_dir, "figures", f"sbc-views-{c['key']}.png"))
-            counts = s.get("counts", {})
-            # the reason begins with the status ("miscalibrated: w[1] ...") where it names one
-            said = s["reason"] if s["reason"].startswith(s["status"]) else f"{s['status']}: {s['reason']}"
-            lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {said} | {coverage_line(s) or '-'} | "
-                         f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
-                         f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} | "
-                         f"{'-' if views is None else f'![](figures/{os.path.basename(views)})'} |")
-        lines.append("")
-    batteries = [c for c in cells if c["kind"] == "defects"]
-    for c in batteries:
-        b = c["battery"]
-        lines += [f"## Planted defects: {b['model']} / {b['engine']}", "",
-                  f"{b['certified_datasets']} of {b['datasets']} data sets with a certified reference.", "",
-                  "| defect | " + " | ".join(f"{d} detections" for d in DETECTORS) + " |",
-                  "|---|" + "---|" * len(DETECTORS)]
-        by = {(r["detector"], r["defect"]): r for r in b["rows"]}
-        for name in dict.fromkeys(r["defect"] for r in b["rows"]):
-            cells_ = [f"{by[(d, name)]['detected']}/{by[(d, name)]['trials']}" if (d, name) in by else "-"
-                      for d in DETECTORS]
-            lines.append(f"| {name} | " + " | ".join(cells_) + " |")
-        lines.append("")
-    path = os.path.join(out_dir, "report.md")
-    write_text_atomic(path, "\n".join(lines) + "\n")
-    return path
-
-
-__all__ = ["Cell", "load_config", "expand", "run_cell", "run_study", "write_study_report", "cell_path",
+__all__ = ["Cell", "load_config", "expand", "run_cell", "run_study", "cell_path",
            "cluster_client", "die_with_parent", "read_cell_file"]

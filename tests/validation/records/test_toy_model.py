@@ -138,7 +138,7 @@ def toy_registered():
 def test_a_toy_model_runs_through_compare_with_one_record(toy_registered, fast_nuts, nuts_cache_dir, tmp_path,
                                                           capsys):
     from zoo.cli import build_parser
-    from zoo.validation.report import write_report
+    from zoo.validation.report.compare_report import write_report
     from zoo.validation.runs.compare import CompareConfig, compare
 
     comp = compare(CompareConfig(model="toy-probit", reference=fast_nuts, cache_dir=str(nuts_cache_dir)))
@@ -218,7 +218,9 @@ def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registe
 
     from zoo.classifier import SparseBayesClassifier
     from zoo.validation.runs import battery as D
-    from zoo.validation.runs.sbc import TOO_FEW, SBCSettings, run_sbc
+    from zoo.validation.judge.sbc_verdict import TOO_FEW
+    from zoo.validation.runs.sbc import run_sbc
+    from zoo.validation.runs.sbc_simulation import SBCSettings
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))

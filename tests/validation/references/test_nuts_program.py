@@ -22,6 +22,7 @@ from zoo.validation.references import ReferenceConfig, run_reference
 from zoo.validation.references import nuts_program as P
 from zoo.validation.references.nuts import nuts_posteriors
 from zoo.validation.runs import sbc as S
+from zoo.validation.runs import sbc_simulation
 
 SHORT = ReferenceConfig(num_warmup=150, num_samples=150, seed=0)
 
@@ -29,10 +30,10 @@ SHORT = ReferenceConfig(num_warmup=150, num_samples=150, seed=0)
 @pytest.fixture(scope="module")
 def problem():
     record = registry.get_model("pcvm")
-    prob = S.problem_for(record)
+    prob = sbc_simulation.problem_for(record)
     ys = []
     for i in range(3):
-        _, y, _ = S.draw_from_prior(prob.spec, prob.Phi, jax.random.fold_in(jax.random.PRNGKey(5), i))
+        _, y, _ = sbc_simulation.draw_from_prior(prob.spec, prob.Phi, jax.random.fold_in(jax.random.PRNGKey(5), i))
         ys.append(y)
     keys = np.stack([P.as_numpy_key(jax.random.PRNGKey(100 + i)) for i in range(3)])
     return prob, np.stack(ys), keys
@@ -112,7 +113,7 @@ def test_bad_shapes_are_named(problem):
 
 @pytest.mark.long
 def test_sbc_of_nuts_runs_batched_and_resumes_exactly(tmp_path):
-    settings = S.SBCSettings(n_sims=12, n_draws=19, reference_draws=100)
+    settings = sbc_simulation.SBCSettings(n_sims=12, n_draws=19, reference_draws=100)
     first = S.run_sbc("pcvm", "nuts", settings=settings, out_dir=tmp_path)
     assert first["counts"]["ok"] == 12, first
     folder = first["folder"]
@@ -133,27 +134,27 @@ def test_sbc_of_nuts_runs_batched_and_resumes_exactly(tmp_path):
 
 def test_a_failing_batch_fails_each_of_its_simulations_with_the_reason():
     record = registry.get_model("pcvm")
-    prob = S.problem_for(record)
+    prob = sbc_simulation.problem_for(record)
 
     def broken(spec, Phi, ys, keys):
         raise FloatingPointError("the program overflowed")
 
-    out = S.simulate_batch(prob.spec, prob.Phi, prob.Phi_new, broken, [0, 1, 2], S.SBCSettings(n_sims=10))
+    out = sbc_simulation.simulate_batch(prob.spec, prob.Phi, prob.Phi_new, broken, [0, 1, 2], sbc_simulation.SBCSettings(n_sims=10))
     assert [r["index"] for r in out] == [0, 1, 2]
     assert all(r["status"] == "failed" and "FloatingPointError: the program overflowed" in r["message"] for r in out)
 
 
 def test_the_batched_path_is_nuts_only():
     record = registry.get_model("ggsm-probit")
-    settings = S.SBCSettings()
-    assert S.resolve_engine(record, "nuts", settings).batched is not None
-    assert S.resolve_engine(record, "slice-gibbs", settings).batched is None
-    assert S.resolve_engine(record, "mm-laplace", settings).batched is None
+    settings = sbc_simulation.SBCSettings()
+    assert sbc_simulation.resolve_engine(record, "nuts", settings).batched is not None
+    assert sbc_simulation.resolve_engine(record, "slice-gibbs", settings).batched is None
+    assert sbc_simulation.resolve_engine(record, "mm-laplace", settings).batched is None
 
 
 def test_the_batched_nuts_keeps_the_sbc_reference_settings():
     record = registry.get_model("gig-logistic")
-    resolved = S.resolve_engine(record, "nuts", S.SBCSettings(reference_draws=200))
+    resolved = sbc_simulation.resolve_engine(record, "nuts", sbc_simulation.SBCSettings(reference_draws=200))
     config = resolved.batched.keywords["config"]
     assert config == resolved.fit.keywords["reference"]
     assert (config.target_accept, config.num_warmup, config.num_samples) == (0.95, 200, 200)

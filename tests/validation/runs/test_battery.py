@@ -17,7 +17,7 @@ from zoo.models.base import Site
 from zoo.models.gig_logistic import GIGLogistic
 from zoo.models.pcvm import PCVM
 from zoo.validation.runs import battery as D
-from zoo.validation.runs.sbc import rbf_design
+from zoo.validation.runs.sbc_simulation import rbf_design
 
 INFO = FitInfo(engine="t", converged=True, n_iter=0, reason="", seconds=0.0, compile_seconds=0.0, objective="", extra={})
 SITES = (Site("b", ()), Site("w", (2,)))

@@ -9,7 +9,7 @@ import pytest
 
 import zoo  # noqa: F401  (float64)
 from zoo.validation.references import ReferenceConfig
-from zoo.validation.report import write_report
+from zoo.validation.report.compare_report import write_report
 from zoo.validation.runs.compare import CompareConfig, compare
 
 

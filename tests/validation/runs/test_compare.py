@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64, host devices for parallel chains)
-from zoo.cli import summary_table
+from zoo.validation.report.compare_report import summary_table
 from zoo.validation.base import arviz_adapter
 from zoo.validation.judge.metrics import HELD_OUT_KEYS, METRIC_KEYS
 from zoo.validation.references import ReferenceConfig
-from zoo.validation.report import write_report
+from zoo.validation.report.compare_report import write_report
 from zoo.validation.judge.verdict import Verdict
 from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
@@ -234,7 +234,7 @@ def test_table_and_figures_as_values(run):
     report's table is the same table), the timing columns can be dropped, the engine of a
     variant gets its row against that variant, and the figures have labelled axes."""
     from zoo.validation.base.figures import axis_label_problems
-    from zoo.validation.report import comparison_figures
+    from zoo.validation.report.compare_report import comparison_figures
 
     comp, files, _ = run
     table = comp.result.table(timings=False, variants=True)

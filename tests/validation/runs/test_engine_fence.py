@@ -19,10 +19,11 @@ import pytest
 import zoo  # noqa: F401  (float64)
 from zoo.inference import expectation_propagation
 from zoo.inference.posterior import FitInfo, GaussianPosterior
-from zoo.validation.report import write_report
+from zoo.validation.report.compare_report import write_report
 from zoo.validation.runs import fence
 from zoo.validation.runs.compare import CompareConfig, compare
-from zoo.validation.runs.sbc import SBCSettings, run_sbc
+from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc_simulation import SBCSettings
 
 PREFIX = "test_engine_fence:"
 

@@ -19,14 +19,18 @@ from zoo.validation.judge.defects import posterior_defect
 from zoo.validation.records import registry
 from zoo.validation.references import ReferenceConfig, run_reference
 from zoo.validation.runs import posterior_sbc as ps
+from zoo.validation.report import sbc_report
 from zoo.validation.runs import sbc
+from zoo.validation.judge import rank_uniformity
+from zoo.validation.judge import sbc_verdict
+from zoo.validation.runs import sbc_simulation
 
 
 @pytest.fixture(scope="module")
 def case():
     record = registry.get_model("pcvm")
-    problem = sbc.problem_for(record, n=60)
-    _, y, _ = sbc.draw_from_prior(problem.spec, problem.Phi, jax.random.PRNGKey(3))
+    problem = sbc_simulation.problem_for(record, n=60)
+    _, y, _ = sbc_simulation.draw_from_prior(problem.spec, problem.Phi, jax.random.PRNGKey(3))
     reference = run_reference(problem.spec, problem.Phi, y,
                               config=ReferenceConfig(num_warmup=500, num_samples=500, max_doublings=0))
     assert reference.certified, reference.failures
@@ -69,9 +73,9 @@ def test_an_engine_that_ignores_the_new_data_is_caught_by_the_log_likelihood(cas
     def ignores_new_data(spec, Phi, y, *, config=None):
         return case.reference.posterior
 
-    summary = ps.run_posterior_sbc("pcvm", ignores_new_data, case=case, settings=sbc.SBCSettings(n_sims=40),
+    summary = ps.run_posterior_sbc("pcvm", ignores_new_data, case=case, settings=sbc_simulation.SBCSettings(n_sims=40),
                                    out_dir=tmp_path)
-    assert summary["status"] == sbc.MISCALIBRATED, summary["reason"]
+    assert summary["status"] == rank_uniformity.MISCALIBRATED, summary["reason"]
     worst = summary["uniformity"]["worst"][0]
     assert worst["name"] == "log_lik"
     # the truth's log-likelihood lies above the draws' median in most simulations (half of
@@ -85,11 +89,11 @@ def test_too_narrow_ep_is_flagged_and_its_coverage_falls_short(case, tmp_path):
     and the 90% intervals cover the truth in fewer than 90% of simulations by more than the
     Wilson interval (the defect takes the coverage to about 60%)."""
     narrow = posterior_defect(cov_factor=0.25)(expectation_propagation.fit)
-    summary = ps.run_posterior_sbc("pcvm", narrow, case=case, settings=sbc.SBCSettings(n_sims=60),
+    summary = ps.run_posterior_sbc("pcvm", narrow, case=case, settings=sbc_simulation.SBCSettings(n_sims=60),
                                    out_dir=tmp_path)
-    assert summary["status"] == sbc.MISCALIBRATED, summary["reason"]
+    assert summary["status"] == rank_uniformity.MISCALIBRATED, summary["reason"]
     assert "too narrow" in summary["reason"]
-    at_90 = [q["levels"][sbc.COVERAGE_LEVELS.index(0.9)] for q in summary["coverage"]["quantities"]]
+    at_90 = [q["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)] for q in summary["coverage"]["quantities"]]
     assert np.median([c["coverage"] for c in at_90]) < 0.9
     assert min(c["interval"][1] for c in at_90) < 0.9
     # contraction view: z-scores spread wider than a calibrated fit's (sd about 2)
@@ -103,10 +107,10 @@ def test_ep_in_posterior_sbc_stays_inside_its_bands_and_the_run_resumes(case, tm
     case, docs/validation.md): 30 simulations stay inside their bands (a 5% false alarm at
     a fixed seed), and 30 are too few to call it calibrated (SBC's power rule wants 50 at
     these L and K); a longer run reuses the stored ones and extends them."""
-    short = ps.run_posterior_sbc("pcvm", "ep", case=case, settings=sbc.SBCSettings(n_sims=30), out_dir=tmp_path)
-    assert short["status"] == sbc.TOO_FEW, short["reason"]
+    short = ps.run_posterior_sbc("pcvm", "ep", case=case, settings=sbc_simulation.SBCSettings(n_sims=30), out_dir=tmp_path)
+    assert short["status"] == sbc_verdict.TOO_FEW, short["reason"]
     assert short["conditioning"]["n_new_data"] == 60 and short["kind"] == ps.KIND
-    longer = ps.run_posterior_sbc("pcvm", "ep", case=case, settings=sbc.SBCSettings(n_sims=34), out_dir=tmp_path)
+    longer = ps.run_posterior_sbc("pcvm", "ep", case=case, settings=sbc_simulation.SBCSettings(n_sims=34), out_dir=tmp_path)
     assert longer["reused"] == 30
     assert longer["ranks"][:30] == short["ranks"]
     stored = json.load(open(os.path.join(longer["folder"], "00000.json")))
@@ -115,38 +119,20 @@ def test_ep_in_posterior_sbc_stays_inside_its_bands_and_the_run_resumes(case, tm
 
 
 def test_coverage_view_of_exact_and_narrow_ranks():
-    """Conjugate normal ranks (sbc.conjugate_normal_ranks), 400 simulations: exact draws
+    """Conjugate normal ranks (rank_uniformity.conjugate_normal_ranks), 400 simulations: exact draws
     cover at every level within the Wilson interval; draws with sds halved cover 90%
     intervals about 60% of the time, far outside it."""
     rng = np.random.default_rng(5)
-    exact = sbc.rank_summary(sbc.conjugate_normal_ranks(rng, 400, 99, 2), ["a", "b"], 99)
-    narrow = sbc.rank_summary(sbc.conjugate_normal_ranks(rng, 400, 99, 2, sd_factor=0.5, defective=1), ["a", "b"], 99)
+    exact = sbc.rank_summary(rank_uniformity.conjugate_normal_ranks(rng, 400, 99, 2), ["a", "b"], 99)
+    narrow = sbc.rank_summary(rank_uniformity.conjugate_normal_ranks(rng, 400, 99, 2, sd_factor=0.5, defective=1), ["a", "b"], 99)
     for q in exact["coverage"]["quantities"]:
         for level in q["levels"]:
             assert level["interval"][0] <= level["nominal"] <= level["interval"][1], (q["name"], level)
-    a90 = narrow["coverage"]["quantities"][0]["levels"][sbc.COVERAGE_LEVELS.index(0.9)]
+    a90 = narrow["coverage"]["quantities"][0]["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)]
     assert a90["interval"][1] < 0.75
-    assert "furthest: a" in sbc.coverage_line(narrow)
+    assert "furthest: a" in sbc_report.coverage_line(narrow)
     # ranks alone carry no posterior means: the contraction view says it has nothing
-    assert narrow["contraction"] is None and sbc.sbc_views_figure(narrow) is not None
-
-
-def test_contraction_view_of_an_exact_normal_posterior():
-    """theta ~ N(0, 1), x ~ N(theta, 1): the posterior N(x / 2, 1 / 2) has z-scores of mean 0
-    and sd 1, and contraction 1 - (1/2) / 1 = 1/2 (500 simulations: z's mean within 4 of
-    its standard errors 0.045, its sd within 0.15 of 1, the median contraction within 0.1)."""
-    rng = np.random.default_rng(2)
-    theta = rng.standard_normal(500)
-    x = theta + rng.standard_normal(500)
-    ok = [{"truth": [t], "post_mean": [m], "post_sd": [np.sqrt(0.5)]} for t, m in zip(theta, x / 2)]
-    view = sbc.contraction_view(ok, ["theta"])["quantities"][0]
-    assert abs(view["z_mean"]) < 4 * 1 / np.sqrt(500)
-    assert abs(view["z_sd"] - 1.0) < 0.15
-    assert abs(view["contraction_median"] - 0.5) < 0.1
-    # a posterior twice too narrow: z's sd about 2, contraction overstated
-    ok_narrow = [{"truth": [t], "post_mean": [m], "post_sd": [np.sqrt(0.5) / 2]} for t, m in zip(theta, x / 2)]
-    narrow = sbc.contraction_view(ok_narrow, ["theta"])["quantities"][0]
-    assert narrow["z_sd"] > 1.7 and narrow["contraction_median"] > 0.8
+    assert narrow["contraction"] is None and sbc_report.sbc_views_figure(narrow) is not None
 
 
 @pytest.mark.long

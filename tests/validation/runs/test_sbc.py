@@ -1,6 +1,7 @@
-"""Simulation-based calibration (validation/runs/sbc.py): the uniformity test's false-alarm rate
-and power, the prior simulation (factor terms included), resumable runs, and `zoo sbc`
-with a user's own engine.
+"""Simulation-based calibration runs (validation/runs/sbc.py, sbc_simulation.py): a run's
+verdict from its simulations, the prior simulation (factor terms included), resumable runs,
+and `zoo sbc` with a user's own engine. The statistics of the ranks (the uniformity test,
+its power) are tested in tests/validation/judge/test_rank_calibration.py.
 
 Statistical checks use fixed seeds; their tolerances come from the binomial Monte Carlo
 error of the number of replicates, stated where used.
@@ -20,108 +21,12 @@ import zoo  # noqa: F401  (float64)
 from zoo.cli import main
 from zoo.models.pcvm import PCVM
 from zoo.validation.records import registry
+from zoo.validation.report import sbc_report
 from zoo.validation.runs import sbc as S
-
-
-def _exact_and_engine_ranks(rng, n_sims, n_draws, *, sd_factor=1.0, shift=0.0, k=3):
-    return S.conjugate_normal_ranks(rng, n_sims, n_draws, k, sd_factor=sd_factor, shift=shift)
-
-
-def test_uniformity_test_false_alarm_rate_is_the_stated_one():
-    # 400 replicates of an exact posterior (K = 10 quantities, S = 100, L = 99): the rate
-    # must be within 3 binomial standard errors (3 x 0.011) of the nominal 5% (less the
-    # Bonferroni slack: 1 - (1 - 0.005)^10 = 4.9% for independent quantities)
-    rng = np.random.default_rng(11)
-    flagged = [S.uniformity(_exact_and_engine_ranks(rng, 100, 99, k=10), 99, seed=r)["status"] == S.MISCALIBRATED
-               for r in range(400)]
-    rate = float(np.mean(flagged))
-    se = np.sqrt(0.049 * 0.951 / 400)
-    assert abs(rate - 0.049) < 3 * se, rate
-
-
-def test_conjugate_ranks_plant_the_defect_only_where_asked():
-    # defective=1: quantity 0 has its sd halved (ranks pile at 0 and L: outer tenths far
-    # above 20%), the other four stay exact (their outer-tenth shares near 20%; with
-    # S = 2000 each share has binomial sd 0.009, so 0.2 +- 0.04 is over 4 sds)
-    rng = np.random.default_rng(3)
-    ranks = S.conjugate_normal_ranks(rng, 2000, 99, 5, sd_factor=0.5, defective=1)
-    outer = ((ranks < 10) | (ranks > 89)).mean(0)
-    assert outer[0] > 0.4, outer
-    assert np.all(np.abs(outer[1:] - 0.2) < 0.04), outer
-
-
-@pytest.mark.parametrize("defect, words", [
-    ({"shift": 0.3}, S.SHIFTED_UP), ({"shift": -0.3}, S.SHIFTED_DOWN), ({"sd_factor": 0.6}, S.TOO_NARROW),
-    ({"sd_factor": 1.6}, S.TOO_WIDE), ({"shift": 0.3, "sd_factor": 0.6}, "posterior shifted up and too narrow")])
-def test_uniformity_test_catches_and_names_a_broken_posterior(defect, words):
-    # S = 300, the defect in quantity 0 of 3: each is detected at this size nearly always
-    # (the power line: a 0.3-sd shift needs about S = 200 at 80%; sd x0.6 or x1.6 far
-    # fewer), and its shape scores are far past 2 standard errors (shift 0.3: about
-    # +4 sd of the median share). A positive shift moves the draws UP, so truths fall at
-    # low ranks: "posterior shifted up", whose lowest tenth fills and highest empties -
-    # the old reading of both outer tenths together called that "too narrow". The fixed
-    # seed makes each check deterministic; over seeds, a pure defect gets an extra word
-    # in about 3% of flagged runs (each score's two-sided 2-sd tail)
-    rng = np.random.default_rng(5)
-    test = S.uniformity(S.conjugate_normal_ranks(rng, 300, 99, 3, defective=1, **defect), 99)
-    assert test["status"] == S.MISCALIBRATED
-    flagged = test["worst"][0]
-    assert flagged["name"] == "q[0]" and flagged["shape"] == words
-    assert S.describe_failure(flagged).startswith(f"q[0] ({words}:")
-    if "shift" in defect and "sd_factor" not in defect:
-        # one tail over-full, the other under-full: the direction the shift says
-        low, high = flagged["share_in_lower_tenth"], flagged["share_in_upper_tenth"]
-        assert (low > 0.1 > high) if defect["shift"] > 0 else (high > 0.1 > low)
-        assert "too narrow" not in flagged["shape"] and "too wide" not in flagged["shape"]
-
-
-def test_shape_scores_are_in_standard_errors_of_the_run():
-    # the same shares are a clear shape at S = 1000 and none at S = 20: the cut-off is
-    # SHAPE_SCORE binomial standard errors, not a fixed share. 60% below the median is
-    # (0.6 - 0.5) / sqrt(0.25 / S) = 6.3 sds at S = 1000, 0.9 at S = 20
-    assert S.failure_shape(0.14, 0.07, 0.6, 1000)["shape"] == S.SHIFTED_UP
-    assert S.failure_shape(0.14, 0.07, 0.6, 20)["shape"] == S.NO_SIMPLE_SHAPE
-    # both tenths over-full and an even median: narrow; both under-full: wide
-    assert S.failure_shape(0.2, 0.2, 0.5, 300)["shape"] == S.TOO_NARROW
-    assert S.failure_shape(0.03, 0.03, 0.5, 300)["shape"] == S.TOO_WIDE
-    # a pure shift's one-sided pile (the lowest tenth 16%, the highest 6%: what a 0.3-sd
-    # shift gives) is not a spread defect, though the outer tenths hold 22%
-    score = S.failure_shape(0.16, 0.06, 0.62, 300)
-    assert score["shape"] == S.SHIFTED_UP and abs(score["spread_score"]) < 1.0
-    # grid-rvm's vb-s-grid w[11] (23% in the outer tenths, 48% below the median at S =
-    # 100; split here 12% / 11%): a band exceeded with no clear shape names no direction
-    assert S.failure_shape(0.12, 0.11, 0.48, 100)["shape"] == S.NO_SIMPLE_SHAPE
-    # an empty tenth (every truth in the middle) still gives a finite score
-    assert np.isfinite(S.failure_shape(0.0, 0.0, 0.5, 10)["spread_score"])
-
-
-def test_power_is_the_detection_rate_the_uniformity_test_reaches():
-    # the power line's sizes, checked by running the test itself: ranks from
-    # conjugate_normal_ranks with the defect in quantity 0 only, against the band of
-    # level 1 - 0.05 / K (K = 11, as PCVM's SBC problem; uniformity on the one column
-    # with false_alarm / K is that band). 400 replicates here (binomial sd 2%) and the
-    # power line's own 1000 (1.3%): at the 80%-sizes the rate must lie within 3 pooled
-    # sds (3 x 2.4% = 7.2%) of 0.8
-    S_, L, K = 100, 99, 11
-    power = S.detectable_defects(S_, L, K)
-    assert power["probability"] == 0.8 and power["replicates"] == S.POWER_REPLICATES
-    rng = np.random.default_rng(17)
-    for defect in ({"shift": power["mean_shift_sd"]}, {"sd_factor": power["sd_factor_narrow"]},
-                   {"sd_factor": power["sd_factor_wide"]}):
-        hits = [S.uniformity(S.conjugate_normal_ranks(rng, S_, L, 1, **defect), L, false_alarm=0.05 / K,
-                             seed=r)["status"] == S.MISCALIBRATED for r in range(400)]
-        assert abs(np.mean(hits) - 0.8) < 0.072, (defect, np.mean(hits))
-    # the exact PIT cdf that the power simulation draws from, against the empirical one
-    # of 200,000 ranks (shift and narrowing together): the largest gap over the test's 99
-    # points must stay within 4 binomial sds (at most sqrt(0.25 / 200000) = 0.0011 each)
-    ranks = S.conjugate_normal_ranks(rng, 200_000, L, 1, shift=0.3, sd_factor=0.6)[:, 0]
-    u = S.pit_values(ranks, L, rng)
-    x = S.eval_points(100)
-    empirical = (u[:, None] <= x[None, :]).mean(0)
-    assert np.abs(empirical - S.pit_cdf(x, L, 0.3, 0.6)).max() < 4 * 0.0011
-    # power grows with S; the line is deterministic and cached
-    assert S.detectable_defects(20, L, K)["mean_shift_sd"] > power["mean_shift_sd"]
-    assert S.detectable_defects(S_, L, K) == power and power["line"] == S.power_line(power)
+from zoo.validation.judge import rank_uniformity
+from zoo.validation.judge import rank_power
+from zoo.validation.judge import sbc_verdict
+from zoo.validation.runs import sbc_simulation
 
 
 def test_too_few_simulations_to_call_is_not_calibrated():
@@ -134,29 +39,29 @@ def test_too_few_simulations_to_call_is_not_calibrated():
     # size; the seed fixes which)
     def run(n_sims, seed):
         rng = np.random.default_rng(seed)
-        ranks = S.conjugate_normal_ranks(rng, n_sims, 99, 11, sd_factor=0.8 ** 0.5, shift=0.3)
+        ranks = rank_uniformity.conjugate_normal_ranks(rng, n_sims, 99, 11, sd_factor=0.8 ** 0.5, shift=0.3)
         results = [{"index": i, "status": "ok", "ranks": [int(v) for v in r], "n_draws": 99, "redraws": 0}
                    for i, r in enumerate(ranks)]
         return S.summarize(results, [f"w[{k}]" for k in range(8)] + ["f_new[0]", "f_new[1]", "log_lik"],
-                           S.SBCSettings(n_sims=n_sims, seed=seed))
+                           sbc_simulation.SBCSettings(n_sims=n_sims, seed=seed))
 
     small = run(10, 0)
-    assert small["uniformity"]["status"] == S.CALIBRATED  # inside every band ...
-    assert small["status"] == S.TOO_FEW  # ... and still not called calibrated
-    assert small["reason"].startswith(S.TOO_FEW) and "calibrated:" not in small["reason"]
+    assert small["uniformity"]["status"] == rank_uniformity.CALIBRATED  # inside every band ...
+    assert small["status"] == sbc_verdict.TOO_FEW  # ... and still not called calibrated
+    assert small["reason"].startswith(sbc_verdict.TOO_FEW) and "calibrated:" not in small["reason"]
     assert not small["power"]["useful"] and small["power"]["sd_factor_narrow"] is None
     # the reason says how many would do: the smallest S of the grid with useful power
     needed = small["power"]["simulations_needed"]
-    assert needed == S.simulations_needed(99, 11)["n_sims"] and needed in S.SIMS_GRID and needed > 10
+    assert needed == rank_power.simulations_needed(99, 11)["n_sims"] and needed in rank_power.SIMS_GRID and needed > 10
     assert f"{needed} simulations would be enough" in small["reason"]
     assert small["reason"].endswith(small["power"]["line"])
     big = run(100, 0)
-    assert big["status"] == S.MISCALIBRATED and big["power"]["useful"]
+    assert big["status"] == rank_uniformity.MISCALIBRATED and big["power"]["useful"]
     assert "posterior shifted up" in big["reason"]
     # a detection stands at any S: the same defect flagged at S = 10 (at a seed where a
     # band is left) is miscalibrated, not too few
-    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s["uniformity"]["status"] == S.MISCALIBRATED)
-    assert flagged["status"] == S.MISCALIBRATED
+    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s["uniformity"]["status"] == rank_uniformity.MISCALIBRATED)
+    assert flagged["status"] == rank_uniformity.MISCALIBRATED
 
 
 def test_the_glossary_explains_every_ranked_quantity():
@@ -171,47 +76,47 @@ def test_factor_terms_are_the_rejection_weights_of_the_prior():
     # PCVM's EPCVM surrogate has a factor term (its smooth indicator); ancestral simulation
     # ignores it, and SBC accepts each draw with probability exp(term) instead
     spec = PCVM(alpha=1.0, alpha_bias=1.0, surrogate=True)
-    Phi, _ = S.rbf_design(20, 3, 1)
+    Phi, _ = sbc_simulation.rbf_design(20, 3, 1)
     w = jnp.array([[0.5, -0.2, 1.0], [-1.0, 0.1, 0.0]])
     draws = {"b": jnp.zeros(2), "w": w, "y": jnp.ones((2, 20))}
-    got = S._factor_log_weights(spec, Phi, draws, "y")
+    got = sbc_simulation._factor_log_weights(spec, Phi, draws, "y")
     expected = np.asarray(jax.nn.log_sigmoid(spec.indicator_sharpness * w).sum(1))
     np.testing.assert_allclose(got, expected, rtol=1e-12)
-    assert np.all(S._factor_log_weights(PCVM(), Phi, {"b": jnp.zeros(2), "w": jnp.abs(w), "y": draws["y"]}, "y") == 0)
+    assert np.all(sbc_simulation._factor_log_weights(PCVM(), Phi, {"b": jnp.zeros(2), "w": jnp.abs(w), "y": draws["y"]}, "y") == 0)
 
 
 @pytest.mark.long
 def test_prior_draws_have_both_classes_and_follow_the_truncation():
     spec = PCVM(alpha=1.0, alpha_bias=1.0)
-    Phi, _ = S.rbf_design(30, 4, 1)
+    Phi, _ = sbc_simulation.rbf_design(30, 4, 1)
     for i in range(5):
-        truth, y, _ = S.draw_from_prior(spec, Phi, jax.random.PRNGKey(i))
+        truth, y, _ = sbc_simulation.draw_from_prior(spec, Phi, jax.random.PRNGKey(i))
         assert 0 < y.mean() < 1 and set(np.unique(y)) <= {0.0, 1.0}
         assert np.all(truth["w"] >= 0) and truth["w"].shape == (4,)
 
 
 def test_point_estimates_and_other_models_get_a_reason_not_ranks():
-    em = S.run_sbc("pcvm", "em", settings=S.SBCSettings(n_sims=10))
-    assert em["status"] == S.NOT_APPLICABLE and "point estimate" in em["reason"]
-    lap = S.run_sbc("ggsm-probit", "lap", settings=S.SBCSettings(n_sims=10))
-    assert lap["status"] == S.NOT_APPLICABLE and "another model" in lap["reason"]
+    em = S.run_sbc("pcvm", "em", settings=sbc_simulation.SBCSettings(n_sims=10))
+    assert em["status"] == sbc_verdict.NOT_APPLICABLE and "point estimate" in em["reason"]
+    lap = S.run_sbc("ggsm-probit", "lap", settings=sbc_simulation.SBCSettings(n_sims=10))
+    assert lap["status"] == sbc_verdict.NOT_APPLICABLE and "another model" in lap["reason"]
 
 
 def test_bad_engines_and_settings_are_named():
     record = registry.get_model("pcvm")
     with pytest.raises(ValueError, match="no engine or reference sampler 'nope'"):
-        S.resolve_engine(record, "nope")
+        sbc_simulation.resolve_engine(record, "nope")
     with pytest.raises(ValueError, match="cannot import"):
-        S.resolve_engine(record, "no_such_module_xyz:fit")
+        sbc_simulation.resolve_engine(record, "no_such_module_xyz:fit")
     with pytest.raises(ValueError, match="contract"):
-        S.resolve_engine(record, "os.path:join")
+        sbc_simulation.resolve_engine(record, "os.path:join")
     with pytest.raises(ValueError, match="at least 10 simulations"):
-        S.SBCSettings(n_sims=3)
+        sbc_simulation.SBCSettings(n_sims=3)
 
 
 @pytest.mark.long
 def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
-    settings = S.SBCSettings(n_sims=12, n_draws=19, seed=3)
+    settings = sbc_simulation.SBCSettings(n_sims=12, n_draws=19, seed=3)
     kwargs = {"n": 30, "n_basis": 3}
     first = S.run_sbc("pcvm", "ep", settings=settings, out_dir=tmp_path, problem_kwargs=kwargs)
     assert first["counts"]["ok"] == 12 and first["reused"] == 0
@@ -220,11 +125,11 @@ def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     ranks = np.asarray(first["ranks"])
     assert ranks.shape == (12, len(names)) and ranks.min() >= 0 and ranks.max() <= 19
     # ... a verdict that is the uniformity test's on exactly those ranks ...
-    test = S.uniformity(ranks, 19, names=names, seed=3)
+    test = rank_uniformity.uniformity(ranks, 19, names=names, seed=3)
     assert test == first["uniformity"]
-    power = S.detectable_defects(12, 19, test["n_quantities"])
-    expected = (S.MISCALIBRATED if test["status"] == S.MISCALIBRATED
-                else S.CALIBRATED if power["useful"] else S.TOO_FEW)
+    power = rank_power.detectable_defects(12, 19, test["n_quantities"])
+    expected = (rank_uniformity.MISCALIBRATED if test["status"] == rank_uniformity.MISCALIBRATED
+                else rank_uniformity.CALIBRATED if power["useful"] else sbc_verdict.TOO_FEW)
     assert first["status"] == expected
     # ... and the power line of this S, L and K, as a direct computation gives it
     assert {k: first["power"][k] for k in power} == power and first["reason"].endswith(power["line"])
@@ -242,7 +147,7 @@ def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     import matplotlib
 
     backend = matplotlib.get_backend()
-    png = S.plot_sbc(again, tmp_path / "sbc.png")
+    png = sbc_report.plot_sbc(again, tmp_path / "sbc.png")
     assert os.path.getsize(png) > 1000 and matplotlib.get_backend() == backend
 
 
@@ -283,7 +188,7 @@ def test_zoo_sbc_runs_a_users_engine_from_module_and_function(tmp_path, monkeypa
     assert text.count("f_new[k]: the linear predictor") == 1 and "log_lik: the log-likelihood" in text
     folder = out / "pcvm" / "my_engines_overconfident"
     summary = json.loads((folder / "sbc.json").read_text())
-    assert summary["status"] == S.MISCALIBRATED and summary["counts"]["ok"] == 40
+    assert summary["status"] == rank_uniformity.MISCALIBRATED and summary["counts"]["ok"] == 40
     assert (folder / "sbc.png").stat().st_size > 1000
     assert "my_engines:overconfident" in (out / "pcvm" / "sbc.md").read_text()
     code = main(["sbc", "--model", "pcvm", "--engine", "my_engines:not_an_engine", "--sims", "10",
@@ -293,7 +198,7 @@ def test_zoo_sbc_runs_a_users_engine_from_module_and_function(tmp_path, monkeypa
 
 def _every_engine_and_sampler():
     # samplers on the model and on each of its variants (grid-rvm's grid-gibbs@s-grid)
-    return [(m, e) for m in registry.model_names() for e in S.sbc_names(registry.get_model(m))]
+    return [(m, e) for m in registry.model_names() for e in sbc_simulation.sbc_names(registry.get_model(m))]
 
 
 #: (model, engine) whose seed-0 run of 100 simulations left a band by more than its half-width
@@ -315,26 +220,26 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     # share seed 0's simulated truths and both flag w[5] there); so a sampler fails only
     # when a second, independent run (seed 1) flags it too: false alarms 0.25% a sampler,
     # while every planted defect of the battery is caught at S = 100 in >= 96% of runs.
-    summary = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100), out_dir=tmp_path)
+    summary = S.run_sbc(model, engine, settings=sbc_simulation.SBCSettings(n_sims=100), out_dir=tmp_path)
     # 100 simulations have useful power for every model's K (10-16 quantities; at K = 10
     # and 30 a mean 0.44 and 0.48 sd off, an sd x0.67 and x0.65, are detected 80% of the
     # time: benchmarks/results/sbc_power.md), so a run inside its bands is a verdict here,
     # never "too few to call"
-    assert summary["status"] in (S.CALIBRATED, S.MISCALIBRATED, S.NOT_APPLICABLE), summary["reason"]
+    assert summary["status"] in (rank_uniformity.CALIBRATED, rank_uniformity.MISCALIBRATED, sbc_verdict.NOT_APPLICABLE), summary["reason"]
     assert summary["reason"]
-    if summary["status"] != S.NOT_APPLICABLE:
+    if summary["status"] != sbc_verdict.NOT_APPLICABLE:
         assert summary["power"]["useful"] and summary["reason"].endswith(summary["power"]["line"])
     # the engines' own results, as benchmarks/results/sbc_all.json recorded them at this seed
     # and S: those whose ECDF left its band by more than one band half-width there are far
     # outside (not a boundary case a change of CPU could flip) and must stay miscalibrated;
     # PCVM's EP stayed inside every band and must stay calibrated
     if (model, engine) in CLEARLY_MISCALIBRATED:
-        assert summary["status"] == S.MISCALIBRATED, summary["reason"]
+        assert summary["status"] == rank_uniformity.MISCALIBRATED, summary["reason"]
     if (model, engine) == ("pcvm", "ep"):
-        assert summary["status"] == S.CALIBRATED, summary["reason"]
-    if engine.split("@")[0] in registry.get_model(model).sampler_names and summary["status"] != S.CALIBRATED:
-        again = S.run_sbc(model, engine, settings=S.SBCSettings(n_sims=100, seed=1), out_dir=tmp_path)
-        assert again["status"] == S.CALIBRATED, (summary["reason"], again["reason"])
+        assert summary["status"] == rank_uniformity.CALIBRATED, summary["reason"]
+    if engine.split("@")[0] in registry.get_model(model).sampler_names and summary["status"] != rank_uniformity.CALIBRATED:
+        again = S.run_sbc(model, engine, settings=sbc_simulation.SBCSettings(n_sims=100, seed=1), out_dir=tmp_path)
+        assert again["status"] == rank_uniformity.CALIBRATED, (summary["reason"], again["reason"])
 
 
 @pytest.mark.long
@@ -346,7 +251,7 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
     def my_fit(spec, Phi, y, *, config=None):
         return ep.fit(spec, Phi, y, config=config)
 
-    out = S.run_sbc("pcvm", my_fit, settings=S.SBCSettings(n_sims=10, n_draws=19), problem_kwargs={"n": 30, "n_basis": 3})
+    out = S.run_sbc("pcvm", my_fit, settings=sbc_simulation.SBCSettings(n_sims=10, n_draws=19), problem_kwargs={"n": 30, "n_basis": 3})
     # one label for a user's engine everywhere: module:qualname, as zoo compare shows it
     # (SBC once called it by its __name__ alone, "my_fit", so one engine had two names)
     from zoo.validation.runs.engines import engine_label
@@ -355,8 +260,8 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
     # a copy keeps no defects: their names are pcvm's (one name, one defect)
     registry.register(replace(registry.get_model("pcvm"), name="pcvm-improper", sbc_spec=None, defects=()))
     try:
-        none = S.run_sbc("pcvm-improper", "ep", settings=S.SBCSettings(n_sims=10))
-        assert none["status"] == S.NOT_APPLICABLE and "no proper prior" in none["reason"]
+        none = S.run_sbc("pcvm-improper", "ep", settings=sbc_simulation.SBCSettings(n_sims=10))
+        assert none["status"] == sbc_verdict.NOT_APPLICABLE and "no proper prior" in none["reason"]
     finally:
         registry.unregister("pcvm-improper")
 
@@ -367,24 +272,24 @@ def test_a_reference_sampler_runs_in_sbc_as_its_models_chain_sets_it():
     # Gibbs sampler keeps its record's length and doublings, so it stops at the certificate
     # (its draws are too autocorrelated for 99 thinned ranks from a short run)
     record = registry.get_model("gig-logistic")
-    settings = S.SBCSettings(reference_draws=200)
-    pg = S.resolve_engine(record, "pg-gibbs", settings).fit.keywords["reference"]
+    settings = sbc_simulation.SBCSettings(reference_draws=200)
+    pg = sbc_simulation.resolve_engine(record, "pg-gibbs", settings).fit.keywords["reference"]
     chain = {r["sampler"]: r for r in record.references}
     assert (pg.sampler, pg.num_warmup, pg.num_samples, pg.max_doublings) == (
         "pg-gibbs", chain["pg-gibbs"]["num_warmup"], chain["pg-gibbs"]["num_samples"],
         chain["pg-gibbs"]["max_doublings"])
     assert pg.max_doublings > 0
-    nuts = S.resolve_engine(record, "nuts", settings).fit.keywords["reference"]
+    nuts = sbc_simulation.resolve_engine(record, "nuts", settings).fit.keywords["reference"]
     assert (nuts.target_accept, nuts.num_warmup, nuts.num_samples, nuts.max_doublings) == (0.95, 200, 200, 0)
 
 
 def test_a_reference_sampler_is_checked_on_each_model_variant(monkeypatch, tmp_path):
     # grid-gibbs has its own code path per prior (slice updates on the s-grid), so SBC
     # runs it on every variant: "sampler@variant" ranks against that variant's prior
-    names = S.sbc_names(registry.get_model("grid-rvm"))
+    names = sbc_simulation.sbc_names(registry.get_model("grid-rvm"))
     assert {"grid-gibbs@s-grid", "grid-gibbs@rvm", "nuts@s-grid"} <= set(names)
     with pytest.raises(ValueError, match="no variant 's-grid'"):
-        S.run_sbc("pcvm", "nuts@s-grid", settings=S.SBCSettings(n_sims=10), out_dir=tmp_path)
+        S.run_sbc("pcvm", "nuts@s-grid", settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path)
     seen = []
 
     class Stop(Exception):
@@ -395,5 +300,5 @@ def test_a_reference_sampler_is_checked_on_each_model_variant(monkeypatch, tmp_p
         raise Stop
     monkeypatch.setattr(S, "simulate_one", spy)
     with pytest.raises(Stop):
-        S.run_sbc("grid-rvm", "grid-gibbs@s-grid", settings=S.SBCSettings(n_sims=10), out_dir=tmp_path)
+        S.run_sbc("grid-rvm", "grid-gibbs@s-grid", settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path)
     assert seen == ["s-grid"]

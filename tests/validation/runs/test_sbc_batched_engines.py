@@ -18,6 +18,7 @@ from zoo.inference.contracts import EngineEntry, EngineReturnError, checked_fit,
 from zoo.validation.judge.defects import config_defect, posterior_defect
 from zoo.validation.records import registry
 from zoo.validation.runs import sbc as S
+from zoo.validation.runs import sbc_simulation
 
 CALLS: list[int] = []
 
@@ -52,7 +53,7 @@ def _ranks(summary_folder, n):
 
 @pytest.mark.long
 def test_a_batched_form_gives_the_simulations_of_one_fit_at_a_time(tmp_path):
-    settings = S.SBCSettings(n_sims=70)
+    settings = sbc_simulation.SBCSettings(n_sims=70)
     CALLS.clear()
     one = S.run_sbc("pcvm", ep_one, settings=settings, out_dir=tmp_path / "one")
     batched = S.run_sbc("pcvm", ep_many, settings=settings, out_dir=tmp_path / "many")
@@ -74,7 +75,7 @@ def test_a_failed_entry_fails_its_own_simulation_and_a_bad_batch_fails_each(tmp_
         return ep_one(spec, Phi, y, config=config)
 
     fit.many = many_with_a_failure
-    summary = S.run_sbc("pcvm", fit, settings=S.SBCSettings(n_sims=10), out_dir=tmp_path / "a")
+    summary = S.run_sbc("pcvm", fit, settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path / "a")
     results = _ranks(summary["folder"], 10)
     assert [i for i, (status, _) in results.items() if status == "failed"] == [3]
 
@@ -82,13 +83,13 @@ def test_a_failed_entry_fails_its_own_simulation_and_a_bad_batch_fails_each(tmp_
         return _ep_loop(spec, Phi, ys[:-1], config=config)
 
     fit.many = many_too_short
-    summary = S.run_sbc("pcvm", fit, settings=S.SBCSettings(n_sims=10), out_dir=tmp_path / "b")
+    summary = S.run_sbc("pcvm", fit, settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path / "b")
     assert all(status == "failed" for status, _ in _ranks(summary["folder"], 10).values())
 
 
 def test_a_users_batched_form_is_checked_entry_by_entry():
     record = registry.get_model("pcvm")
-    problem = S.problem_for(record)
+    problem = sbc_simulation.problem_for(record)
     ys = np.stack([np.arange(problem.Phi.shape[0]) % 2, np.arange(problem.Phi.shape[0]) % 3 == 0]).astype(float)
 
     def fit(spec, Phi, y, *, config=None):
@@ -110,7 +111,7 @@ def test_a_users_batched_form_is_checked_entry_by_entry():
 
 def test_defects_and_registry_options_reach_the_batched_form():
     record = registry.get_model("pcvm")
-    problem = S.problem_for(record)
+    problem = sbc_simulation.problem_for(record)
     ys = np.stack([np.arange(problem.Phi.shape[0]) % 2] * 2).astype(float)
     shrunk = posterior_defect(cov_factor=0.5)(ep_many)
     broken_one = shrunk(problem.spec, problem.Phi, ys[0])
@@ -138,14 +139,14 @@ def test_defects_and_registry_options_reach_the_batched_form():
 
 def test_registry_engines_with_a_loop_have_a_batched_form_and_auto_keeps_them_on_the_cpu():
     record = registry.get_model("pcvm")
-    ep = S.resolve_engine(record, "ep")
-    nuts = S.resolve_engine(record, "nuts")
+    ep = sbc_simulation.resolve_engine(record, "ep")
+    nuts = sbc_simulation.resolve_engine(record, "nuts")
     assert ep.batched is not None and not ep.accelerator_pays
     assert nuts.batched is not None and nuts.accelerator_pays
     assert S.sims_per_batch(ep) == S.SIMS_PER_ENGINE_BATCH
     # an engine without one (EM is a point estimate; SLA's loop is Python) runs one at a time
     bblr = registry.get_model("bblr")
-    assert S.resolve_engine(bblr, "laplace").batched is None
+    assert sbc_simulation.resolve_engine(bblr, "laplace").batched is None
 
 
 # Laplace's vmapped loop in the default tier, EP's in the long tier; the others' batched forms
@@ -166,7 +167,7 @@ def test_an_engines_vmapped_form_gives_its_simulations(model, engine, tmp_path):
     def one_at_a_time(spec, Phi, y, *, config=None):
         return fit(spec, Phi, y, config=config)
 
-    settings = S.SBCSettings(n_sims=12)
+    settings = sbc_simulation.SBCSettings(n_sims=12)
     variant = record.engine(engine).variant
     a = S.run_sbc(model, one_at_a_time, settings=settings, out_dir=tmp_path / "one", variant=variant)
     b = S.run_sbc(model, engine, settings=settings, out_dir=tmp_path / "many")
@@ -180,10 +181,10 @@ def test_many_simulations_start_as_each_would_alone(model, monkeypatch):
     each simulation the truth, labels, redraws and key it gets alone; one whose first round
     has no usable draw (forced here) is drawn alone from its prior key, with the same result."""
     record = registry.get_model(model)
-    problem = S.problem_for(record)
-    settings = S.SBCSettings(n_sims=10, seed=7)
+    problem = sbc_simulation.problem_for(record)
+    settings = sbc_simulation.SBCSettings(n_sims=10, seed=7)
     indices = [0, 3, 4, 11, 12]
-    first = S._first_accepted
+    first = sbc_simulation._first_accepted
     calls = []
 
     def refuse_the_third(*args):
@@ -191,11 +192,11 @@ def test_many_simulations_start_as_each_would_alone(model, monkeypatch):
         return None if len(calls) == 3 else first(*args)
 
     monkeypatch.setattr(S, "_first_accepted", refuse_the_third)
-    starts = S._simulation_starts(problem.spec, problem.Phi, indices, settings)
+    starts = sbc_simulation._simulation_starts(problem.spec, problem.Phi, indices, settings)
     monkeypatch.setattr(S, "_first_accepted", first)
     assert len(calls) == len(indices) + 1  # the refused one went through draw_from_prior
     for index in indices:
-        key, truth, y, redraws = S._simulation_start(problem.spec, problem.Phi, index, settings)
+        key, truth, y, redraws = sbc_simulation._simulation_start(problem.spec, problem.Phi, index, settings)
         b_key, b_truth, b_y, b_redraws = starts[index]
         np.testing.assert_array_equal(np.asarray(b_key), np.asarray(key))
         np.testing.assert_array_equal(b_y, y)

@@ -15,10 +15,11 @@ import pytest
 
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base import signing
-from zoo.validation.report import MANIFEST, write_report
+from zoo.validation.report.compare_report import MANIFEST, write_report
 from zoo.validation.runs import study as study_module
 from zoo.validation.runs.compare import CompareConfig, compare
-from zoo.validation.runs.sbc import SBCSettings, run_sbc
+from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc_simulation import SBCSettings
 
 
 def test_a_signed_record_is_bound_to_its_key_its_kind_and_its_place(tmp_path):

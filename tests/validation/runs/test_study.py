@@ -13,6 +13,7 @@ from processes import driver_text, signal_and_watch, start_driver, wait_until
 import zoo  # noqa: F401
 from zoo.cli import main
 from zoo.validation.runs import study as St
+from zoo.validation.report.study_report import report_study
 
 TINY = """
 name = "tiny"
@@ -92,6 +93,7 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
         messages = [str(w.message) for w in caught if "damaged cell file" in str(w.message)]
         assert len(messages) == 1 and str(sbc_file) in messages[0] and "JSONDecodeError" in messages[0], messages
         assert second["ran"] == 1 and second["reused"] == 3
+        report_study(second)  # the runner returns the cells; the report wing writes report.md
         assert json.loads(sbc_file.read_text())["kind"] == "sbc"
     assert len(files) == 4 and not any(f.startswith(".tmp-") for f in files)
     compare_cell = json.loads(next((out / "cells" / f) for f in files if f.startswith("compare")).read_text())
@@ -454,7 +456,7 @@ def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_p
     assert len(tries) == 3  # Dask's two retries of the non-deterministic error; the ValueError ran once
     sbc = next(c for c in out["cells"] if c["kind"] == "sbc")
     assert "summary" in sbc and "failed" not in sbc
-    text = open(out["report"]).read()
+    text = open(report_study(out)).read()
     assert "## Failed cells (2 of 3)" in text and "## SBC" in text
     assert "| compare pcvm ripley split 0 | ValueError: " in text
     stored = os.listdir(tmp_path / "out" / "cells")
@@ -463,7 +465,8 @@ def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_p
 
 def test_zoo_study_says_which_cells_failed_and_exits_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("zoo.cli.run_study", lambda *a, **k: {
-        "ran": 3, "reused": 0, "report": "r.md", "failed": [("compare pcvm ripley split 0", "ValueError: bad")]})
+        "ran": 3, "reused": 0, "failed": [("compare pcvm ripley split 0", "ValueError: bad")]})
+    monkeypatch.setattr("zoo.cli.report_study", lambda out: "r.md")
     monkeypatch.setattr("zoo.cli._start_compiling", lambda folders: None)
     (tmp_path / "s.toml").write_text(TINY)
     assert main(["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 1

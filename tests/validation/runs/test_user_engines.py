@@ -21,13 +21,14 @@ import zoo  # noqa: F401  (float64)
 from zoo.inference.contracts import EngineReturnError, checked_fit, returned_problem
 from zoo.models.pcvm import PCVM
 from zoo.validation.records import registry
-from zoo.validation.report import write_report
+from zoo.validation.report.compare_report import write_report
 from zoo.validation.runs import compare as compare_module
 from zoo.validation.runs import battery as D
 from zoo.validation.runs import study as study_module
 from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.engines import engine_label, resolve_entry, user_modules
-from zoo.validation.runs.sbc import SBCSettings, run_sbc
+from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc_simulation import SBCSettings
 from zoo.validation.runs.study import expand
 
 from repository import REPO as REPOSITORY_ROOT

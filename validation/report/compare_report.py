@@ -21,19 +21,20 @@ import numpy as np
 # pyplot: importing this module must not switch the backend of a user's notebook or script.
 from matplotlib.figure import Figure
 
-from .base import arviz_adapter
-from .base.atomic import save_figure, write_json_atomic, write_text_atomic
-from .base.figures import ShownFigure
-from .base.signing import OUTPUT_MANIFEST, file_sha256, read_signed_json, write_signed_json
-from .base.tables import Table, format_value as _fmt, markdown_cell as _cell
-from .judge.distribution import LEVELS
-from .judge.evidence import VIOLATES_BOUND
-from .judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
-from .judge.verdict import DIFFERS
-from .records.registry import get_model, model_names
-from .references import get_sampler
-from .runs.compare import Comparison
-from .runs.results import METRIC_OF_COLUMN, ComparisonResult
+from ..base import arviz_adapter
+from ..base.atomic import save_figure, write_json_atomic, write_text_atomic
+from ..base.figures import ShownFigure
+from ..base.signing import OUTPUT_MANIFEST, file_sha256, read_signed_json, write_signed_json
+from ..base.tables import Table, format_value as _fmt, markdown_cell as _cell
+from ..judge.distribution import LEVELS
+from ..judge.evidence import VIOLATES_BOUND
+from ..judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
+from ..judge import verdict
+from ..judge.verdict import DIFFERS
+from ..records.registry import get_model, model_names
+from ..references import get_sampler
+from ..runs.compare import Comparison
+from ..runs.results import METRIC_OF_COLUMN, ComparisonResult
 
 ENGINE_COLORS = {"reference": "black", "em": "tab:green", "laplace": "tab:orange", "ep": "tab:blue"}
 
@@ -696,3 +697,106 @@ def _khat_threshold_lines(res: ComparisonResult) -> list[str]:
     return ["", "k-hat against its threshold: " + "; ".join(
         f"{name} {m['khat']:.2f} {'<=' if m['khat'] <= m['khat_threshold'] else '>'} {m['khat_threshold']:.2f} "
         f"(S = {m['khat_draws']})" for name, m in judged) + "."]
+
+
+# --------------------------------------------------------------------------------------
+# The terminal's summary of a comparison (zoo compare prints it)
+# --------------------------------------------------------------------------------------
+def summary_table(res: ComparisonResult) -> str:
+    """The comparison in a few lines for the terminal: reference, one row per engine, verdicts."""
+    # engine names such as mm-laplace are longer than the 8 characters the column had
+    name_width = max([9] + [len(name) + 2 for name in res.engines])
+    lines = [
+        f"{res.model} on {res.data} (split {res.split}), n_train={res.n_train}, "
+        f"n_basis={res.hyper.get('n_basis')}, "
+        + ", ".join(f"{k}={v:g}" for k, v in res.hyper.items() if k != "n_basis" and isinstance(v, (int, float))),
+        *_reference_summary_lines(res),
+        "",
+        f"{'engine':<{name_width}}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'x ref':>9}",
+    ]
+
+    def f(v, spec):
+        width = int(spec.split(".")[0])
+        return format(v, spec) if v is not None else format("null", f">{width}")
+
+    for name, r in res.engines.items():
+        label = name + ("*" if r.other_model else "")
+        if r.failure:
+            lines.append(f"{label:<{name_width}}failed: {r.failure}")
+            continue
+        m = r.metrics
+        lines.append(
+            f"{label:<{name_width}}{f(m['pred_mae'], '10.5f')}{f(m['std_mean_err_median'], '11.3f')}"
+            f"{f(m['sd_ratio_median'], '10.3f')}{f(m['khat'], '8.2f')}{f(m['test_error'], '10.4f')}"
+            f"{f(r.seconds, '10.4f')}{f(r.speedup_vs_reference, '9.0f')}"
+        )
+        if r.against_variant is not None:
+            # the engine against the reference of the model it fits: its approximation error
+            v = r.against_variant.metrics
+            vs_label = f"  vs {r.against_variant.variant}"
+            lines.append(f"{vs_label:<{name_width}}{f(v.get('pred_mae'), '10.5f')}"
+                         f"{f(v.get('std_mean_err_median'), '11.3f')}{f(v.get('sd_ratio_median'), '10.3f')}"
+                         f"{f(v.get('khat'), '8.2f')}{f(v.get('test_error'), '10.4f')}")
+    if any(r.other_model for r in res.engines.values()):
+        lines.append("* fits another model (prior) than the reference's: its row is a distance, not an approximation error")
+    if any(r.against_variant is not None for r in res.engines.values()):
+        lines.append("  vs X: the same engine against the reference of the model variant X it fits")
+    rows = [(row.engine if row.variant is None else f"{row.engine} vs {row.variant}", row) for row in res.verdicts]
+    for title, scope in (("verdicts (an exact engine is called different about 5% of the time, in any dimension):",
+                          "marginal"),
+                         ("joint verdicts (the joint posterior, correlations included; also about 5% each):", "joint"),
+                         ("distribution verdicts (shape, tails, support, modes of every coordinate; at most 5% "
+                          "each):", "distribution")):
+        shown = [(name, getattr(row, scope)) for name, row in rows if getattr(row, scope) is not None]
+        if shown:
+            lines += ["", title]
+            lines += ["  " + verdict.summary_line(name, v) for name, v in shown]
+    lines += _evidence_summary_lines(res)
+    return "\n".join(lines)
+
+
+def _evidence_summary_lines(res: ComparisonResult) -> list[str]:
+    """One line per engine that reports a log evidence: its value against the reference log Z."""
+    ev = res.evidence
+    if not ev or not ev["engines"]:
+        return []
+    how = ("certified by AIS" if ev["mode"] == "checked" else "bridge sampling alone; --evidence checked adds AIS")
+    lines = ["", f"evidence (the engines' log Z or ELBO against the reference log Z, {how}; "
+                 f"{ev['seconds']:.1f} s):"]
+    for name, e in ev["engines"].items():
+        v = e.get("verdict")
+        if not v:
+            lines.append(f"  {name}: {e['kind']} {e['value']:.3f}: no verdict ({e.get('reason') or '-'})")
+        elif v["difference"] is None:
+            lines.append(f"  {name}: {e['kind']} {e['value']:.3f}: {v['status']} ({v['reason']})")
+        else:
+            lines.append(f"  {name}: {e['kind']} {e['value']:.3f} vs log Z {v['reference_log_z']:.3f} "
+                         f"+- {v['reference_se']:.3f}: {v['status']} ({v['difference']:+.3f} nats)")
+    return lines
+
+
+def _reference_summary_lines(res: ComparisonResult) -> list[str]:
+    """Which sampler is the reference and whether it is certified (or that there is none)."""
+    ref = res.reference
+    if ref.ran_out_of_time:
+        return ["reference: none, NOT CERTIFIED: " + "; ".join(ref.failures),
+                "  (the rows below hold only test-set figures and timings: nothing to measure them against)"]
+    status = "certified" if ref.certified else "NOT CERTIFIED: " + "; ".join(ref.failures)
+    others = [t for t in res.references_tried if t.sampler_name != ref.sampler_name]
+
+    def num(v, spec):
+        # a diagnostic can be null (R-hat of a single chain): say so instead of crashing
+        return "n/a" if v is None else format(v, spec)
+
+    return [
+        f"reference ({ref.sampler_name}): {status} (R-hat max {num(ref.rhat_max, '.4f')}, ESS bulk/tail min "
+        f"{num(ref.ess_bulk_min, '.0f')}/{num(ref.ess_tail_min, '.0f')}, divergences {ref.divergences}, "
+        f"{num(ref.seconds, '.1f')} s{' (from cache)' if ref.from_cache else ''}); "
+        f"reference test error {num(res.reference_test_error, '.4f')}",
+        *[f"  tried first: {t.sampler_name}, ran out of time (limit {t.time_limit:g} s, no draws)"
+          if t.time_limit is not None else
+          f"  tried first: {t.sampler_name}, not certified (R-hat max {num(t.rhat_max, '.3f')}, "
+          f"ESS bulk min {num(t.ess_bulk_min, '.0f')}, divergences {t.divergences}, "
+          f"{num(t.seconds, '.0f')} s{' (from cache)' if t.from_cache else ''})"
+          for t in others],
+    ]

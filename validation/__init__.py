@@ -1,6 +1,9 @@
 """Validation: references, metrics, comparisons and reports - and the registry of models.
 
-Importing this package registers the built-in models (``registry.py``), and with them
-their own reference samplers, so that every module below can name them.
+This package's own module is empty on purpose: importing ``zoo.validation`` (or any module
+under it) fills no table and registers nothing. Each wing imports what it uses - a model's
+record hands its own reference samplers to whoever runs them
+(``records/model_record.py``: ``ModelRecord.reference_sampler``), and the registry of
+models (``records/registry.py``) builds its table of the built-in records when it is
+itself imported - so every module works when it is imported alone.
 """
-from .records import registry  # noqa: F401  (registers the models and their samplers)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...inference.contracts import PSIS_SUFFIX, EngineEntry, importance_corrected
 from ..judge.defects import Defect
-from ..references import ReferenceSampler
+from ..references import NUTS, NUTS_SAMPLER, ReferenceConfig, ReferenceSampler, sampler_named
 
 #: the classifier's own parameters, which no model may declare again
 CLASSIFIER_BASE_PARAMS = ("model", "engine", "width", "seed", "basis", "verbose")
@@ -180,7 +180,10 @@ class ModelRecord:
     references: the reference samplers tried in order, each as a dict of the
       ``ReferenceConfig`` settings that differ from its defaults (``"sampler"`` included);
       the first that certifies is the reference.
-    samplers: reference samplers of this model's own (beyond NUTS, which every model has).
+    samplers: reference samplers of this model's own (beyond NUTS, which every model has),
+      each a distinct name other than "nuts". The record hands them to whoever runs a
+      reference (:meth:`reference_sampler`, :meth:`reference_config`): they are registered
+      nowhere.
     moments: ``moments(spec, Phi, y) -> dict | None``: which posterior moments exist on
       these data (None: all of them, nothing to doubt). Metrics built on a moment that
       does not exist are reported as null with its reason.
@@ -243,7 +246,13 @@ class ModelRecord:
         missing = [e for e in self.default_engines if e not in self._by_name]
         if missing or not self.default_engines:
             raise ValueError(f"model {self.name!r}: default engines {missing or '()'} are not among its engines {names}")
-        known = {"nuts", *(s.name for s in self.samplers)}
+        own = [s.name if isinstance(s, ReferenceSampler) else s for s in self.samplers]
+        if not all(isinstance(s, ReferenceSampler) for s in self.samplers) or NUTS in own \
+                or len(set(own)) != len(own):
+            raise ValueError(f"model {self.name!r}: samplers must be ReferenceSamplers "
+                             f"(zoo.validation.references) of distinct names other than {NUTS!r} (the built-in "
+                             f"NUTS); got {own}")
+        known = {NUTS, *own}
         chain = [r.get("sampler", "nuts") for r in self.references]
         if not chain or any(s not in known for s in chain) or len(set(chain)) != len(chain):
             raise ValueError(f"model {self.name!r}: reference chain {chain} must name each of {sorted(known)} "
@@ -304,7 +313,31 @@ class ModelRecord:
     @property
     def sampler_names(self) -> tuple[str, ...]:
         """Every reference sampler this model can use: NUTS first, then its own."""
-        return ("nuts", *(s.name for s in self.samplers))
+        return (NUTS, *(s.name for s in self.samplers))
+
+    def reference_sampler(self, name: str) -> ReferenceSampler:
+        """The reference sampler called ``name`` that this model can use: NUTS (the
+        references wing's built-in) or one of its own :attr:`samplers`; ValueError naming
+        :attr:`sampler_names` otherwise."""
+        try:
+            return sampler_named(name, (NUTS_SAMPLER, *self.samplers))
+        except ValueError:
+            raise ValueError(f"unknown reference sampler {name!r} for {self.name}; "
+                             f"known: {', '.join(self.sampler_names)}") from None
+
+    def reference_config(self, settings: Mapping[str, Any] | None = None, **more) -> ReferenceConfig:
+        """A :class:`ReferenceConfig` of ``settings`` and ``more`` (as in :attr:`references`:
+        the settings that differ from the defaults), its ``"sampler"`` (default NUTS) given
+        by name and handed over as this model's :meth:`reference_sampler`."""
+        settings = {**(settings or {}), **more}
+        sampler = settings.pop("sampler", NUTS)
+        if not isinstance(sampler, ReferenceSampler):
+            sampler = self.reference_sampler(sampler)
+        return ReferenceConfig(**settings, sampler=sampler)
+
+    def reference_configs(self) -> tuple[ReferenceConfig, ...]:
+        """The model's reference chain (:attr:`references`) as ReferenceConfigs, in order."""
+        return tuple(self.reference_config(settings) for settings in self.references)
 
     def check_params(self, params) -> None:
         """ValueError, in one line, naming the first ``--param`` the protocol does not take:

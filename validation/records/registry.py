@@ -10,15 +10,17 @@ files plus one :func:`register` call (the built-in ones are at the bottom of thi
     registry.get_engine("pcvm", "ep").fit()      # the fixed-spec fit of PCVM's EP engine
     prepared = registry.prepare("pcvm", split, {"width": 0.7})
 
-Registering a record also registers its own reference samplers with
-``validation/references/``, so ``ReferenceConfig(sampler=...)`` knows them.
+A record carries its own reference samplers and hands them over itself
+(``record.reference_sampler("slice-gibbs")``, ``record.reference_configs()``); registering
+it registers nothing anywhere else. The table of models is this module's own content:
+importing this module builds it from the built-in records (the bottom of the file); no
+other module's import fills it, or any other table.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..judge.defects import GENERIC
-from ..references import register_sampler
 from . import bblr_record, ggsm_probit_record, gig_logistic_record, grid_rvm_record, pcvm_record
 from .model_record import ModelRecord
 
@@ -26,7 +28,8 @@ _MODELS: dict[str, ModelRecord] = {}
 
 
 def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRecord:
-    """Add ``record`` to the zoo (and its samplers to the reference samplers); returns it.
+    """Add ``record`` to the zoo; returns it. (Its reference samplers stay in the record:
+    :meth:`ModelRecord.reference_sampler`.)
 
     A name already taken is an error unless ``replace_existing``.
     """
@@ -41,14 +44,12 @@ def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRec
     clash = [f"{d.name!r} ({taken[d.name]})" for d in record.defects if d.name in taken]
     if clash:
         raise ValueError(f"model {record.name!r}: defect names already taken: {', '.join(clash)}")
-    for sampler in record.samplers:
-        register_sampler(sampler)
     _MODELS[record.name] = record
     return record
 
 
 def unregister(name: str) -> None:
-    """Remove a model (its samplers stay known: another record may use them)."""
+    """Remove a model (its reference samplers go with its record)."""
     _MODELS.pop(name, None)
 
 

@@ -13,9 +13,13 @@ chains are continued until the number of draws has doubled, up to
 
 A second sampler. Where NUTS cannot certify a posterior (GGSM probit at q <= 1 on
 separable data: validation/references/slice_gibbs.py says why; GIG logistic, whose NUTS runs keep a
-few divergences: validation/references/pg_gibbs.py), ``ReferenceConfig(sampler="slice-gibbs")`` or
-``"pg-gibbs"`` runs a sampler built for that model, certified by the same rule (it has no
-divergences; a slice update that exhausts its shrinkage steps counts as a failure).
+few divergences: validation/references/pg_gibbs.py), ``ReferenceConfig(sampler=SLICE_GIBBS)`` or
+``PG_GIBBS`` runs a sampler built for that model, certified by the same rule (it has no
+divergences; a slice update that exhausts its shrinkage steps counts as a failure). A
+model's own sampler is handed over as its object, never looked up in a table: the model's
+record resolves the names its reference chain and ``--reference`` use
+(``ModelRecord.reference_sampler``, ``ModelRecord.reference_config``); only NUTS, this
+wing's built-in, is known here by name.
 :func:`first_certified_reference` tries a list of samplers in order and stops at the
 first certified one; the Reference names its sampler in ``provenance["sampler"]``.
 
@@ -49,10 +53,12 @@ same time with 1 and 4 devices). If the devices are missing anyway (something ra
 before this import), "parallel" falls back to "sequential", which yields bit-for-bit the
 same draws (verified), so import order can change the speed, never the result.
 
-The wing's files: ``sampler.py`` (the runner contract :class:`ReferenceRunner` and the
-registry of samplers), ``certification.py`` (the rule and the pilot's rule), ``config.py``
+The wing's files: ``sampler.py`` (the runner contract :class:`ReferenceRunner` and
+:class:`ReferenceSampler`), ``certification.py`` (the rule and the pilot's rule), ``config.py``
 (:class:`ReferenceConfig`, :class:`Reference`), ``cache.py`` (keys and entries), ``nuts.py``
-(NUTS; ``nuts_program.py``: NUTS as one compiled program over many data sets, for SBC), ``certified_run.py`` (running, continuing, the time limit, the first certified of several),
+(NUTS, and :func:`sampler_of`: the sampler a config runs; ``nuts_program.py``: NUTS as one
+compiled program over many data sets, for SBC), ``certified_run.py`` (running, continuing,
+the time limit, the first certified of several),
 and each model's own sampler (``slice_gibbs.py``, ``pg_gibbs.py``, ``grid_gibbs.py``,
 ``parallel_tempering.py``, on the blocks of ``slice_sampling.py`` and ``polya_gamma.py``).
 This package re-exports what callers outside the wing use.
@@ -75,7 +81,7 @@ from .certification import (
     pilot_decision,
 )
 from .config import Reference, ReferenceConfig
-from .nuts import NUTS_SAMPLER, NutsRun
+from .nuts import NUTS_SAMPLER, NutsRun, sampler_of
 from .certified_run import (
     NoReference,
     ReferenceTimeout,
@@ -83,18 +89,12 @@ from .certified_run import (
     first_certified_reference,
     run_reference,
 )
-from .sampler import (
-    ReferenceRunner,
-    ReferenceSampler,
-    get_sampler,
-    known_samplers,
-    register_sampler,
-)
+from .sampler import NUTS, ReferenceRunner, ReferenceSampler, sampler_named
 
 __all__ = [
-    "CERTIFICATION", "ESS_BULK_MIN", "ESS_TAIL_MIN", "MAX_DIVERGENCES", "NUTS_SAMPLER", "PILOT", "RHAT_MAX",
+    "CERTIFICATION", "ESS_BULK_MIN", "ESS_TAIL_MIN", "MAX_DIVERGENCES", "NUTS", "NUTS_SAMPLER", "PILOT", "RHAT_MAX",
     "Certification", "NoReference", "NutsRun", "PilotRule", "Reference", "ReferenceConfig", "ReferenceRunner",
     "ReferenceSampler", "ReferenceTimeout", "cache_key", "cached_reference", "certify", "first_certified_reference",
-    "get_sampler", "known_samplers", "nuts_energy_checks", "package_versions", "pilot_config", "pilot_decision",
-    "register_sampler", "run_reference",
+    "nuts_energy_checks", "package_versions", "pilot_config", "pilot_decision", "run_reference", "sampler_named",
+    "sampler_of",
 ]

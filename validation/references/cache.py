@@ -42,7 +42,7 @@ from ..base.signing import (  # noqa: F401  (KEY_FILE, KeyUnavailable, config_di
     KEY_FILE, KeyUnavailable, Untrusted, config_dir, file_sha256, key_path, machine_key)
 from .certification import CERTIFICATION, _certify_run, _checks, _diagnosed_sites
 from .config import Reference, ReferenceConfig, _fit_info, _sampler_name
-from .sampler import get_sampler
+from .nuts import sampler_of
 
 try:  # a lock held by a running command is never deleted (Linux, macOS)
     import fcntl
@@ -139,7 +139,7 @@ def cache_key(spec, Phi: np.ndarray, y: np.ndarray, config: ReferenceConfig) -> 
         "Phi": _array_digest(Phi),
         "y": _array_digest(y),
         "sampler": config.sampler_settings(),
-        "sampler_code": get_sampler(config.sampler).code_digest(),
+        "sampler_code": sampler_of(config).code_digest(),
         "certification_rule": asdict(CERTIFICATION),
         "versions": package_versions(),
         # the draws depend on where they were computed (an accelerator runs NUTS's chains
@@ -298,7 +298,7 @@ def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], config: Refe
     stored.update(draws)  # the measured sites in their own axis order
     diagnosed = _diagnosed_sites(sites, stored)
     certified, failures, diagnostics, _ = _certify_run(
-        stored, stats, diagnosed, get_sampler(config.sampler).runner, config.sampler_settings())
+        stored, stats, diagnosed, sampler_of(config).runner, config.sampler_settings())
     diagnostics = _jsonable(diagnostics)
     provenance.update(certified=certified, checks=_checks(diagnostics),
                       diagnostics={k: v for k, v in diagnostics.items() if k != "per_site"})

@@ -47,7 +47,7 @@ from .certification import (
     pilot_decision,
 )
 from .config import Reference, ReferenceConfig, _fit_info
-from .sampler import get_sampler
+from .nuts import sampler_of
 
 
 class ReferenceTimeout(RuntimeError):
@@ -197,8 +197,9 @@ def _lock_holder(fd: int) -> str:
 
 def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), cache_dir=None,
                   progress: bool = False) -> Reference:
-    """The reference sampler of ``config.sampler`` on ``spec``'s posterior given (Phi, y),
-    certified (or not) by :data:`CERTIFICATION`.
+    """The reference sampler of ``config`` (NUTS, or the model's own sampler it was given:
+    :func:`~zoo.validation.references.nuts.sampler_of`) on ``spec``'s posterior given
+    (Phi, y), certified (or not) by :data:`CERTIFICATION`.
 
     Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1).
     cache_dir: folder of the disk cache (None: no cache). A hit returns the stored
@@ -234,7 +235,7 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
         # NUTS (nuts_program.py) and the Gibbs sweeps are programs that take the data as
         # arguments, compiled once per shape and reused by every later data set of that
         # shape (clearing them made a PG-Gibbs run of GIG's SBC problem take ~40 s, not ~8).
-        if get_sampler(config.sampler).clear_compiled_after_run:
+        if sampler_of(config).clear_compiled_after_run:
             jax.clear_caches()
 
 
@@ -274,7 +275,7 @@ def _may_double(doublings: int, max_doublings: int, deadline, predicted_seconds:
 
 def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_key=None,
                      deadline=None) -> Reference:
-    runner = get_sampler(config.sampler).runner(spec, Phi, y, config, progress)
+    runner = sampler_of(config).runner(spec, Phi, y, config, progress)
     settings = config.sampler_settings()
     attempts = []
     with CompileTimer() as compile_timer:

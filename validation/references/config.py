@@ -2,22 +2,28 @@
 (:class:`Reference`: draws, certificate, provenance)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ...inference.posterior import DrawsPosterior, FitInfo
 from ...models.base import Site
-from .sampler import get_sampler
+from .sampler import NUTS, ReferenceSampler
 
 
 @dataclass(frozen=True)
 class ReferenceConfig:
     """Settings of the reference sampler (NUTS unless ``sampler`` says otherwise).
 
-    sampler: "nuts", or a model's own sampler (:func:`known_samplers`: "slice-gibbs" for
-    GGSM probit, "pg-gibbs" for GIG logistic). For the Gibbs samplers num_warmup and
-    num_samples count sweeps; num_chains, seed and max_doublings apply as for NUTS,
-    target_accept and max_tree_depth do not, and their chains need no layout choice.
+    sampler: "nuts" (the wing's built-in, known by name), or a model's own sampler given as
+    its :class:`~zoo.validation.references.sampler.ReferenceSampler` (``SLICE_GIBBS`` of
+    ``slice_gibbs.py`` for GGSM probit, ``PG_GIBBS`` for GIG logistic, ...; a model's record
+    resolves its names: ``ModelRecord.reference_sampler(name)``, ``reference_config``).
+    Given a ReferenceSampler, ``sampler`` holds its name - what the cache key hashes and
+    results files write - and ``sampler_entry`` the object, which runs it (not compared,
+    not shown, not serialized). Any other name is a ValueError: no table of samplers is
+    consulted. For the Gibbs samplers num_warmup and num_samples count sweeps; num_chains,
+    seed and max_doublings apply as for NUTS, target_accept and max_tree_depth do not, and
+    their chains need no layout choice.
 
     chain_method: "parallel" by default (one chain per CPU device; falls back to
     "sequential" when the process has fewer devices than chains, and runs "vectorized"
@@ -42,7 +48,8 @@ class ReferenceConfig:
     seed: int = 0
     chain_method: str = "parallel"
     max_doublings: int = 2
-    sampler: str = "nuts"
+    # given: a name ("nuts") or a ReferenceSampler; held: the name (its object: sampler_entry)
+    sampler: str = NUTS
     # wall-clock seconds for the whole run (warm-up, draws, doublings); None: no limit.
     # A limited run happens in a child process that is killed when time is up
     # (:class:`ReferenceTimeout`); a run that finishes gives the same draws as without
@@ -55,9 +62,25 @@ class ReferenceConfig:
     # first_certified_reference for every sampler but the last of its list; the full
     # run's draws do not depend on it, so it is not part of the cache key.
     pilot: bool = False
+    # the ReferenceSampler given as ``sampler`` (a model's own; None: NUTS by name), kept by
+    # ``replace``. Out of equality, the repr, the settings and the cache key, which hold its
+    # name (``sampler``); ``nuts.sampler_of(config)`` is the sampler a config runs
+    sampler_entry: ReferenceSampler | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
-        get_sampler(self.sampler)  # ValueError naming the known ones
+        if isinstance(self.sampler, ReferenceSampler):
+            object.__setattr__(self, "sampler_entry", self.sampler)
+            object.__setattr__(self, "sampler", self.sampler.name)
+        if not isinstance(self.sampler, str):
+            raise TypeError(f"ReferenceConfig.sampler must be a sampler's name or a ReferenceSampler; "
+                            f"got {self.sampler!r}")
+        entry = self.sampler_entry
+        if entry is None and self.sampler != NUTS:
+            raise ValueError(f"unknown reference sampler {self.sampler!r}; known: {NUTS} (built in); a model's own "
+                             "sampler is given as its ReferenceSampler, e.g. "
+                             f"registry.get_model(model).reference_sampler({self.sampler!r})")
+        if entry is not None and (not isinstance(entry, ReferenceSampler) or entry.name != self.sampler):
+            raise ValueError(f"sampler_entry must be the ReferenceSampler called {self.sampler!r}; got {entry!r}")
         if self.pilot and self.sampler != "nuts":
             raise ValueError(f"pilot is a NUTS setting; the {self.sampler} sampler has none")
         if self.chain_method not in ("parallel", "sequential", "vectorized"):
@@ -81,7 +104,7 @@ class ReferenceConfig:
 
         parallel and sequential produce the same draws, so they share a layout name.
         """
-        settings = asdict(self)
+        settings = self.to_dict()
         settings.pop("chain_method")
         settings.pop("time_limit")
         settings.pop("pilot")
@@ -95,6 +118,11 @@ class ReferenceConfig:
         settings["chain_layout"] = "vectorized" if self.chain_method == "vectorized" else "per-chain"
         settings["sampler"] = "numpyro.NUTS"
         return settings
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting, the sampler by its name (``dataclasses.asdict`` without the
+        sampler's object): what results files write."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sampler_entry"}
 
 
 @dataclass(frozen=True, eq=False)

@@ -328,7 +328,8 @@ class GridGibbsChains:
 
 
 class GridGibbsRun(GibbsRun):
-    """This sampler as a reference sampler (``ReferenceConfig(sampler="grid-gibbs")``),
+    """This sampler as a reference sampler (``ReferenceConfig(sampler=GRID_GIBBS)``,
+    or by name through its model's record),
     ridge move on and the w-draw chosen by the design's shape."""
 
     name = "zoo.grid-gibbs"

@@ -15,7 +15,7 @@ from ..base.compile_timer import CompileTimer
 from .certification import _certify_run, _diagnosed_sites, nuts_energy_checks
 from .config import ReferenceConfig, _fit_info
 from .nuts_program import NutsSettings, as_numpy_key, default_layout, program_for, sample_many, sampled_site_names
-from .sampler import ReferenceRunner, ReferenceSampler, register_sampler
+from .sampler import NUTS, ReferenceRunner, ReferenceSampler
 
 #: NumPyro per-draw fields kept as ArviZ sample_stats (numpyro name -> arviz name)
 _EXTRA_FIELDS = {
@@ -166,9 +166,19 @@ def nuts_posteriors(spec, Phi, ys, keys, *, config: ReferenceConfig, batch: int 
     return posteriors
 
 
-#: NUTS on the model itself: the reference sampler of every model
-NUTS_SAMPLER = ReferenceSampler("nuts", NutsRun, code_modules=("zoo.validation.references.nuts_program",),
+#: NUTS on the model itself: the reference sampler of every model, the wing's built-in
+#: (known by its name, :data:`~zoo.validation.references.sampler.NUTS`, with no registration)
+NUTS_SAMPLER = ReferenceSampler(NUTS, NutsRun, code_modules=("zoo.validation.references.nuts_program",),
                                 description="NUTS on the NumPyro model")
 
 
-register_sampler(NUTS_SAMPLER)
+def sampler_of(config: ReferenceConfig) -> ReferenceSampler:
+    """The sampler ``config`` runs: the ReferenceSampler it was given (a model's own,
+    ``config.sampler_entry``), or NUTS, the built-in, for ``sampler="nuts"``. The name
+    "nuts" belongs to the built-in: another sampler under it is a ValueError."""
+    entry = config.sampler_entry
+    if entry is None:
+        return NUTS_SAMPLER
+    if entry.name == NUTS and entry != NUTS_SAMPLER:
+        raise ValueError(f"the reference sampler name {NUTS!r} is the built-in NUTS's; give {entry!r} another name")
+    return entry

@@ -401,7 +401,8 @@ def round_trip_checks(stats, rule) -> tuple[list[str], dict]:
 
 
 class TemperingRun(GibbsRun):
-    """Parallel tempering as a reference sampler (``ReferenceConfig(sampler="parallel-tempering")``):
+    """Parallel tempering as a reference sampler (``ReferenceConfig(sampler=PARALLEL_TEMPERING)``,
+    or by name through its model's record):
     num_warmup and num_samples count iterations (one HMC transition of every copy and one
     exchange round). ``first``, ``more`` and ``sample_stats`` are the Gibbs samplers'
     (``self.chains.draw``); the checks and the layout are this sampler's own."""

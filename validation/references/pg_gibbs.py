@@ -277,7 +277,8 @@ class PGGibbsChains:
 
 
 class PGGibbsRun(GibbsRun):
-    """This sampler as a reference sampler (``ReferenceConfig(sampler="pg-gibbs")``)."""
+    """This sampler as a reference sampler (``ReferenceConfig(sampler=PG_GIBBS)``,
+    or by name through its model's record)."""
 
     name = "zoo.pg-gibbs"
 

@@ -1,11 +1,14 @@
-"""The reference-sampler contract and the registry of samplers.
+"""The reference-sampler contract: what a sampler is (:class:`ReferenceSampler`) and what
+its runner must do (:class:`ReferenceRunner`).
 
 A reference comes from a *sampler*: NUTS on any NumPyro model (``nuts.py``), or a sampler
 a model brings in its registry record (GGSM probit's slice-Gibbs, GIG logistic's and
 gridRVM's Polya-Gamma Gibbs, parallel tempering for BBLR). Each is a
 :class:`ReferenceSampler` (its name, its :class:`ReferenceRunner` class and the modules whose
-code defines it) registered here by name; ``ReferenceConfig.sampler`` and ``--reference``
-name them.
+code defines it). There is no table of samplers: NUTS, the wing's built-in, is known by
+its name (:data:`NUTS`), and a model's own sampler is handed over as its object -
+``ReferenceConfig(sampler=SLICE_GIBBS)``, or by the model's record, which resolves the
+names ``--reference`` and its reference chain use (``ModelRecord.reference_sampler``).
 """
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ from ..base.code_digest import code_digest
 #: to the cache or the certification code would otherwise recompute every reference)
 HARNESS_MODULES = tuple(f"zoo.validation.references{m}" for m in
                         ("", ".sampler", ".certification", ".config", ".cache", ".run"))
+
+#: the name of NUTS, the references wing's built-in sampler (``nuts.NUTS_SAMPLER``): known
+#: by this name everywhere, with no registration
+NUTS = "nuts"
 
 
 class ReferenceRunner(ABC):
@@ -85,8 +92,8 @@ class ReferenceSampler:
 
     NUTS (``nuts.NUTS_SAMPLER``) works on any model written in NumPyro. A model whose posterior
     NUTS cannot certify may bring its own sampler in its registry record (GGSM probit's
-    slice-Gibbs, GIG logistic's Polya-Gamma Gibbs); registering the record registers it
-    here (:func:`register_sampler`).
+    slice-Gibbs, GIG logistic's Polya-Gamma Gibbs): the record hands it to whoever runs
+    it (``ModelRecord.reference_sampler``), and a ``ReferenceConfig`` given it keeps it.
     """
 
     name: str
@@ -112,25 +119,12 @@ class ReferenceSampler:
         return code_digest(self.code_modules, exclude=HARNESS_MODULES, objects=(self.runner,))
 
 
-#: name -> sampler; NUTS is built in, the models' own samplers come with their records
-_SAMPLERS: dict[str, ReferenceSampler] = {}
-
-
-def register_sampler(sampler: ReferenceSampler) -> None:
-    """Make ``sampler`` usable by name. Registering the same entry again is a no-op; a
-    different sampler under a name already taken is an error."""
-    known = _SAMPLERS.get(sampler.name)
-    if known is not None and known != sampler:
-        raise ValueError(f"a different reference sampler is already registered as {sampler.name!r}")
-    _SAMPLERS[sampler.name] = sampler
-
-
-def known_samplers() -> tuple[str, ...]:
-    """The names of every registered reference sampler, NUTS first."""
-    return tuple(_SAMPLERS)
-
-
-def get_sampler(name: str) -> ReferenceSampler:
-    if name not in _SAMPLERS:
-        raise ValueError(f"unknown reference sampler {name!r}; known: {', '.join(_SAMPLERS)}")
-    return _SAMPLERS[name]
+def sampler_named(name: str, samplers) -> ReferenceSampler:
+    """The sampler called ``name`` among ``samplers`` (a sequence of
+    :class:`ReferenceSampler`); ValueError naming them otherwise. A pure function of its
+    arguments: whoever holds the samplers (a model's record) passes them."""
+    samplers = tuple(samplers)
+    for sampler in samplers:
+        if sampler.name == name:
+            return sampler
+    raise ValueError(f"unknown reference sampler {name!r}; known: {', '.join(s.name for s in samplers)}")

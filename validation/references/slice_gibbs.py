@@ -282,7 +282,8 @@ def sample(spec, Phi, y, config: SliceGibbsConfig = SliceGibbsConfig(), *, progr
 
 
 class SliceGibbsRun(GibbsRun):
-    """This sampler as a reference sampler (``ReferenceConfig(sampler="slice-gibbs")``)."""
+    """This sampler as a reference sampler (``ReferenceConfig(sampler=SLICE_GIBBS)``,
+    or by name through its model's record)."""
 
     name = "zoo.slice-gibbs"
 

@@ -32,7 +32,7 @@ from ..judge.metrics import HELD_OUT_KEYS, NEAR_ZERO, THRESHOLDS
 from ..judge import verdict
 from ..judge.verdict import DIFFERS
 from ..records.registry import get_model, model_names
-from ..references import get_sampler
+from ..references import NUTS_SAMPLER
 from ..runs.compare import Comparison
 from ..runs.results import METRIC_OF_COLUMN, ComparisonResult
 
@@ -427,11 +427,14 @@ def _pruned_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _sampler_text(name: str) -> str:
-    """The sampler's own description (its ReferenceSampler's), or its name."""
+def _sampler_text(model: str, name: str) -> str:
+    """The sampler's own description (its ReferenceSampler's: NUTS, the built-in, or one
+    the model's record holds), or its name."""
+    if name == NUTS_SAMPLER.name:
+        return NUTS_SAMPLER.description or name
     try:
-        return get_sampler(name).description or name
-    except ValueError:  # a results file of a sampler not registered in this session
+        return get_model(model).reference_sampler(name).description or name
+    except ValueError:  # a results file of a model or sampler not registered in this session
         return name
 
 
@@ -474,7 +477,7 @@ def _reference_lines(res: ComparisonResult) -> list[str]:
         lines.append("")
     if ref.certified:
         lines.append(
-            f"Reference: **{name}** ({_sampler_text(name)}), **certified**: R-hat max "
+            f"Reference: **{name}** ({_sampler_text(res.model, name)}), **certified**: R-hat max "
             f"{_fmt(ref.rhat_max)} (<= 1.01), bulk ESS min {_fmt(ref.ess_bulk_min, 1)}, tail ESS min "
             f"{_fmt(ref.ess_tail_min, 1)} (>= 400), {ref.divergences} divergences"
             + (f", E-BFMI min {_fmt(ref.ebfmi_min)} (>= 0.3), "
@@ -488,7 +491,7 @@ def _reference_lines(res: ComparisonResult) -> list[str]:
         several = len(res.references_tried) > 1
         lines.append(
             ("**No reference sampler certified.** Shown: " if several else "**Reference NOT certified.** ")
-            + f"**{name}** ({_sampler_text(name)})"
+            + f"**{name}** ({_sampler_text(res.model, name)})"
             + (", the closest to certification" if several else "")
             + ". The numbers below compare against an uncertified posterior and must not be read "
             "as accuracy. Failed checks: " + "; ".join(ref.failures)

@@ -16,7 +16,7 @@ reference is None with that reason, and ``result.reference`` says there is none 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import jax
@@ -132,7 +132,8 @@ def default_references(model: str, samplers: tuple[str, ...] | None = None, *, n
 
     samplers: keep only these samplers, in this order (e.g. ("slice-gibbs",)); each must be
     one the model can use (NUTS or one of its own); one the model's chain does not list
-    starts from ReferenceConfig's defaults.
+    starts from ReferenceConfig's defaults. Each config is handed its sampler by the
+    model's record (:meth:`ModelRecord.reference_config`).
     nuts_draws: warm-up and kept draws a chain for NUTS only (batteries and SBC run many
     short NUTS references); a Gibbs sampler keeps its record's length, its draws being
     far more autocorrelated.
@@ -147,7 +148,7 @@ def default_references(model: str, samplers: tuple[str, ...] | None = None, *, n
         chain = {s: chain.get(s, {"sampler": s}) for s in samplers}
     given = {k: v for k, v in overrides.items() if v is not None}
     nuts = {} if nuts_draws is None else {"num_warmup": int(nuts_draws), "num_samples": int(nuts_draws)}
-    return tuple(ReferenceConfig(**{**settings, "sampler": name, **(nuts if name == "nuts" else {}), **given})
+    return tuple(record.reference_config({**settings, "sampler": name, **(nuts if name == "nuts" else {}), **given})
                  for name, settings in chain.items())
 
 
@@ -523,7 +524,7 @@ def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: di
         config={
             "engines": [e.name for e in entries],
             "params": dict(config.params),
-            "reference": [asdict(r) for r in config.reference],
+            "reference": [r.to_dict() for r in config.reference],
             "seed": config.seed,
             "metric_draws": config.metric_draws,
             "device": config.device or f"{jax.default_backend()}, {jax.local_device_count()} devices",

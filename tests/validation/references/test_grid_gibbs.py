@@ -38,12 +38,7 @@ from zoo.models.distributions import GIG
 from zoo.models.grid_rvm import GridRVM
 from zoo.validation.base import arviz_adapter as adapter
 from zoo.validation.judge.verdict import threshold
-from zoo.validation.references import (
-    ReferenceConfig,
-    known_samplers,
-    register_sampler,
-    run_reference,
-)
+from zoo.validation.references import ReferenceConfig, run_reference
 from zoo.validation.references import grid_gibbs as G
 
 #: the family-wise false-alarm probability of each statistical test
@@ -252,14 +247,12 @@ def test_agrees_with_nuts_where_nuts_certifies(prior, tmp_path):
     caches and names it), and the posterior means of w, alpha and beta agree within the
     joint Monte Carlo error. For the p-grid a second Gibbs run with the ridge move off
     must agree with NUTS as well (the move changes the mixing, not the target)."""
-    if "grid-gibbs" not in known_samplers():
-        register_sampler(G.GRID_GIBBS)
     X, y = _data(60, GRID, 10)
     spec = GridRVM(GRID, prior)
     names = ["w", "alpha"] + ([] if prior == "rvm" else ["beta"])
     nuts = run_reference(spec, X, y, config=ReferenceConfig(num_warmup=500, num_samples=1000, seed=1))
     assert nuts.certified, nuts.failures
-    cfg = ReferenceConfig(sampler="grid-gibbs", num_warmup=300, num_samples=2000, seed=3)
+    cfg = ReferenceConfig(sampler=G.GRID_GIBBS, num_warmup=300, num_samples=2000, seed=3)
     gibbs = run_reference(spec, X, y, config=cfg, cache_dir=tmp_path)
     assert gibbs.certified, gibbs.failures
     assert gibbs.sampler == "grid-gibbs"

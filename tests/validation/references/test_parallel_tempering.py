@@ -15,6 +15,7 @@ from zoo.models.gig_logistic import GIGLogistic
 from zoo.validation.base import arviz_adapter as adapter
 from zoo.validation.references import CERTIFICATION, ReferenceConfig, run_reference
 from zoo.validation.references.parallel_tempering import (
+    PARALLEL_TEMPERING,
     _build_programs,
     _exchange,
     place_ladder,
@@ -117,7 +118,7 @@ def test_tempering_finds_the_weights_of_two_separated_modes():
     spec, Phi, y = _two_modes()
     p_positive, mean_bias = _quadrature(spec, Phi, y)
     assert 0.05 < p_positive < 0.2  # two modes, neither negligible
-    ref = run_reference(spec, Phi, y, config=ReferenceConfig(sampler="parallel-tempering", num_samples=2000))
+    ref = run_reference(spec, Phi, y, config=ReferenceConfig(sampler=PARALLEL_TEMPERING, num_samples=2000))
     assert ref.certified, ref.failures
     assert ref.diagnostics["round_trips_min"] >= CERTIFICATION.min_round_trips
     w = np.asarray(ref.posterior.draws["w"])

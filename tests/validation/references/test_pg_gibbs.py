@@ -199,7 +199,7 @@ def test_agrees_with_nuts_where_nuts_certifies(tmp_path):
     nuts = run_reference(spec, X, y, config=ReferenceConfig(num_warmup=500, num_samples=1000, seed=1,
                                                              target_accept=0.95))
     assert nuts.certified, nuts.failures
-    cfg = ReferenceConfig(sampler="pg-gibbs", num_warmup=300, num_samples=2000, seed=3)
+    cfg = ReferenceConfig(sampler=G.PG_GIBBS, num_warmup=300, num_samples=2000, seed=3)
     gibbs = run_reference(spec, X, y, config=cfg, cache_dir=tmp_path)
     assert gibbs.certified, gibbs.failures
     assert gibbs.sampler == "pg-gibbs"
@@ -237,7 +237,7 @@ def test_a_reference_keeps_its_compiled_programs_and_the_next_data_set_compiles_
     rng = np.random.default_rng(2)
     X = rng.standard_normal((30, 3))
     y = (rng.uniform(size=30) < 0.5).astype(float)
-    configs = {"pg-gibbs": R.ReferenceConfig(sampler="pg-gibbs", num_warmup=100, num_samples=100, max_doublings=0),
+    configs = {"pg-gibbs": R.ReferenceConfig(sampler=G.PG_GIBBS, num_warmup=100, num_samples=100, max_doublings=0),
                "nuts": R.ReferenceConfig(num_warmup=50, num_samples=50, max_doublings=0)}
     for name, config in configs.items():
         R.run_reference(GIGLogistic(), X, y, config=config)

@@ -348,10 +348,10 @@ def test_the_pilot_projection_allows_its_margin_and_follows_the_cap():
 
 
 def test_the_pilot_is_a_nuts_setting_outside_the_cache_key(problem):
-    import zoo.validation.records.registry  # noqa: F401  (registers the models' own samplers)
+    from zoo.validation.references.slice_gibbs import SLICE_GIBBS
 
     with pytest.raises(ValueError, match="pilot is a NUTS setting"):
-        ReferenceConfig(sampler="slice-gibbs", pilot=True)
+        ReferenceConfig(sampler=SLICE_GIBBS, pilot=True)
     spec, Phi, y = problem
     # the full run's draws do not depend on whether a pilot ran before it
     assert cache_key(spec, Phi, y, CONFIG) == cache_key(spec, Phi, y, replace(CONFIG, pilot=True))

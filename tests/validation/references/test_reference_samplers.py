@@ -32,7 +32,7 @@ def _weak_probit(n_obs=60, n=3, seed=0):
 
 
 SPEC = GGSMProbit(q=1.0, a=2.0, b=1.0)
-GIBBS = ReferenceConfig(sampler="slice-gibbs", num_warmup=200, num_samples=600, seed=3)
+GIBBS = ReferenceConfig(sampler=G.SLICE_GIBBS, num_warmup=200, num_samples=600, seed=3)
 # far too few draws to certify anything: the first sampler of the chain must fail
 HOPELESS_NUTS = ReferenceConfig(num_chains=2, num_warmup=20, num_samples=20, max_doublings=0)
 
@@ -60,8 +60,8 @@ def test_slice_gibbs_doubling_extends_the_same_chains():
     """With too few draws to certify, the chains are continued (not restarted): the first
     draws of the doubled run are the draws of the short run."""
     Phi, y = _weak_probit()
-    short = ReferenceConfig(sampler="slice-gibbs", num_warmup=100, num_samples=100, seed=5, max_doublings=0)
-    doubled = ReferenceConfig(sampler="slice-gibbs", num_warmup=100, num_samples=100, seed=5, max_doublings=1)
+    short = ReferenceConfig(sampler=G.SLICE_GIBBS, num_warmup=100, num_samples=100, seed=5, max_doublings=0)
+    doubled = ReferenceConfig(sampler=G.SLICE_GIBBS, num_warmup=100, num_samples=100, seed=5, max_doublings=1)
     a = run_reference(SPEC, Phi, y, config=short)
     b = run_reference(SPEC, Phi, y, config=doubled)
     assert not a.certified  # 4 x 100 draws cannot reach ESS 400 in every coordinate
@@ -91,7 +91,7 @@ def test_the_first_certified_sampler_is_the_reference():
 @pytest.mark.long
 def test_when_no_sampler_certifies_the_closest_is_returned_uncertified():
     Phi, y = _weak_probit()
-    hopeless_gibbs = ReferenceConfig(sampler="slice-gibbs", num_chains=2, num_warmup=100, num_samples=30,
+    hopeless_gibbs = ReferenceConfig(sampler=G.SLICE_GIBBS, num_chains=2, num_warmup=100, num_samples=30,
                                      max_doublings=0)
     ref, tried = first_certified_reference(SPEC, Phi, y, configs=(HOPELESS_NUTS, hopeless_gibbs))
     assert len(tried) == 2 and not any(r.certified for r in tried)

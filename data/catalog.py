@@ -147,7 +147,7 @@ _ENTRIES: tuple[_Entry, ...] = (
     _Entry("ggig_linear", "generated", 200, 3000, 100, "x^T w + eps > 0",
            "generated: GGIG paper Section 6.1 design, x ~ N(0, I_50), w = 3 on the first 8 "
            "features, eps ~ N(0, 1); new draws per split", _NUMERIC,
-           "n_f = 8, N = 200 (the GGSM compare default); other n_f and N: "
+           "n_f = 8, N = 200; other n_f and N: "
            "zoo.data.ggig_linear(n_relevant, n_train, repetition)",
            lambda split: ggig_linear_arrays(8, 200, split), dim=50),
     _Entry("ggig_linear_weak", "generated", 200, 3000, 100, "x^T w + eps > 0",
@@ -161,9 +161,9 @@ _ENTRIES: tuple[_Entry, ...] = (
     _Entry("horii_synthetic", "generated", 100, 1000, 1000, "y ~ Bernoulli(sigmoid(x^T beta*))",
            "generated: GIG-hierarchical logistic paper (Horii) Section 4.1, x ~ N(0, I_100), "
            "beta* = (0 x 90, 2 x 10), logistic labels; new draws per repetition", _NUMERIC,
-           "1000 repetitions as the paper's Table 1; no intercept. `zoo compare` "
-           "standardizes the inputs like every data set; the MSE of beta in `zoo reproduce` "
-           "uses the raw inputs (zoo.data.horii_synthetic)",
+           "1000 repetitions as the paper's Table 1; no intercept; the inputs are already "
+           "N(0, 1) and beta* is on their scale: load(..., standardize=False) or "
+           "zoo.data.horii_synthetic keeps them raw",
            lambda split: horii_synthetic_arrays(split), dim=100),
     _Entry("esl_mixture", "fixed", 200, 5000, 1, "ORANGE (y = 1)",
            "Hastie, Tibshirani & Friedman, ESL §2.3.3 mixture data (ESL.mixture.rda)",
@@ -173,7 +173,7 @@ _ENTRIES: tuple[_Entry, ...] = (
            "UCI optical recognition of handwritten digits (Alpaydin & Kaynak 1998), the 1,797 "
            "8 x 8 images of its test part as shipped with scikit-learn (digits.csv.gz)",
            "64 pixel intensities 0..16 divided by 16, row-major (an 8 x 8 table)",
-           "the gridRVM default: not linearly separable at 500 training images (separable below "
+           "not linearly separable at 500 training images (separable below "
            "about 400); pixels (0, 0), (4, 0) and (4, 7) are 0 in every image", read_digits),
     _Entry("a1a", "fixed", 1605, 30956, 1, "income > 50K (+1)",
            "LIBSVM binary data a1a / a1a.t (UCI Adult, Platt 1998)",

@@ -226,10 +226,18 @@ def _cmd_compare(args) -> int:
 
 def _cmd_datasets(args) -> int:
     rows = datasets.describe()
+    # the models that run a data set when `zoo compare --model NAME` names no --data: a fact
+    # of their records, read here (the data layer cannot import the records)
+    default_of: dict[str, list[str]] = {}
+    for name in registry.model_names():
+        default_of.setdefault(registry.get_model(name).default_data, []).append(name)
+    defaults = {r["name"]: ", ".join(default_of.get(r["name"], ())) or "-" for r in rows}
     width = max(len("name"), *(len(r["name"]) for r in rows)) + 2  # the longest name sets the column
-    print(f"{'name':<{width}}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  source")
+    models = max(len("default of"), *(len(d) for d in defaults.values())) + 2
+    print(f"{'name':<{width}}{'train':>7}{'test':>7}{'dim':>5}{'splits':>8}  {'default of':<{models}}source")
     for r in rows:
-        print(f"{r['name']:<{width}}{r['n_train']:>7}{r['n_test']:>7}{r['dim']:>5}{r['n_splits']:>8}  {r['source']}")
+        print(f"{r['name']:<{width}}{r['n_train']:>7}{r['n_test']:>7}{r['dim']:>5}{r['n_splits']:>8}  "
+              f"{defaults[r['name']]:<{models}}{r['source']}")
     return 0
 
 

@@ -16,6 +16,7 @@ import pytest
 import zoo
 from zoo import data as datasets
 from zoo.cli import main
+from zoo.validation.records import registry
 from zoo.validation.runs.results import ComparisonResult, EngineRow, ReferenceSummary
 
 from repository import REPO
@@ -50,6 +51,13 @@ def test_datasets_lists_every_data_set(capsys):
     lines = [line for line in out.splitlines() if line.strip()]
     column = lines[0].index("train")
     assert all(line[column - 2:column + len("train")].strip().isdigit() for line in lines[1:])
+    # the "default of" column: each model beside its record's default data set, and no other
+    start = lines[0].index("default of")
+    shown = {line.split()[0]: line[start:].split("  ")[0].strip() for line in lines[1:]}
+    expected: dict[str, list[str]] = {}
+    for name in registry.model_names():
+        expected.setdefault(registry.get_model(name).default_data, []).append(name)
+    assert shown == {data: ", ".join(expected.get(data, ["-"])) for data in shown}
 
 
 # (extra argv, words the message must contain). Each case would otherwise reach the

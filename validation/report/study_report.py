@@ -16,6 +16,7 @@ from ..base.atomic import write_text_atomic
 from ..records import registry
 from ..runs.battery import DETECTORS
 from ..runs.study import Cell, frozen_params
+from ..runs.study_kinds import STUDY_KINDS
 from ..runs.results import ComparisonResult
 from .sbc_report import coverage_line, plot_sbc, plot_sbc_views
 
@@ -106,10 +107,29 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
                   "| cell | reason |", "|---|---|"]
         lines += [f"| {_cell_label(c)} | {' '.join(c['failed'].split()).replace('|', '/')} |" for c in failed]
         lines.append("")
-    cells = [c for c in cells if "failed" not in c]
-    compares = sorted((c for c in cells if c["kind"] == "compare"),
-                      key=lambda c: (c["cell"]["model"], c["cell"]["data"], c["cell"]["split"]))
-    sbc_status = _sbc_status_by_engine([c for c in cells if c["kind"] == "sbc"])
+    done = [c for c in cells if "failed" not in c]
+    for kind in STUDY_KINDS:
+        if kind not in SECTIONS:
+            raise ValueError(f"the study report has no section for cells of kind {kind!r} (study_report.SECTIONS)")
+        mine = [c for c in done if c["kind"] == kind]
+        if mine:
+            lines += SECTIONS[kind](mine, done, out_dir)
+    path = os.path.join(out_dir, "report.md")
+    write_text_atomic(path, "\n".join(lines) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------
+# One section per kind of cell (validation/runs/study_kinds.py): each gets the finished
+# cells of its kind, every finished cell (a comparison shows the engine's SBC status) and
+# the study's folder (for figures); returns its lines
+# --------------------------------------------------------------------------------------
+def _compare_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]], out_dir: str) -> list[str]:
+    """The comparisons as engine x data rows: metrics, verdicts, the engine's SBC status in
+    this study, and the generic engines that do at least as well as a paper's."""
+    compares = sorted(mine, key=lambda c: (c["cell"]["model"], c["cell"]["data"], c["cell"]["split"]))
+    sbc_status = _sbc_status_by_engine([c for c in everything if c["kind"] == "sbc"])
+    lines = []
     if compares:
         lines += ["## Comparisons", "",
                   "Per engine and data set / split: pred_mae (mean |p - p_ref| on the test set), the sd ratio "
@@ -143,8 +163,13 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
         if plainly:
             lines += ["Where a generic method does as well as or better than every paper engine of its model "
                       "(a verdict at least as good, and a smaller pred_mae):", "", *[f"- {x}" for x in plainly], ""]
-    sbcs = sorted((c for c in cells if c["kind"] == "sbc"),
-                  key=lambda c: (c["cell"]["model"], c["cell"]["engine"], c["cell"]["replicate"]))
+    return lines
+
+
+def _sbc_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]], out_dir: str) -> list[str]:
+    """Each SBC cell: its verdict, coverage, fit counts and its two figures (written here)."""
+    sbcs = sorted(mine, key=lambda c: (c["cell"]["model"], c["cell"]["engine"], c["cell"]["replicate"]))
+    lines = []
     if sbcs:
         lines += ["## SBC", "", "| model | engine | replicate | verdict | coverage | fits ok / failed | ranks | "
                   "coverage and contraction |", "|---|---|---|---|---|---|---|---|"]
@@ -160,8 +185,13 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
                          f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} | "
                          f"{'-' if views is None else f'![](figures/{os.path.basename(views)})'} |")
         lines.append("")
-    batteries = [c for c in cells if c["kind"] == "defects"]
-    for c in batteries:
+    return lines
+
+
+def _defects_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]], out_dir: str) -> list[str]:
+    """Each defect battery as its table of detections per detector."""
+    lines = []
+    for c in mine:
         b = c["battery"]
         lines += [f"## Planted defects: {b['model']} / {b['engine']}", "",
                   f"{b['certified_datasets']} of {b['datasets']} data sets with a certified reference.", "",
@@ -173,9 +203,11 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
                       for d in DETECTORS]
             lines.append(f"| {name} | " + " | ".join(cells_) + " |")
         lines.append("")
-    path = os.path.join(out_dir, "report.md")
-    write_text_atomic(path, "\n".join(lines) + "\n")
-    return path
+    return lines
+
+
+#: kind of study cell -> the writer of its section, in the order of STUDY_KINDS
+SECTIONS = {"compare": _compare_section, "sbc": _sbc_section, "defects": _defects_section}
 
 
 def report_study(result: dict[str, Any]) -> str:
@@ -183,4 +215,4 @@ def report_study(result: dict[str, Any]) -> str:
     return write_study_report(result["config"], result["cells"], result["out_dir"], device=result.get("device"))
 
 
-__all__ = ["write_study_report", "report_study"]
+__all__ = ["write_study_report", "report_study", "SECTIONS"]

@@ -48,7 +48,6 @@ Workers of an external cluster (``--scheduler``) belong to that cluster and keep
 from __future__ import annotations
 
 import contextlib
-import difflib
 import hashlib
 import json
 import logging
@@ -62,23 +61,16 @@ from typing import Any
 
 import zoo
 
-from ... import data as datasets
 from ...inference.contracts import EngineReturnError
 from ...inference.posterior import ApproximationFailed
-from ...models.checks import check_seed
 from ..base.atomic import write_json_atomic
 from ..base.signing import STUDY_CELL, read_signed_json, write_signed_json
 from ..base.code_digest import code_digest
 from ..base.processes import die_with_parent
-from ..records import registry
-from .compare import CompareConfig, compare, default_references
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, check_time_limit
-from .battery import BatterySettings, run_battery
-from .engines import is_user_engine, resolve_entry, user_modules
-from .limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DATASETS, DESIGN_POINTS, DRAWS, REPLICATES, SIMULATIONS,
-                     check_count)
-from .sbc import run_sbc
-from .sbc_simulation import SBCSettings
+from .engines import user_modules
+# what a study can run: its kinds of cells, one table (study_kinds.py)
+from .study_kinds import STUDY_KINDS, is_int, unknown_key
 
 try:  # Python 3.11+
     import tomllib
@@ -87,7 +79,6 @@ except ModuleNotFoundError:  # pragma: no cover
 
 #: bump when a cell's stored content changes meaning
 STUDY_FORMAT = 1
-KINDS = ("compare", "sbc", "defects")
 
 
 @dataclass(frozen=True)
@@ -104,21 +95,14 @@ class Cell:
     def key(self) -> str:
         """Digest of the description and of the code that computes this kind of cell."""
 
-        p = self.params
+        kind = STUDY_KINDS[self.kind]
         # a user's engine's own module is digested too: its stored cells go stale with its code
-        named = p["engines"] if self.kind == "compare" else [p["engine"]]
-        modules = {"compare": ("zoo.validation.runs.compare",), "sbc": ("zoo.validation.runs.sbc",),
-                   "defects": ("zoo.validation.runs.battery",)}[self.kind] + user_modules(named)
+        modules = kind.code_modules + user_modules(kind.engines(self.params))
         payload = {"format": STUDY_FORMAT, "kind": self.kind, "cell": self.params, "code": code_digest(modules)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        p = self.params
-        if self.kind == "compare":
-            return f"compare {p['model']} {p['data']} split {p['split']}"
-        if self.kind == "sbc":
-            return f"sbc {p['model']} {p['engine']} replicate {p['replicate']}"
-        return f"defects {p['model']} {p['engine']}"
+        return STUDY_KINDS[self.kind].label(self.params)
 
 
 def frozen_params(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -129,66 +113,44 @@ def frozen_params(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 # The study file's schema: every key of every block, with its type, checked before any
 # cluster starts - a typo ("split" for "splits") must not quietly run another study
 # --------------------------------------------------------------------------------------
-#: block kind -> key -> (type, required); types: "str", "int>=1", "int>=0", "list[str]",
-#: "list[int]", "table"
-SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
-    "compare": {"models": ("list[str]", True), "engines": ("list[str]", False), "data": ("list[str]", False),
-                "splits": ("list[int]", False), "params": ("table", False)},
-    "sbc": {"model": ("str", True), "engines": ("list[str]", False), "replicates": ("int>=1", False),
-            "sims": ("int>=1", False), "draws": ("int>=1", False)},
-    "defects": {"model": ("str", True), "engine": ("str", True), "defects": ("list[str]", False),
-                "datasets": ("int>=1", False), "sbc_replicates": ("int>=0", False), "sbc_sims": ("int>=1", False),
-                "reference_draws": ("int>=1", False), "reference_samplers": ("list[str]", False),
-                "problem": ("table", False)},
-}
 _TYPE_WORDS = {"str": "a string", "int>=1": "a positive integer", "int>=0": "a non-negative integer",
                "list[str]": "a list of strings", "list[int]": "a list of integers",
                "table": "a table ({ key = value, ... })"}
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _fits(value, kind: str) -> bool:
     if kind == "str":
         return isinstance(value, str)
     if kind.startswith("int>="):
-        return _is_int(value) and value >= int(kind[len("int>="):])
+        return is_int(value) and value >= int(kind[len("int>="):])
     if kind == "list[str]":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if kind == "list[int]":
-        return isinstance(value, list) and all(_is_int(v) for v in value)
+        return isinstance(value, list) and all(is_int(v) for v in value)
     return isinstance(value, dict)
-
-
-def _unknown_key(key: str, known, where: str) -> str:
-    near = difflib.get_close_matches(key, list(known), n=1)
-    return (f"{where}: unknown key {key!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
-            + f"; known: {', '.join(known)}")
 
 
 def check_schema(config: dict[str, Any], *, where: str = "study") -> None:
     """ValueError naming the first key of a study file that is unknown (with the nearest
     known one), missing, or of the wrong type (a string where a list belongs, ...)."""
     for key in config:
-        if key not in ("name", *KINDS):
-            raise ValueError(_unknown_key(key, ("name", *KINDS), where))
+        if key not in ("name", *STUDY_KINDS):
+            raise ValueError(unknown_key(key, ("name", *STUDY_KINDS), where))
     if "name" in config and not isinstance(config["name"], str):
         raise ValueError(f"{where}: name must be a string, got {config['name']!r}")
-    for kind in KINDS:
+    for kind, study_kind in STUDY_KINDS.items():
         blocks = config.get(kind, [])
         if not (isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks)):
             raise ValueError(f"{where}: {kind} must be [[{kind}]] blocks (tables), got {blocks!r}")
         for i, block in enumerate(blocks):
             here = f"{where}: [[{kind}]] block {i + 1}"
             for key, value in block.items():
-                if key not in SCHEMA[kind]:
-                    raise ValueError(_unknown_key(key, SCHEMA[kind], here))
-                expected = SCHEMA[kind][key][0]
+                if key not in study_kind.schema:
+                    raise ValueError(unknown_key(key, study_kind.schema, here))
+                expected = study_kind.schema[key][0]
                 if not _fits(value, expected):
                     raise ValueError(f"{here}: {key} must be {_TYPE_WORDS[expected]}, got {value!r}")
-            missing = [k for k, (_, required) in SCHEMA[kind].items() if required and k not in block]
+            missing = [k for k, (_, required) in study_kind.schema.items() if required and k not in block]
             if missing:
                 raise ValueError(f"{here} lacks {', '.join(map(repr, missing))}")
 
@@ -220,100 +182,14 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     check_schema(config)
 
     cells: list[Cell] = []
-    for block in config.get("compare", []):
-        for model in block["models"]:
-            record = registry.get_model(model)
-            engines = block.get("engines", list(record.default_engines))
-            for e in engines:
-                resolve_entry(record, e)  # a user's module:function is imported and checked here
-            record.check_params(block.get("params", {}))
-            for data in block.get("data", [record.default_data]):
-                for split in block.get("splits", [0]):
-                    _check_data(data, split)
-                    cells.append(Cell("compare", frozen_params({
-                        "model": model, "data": data, "split": int(split), "engines": list(engines),
-                        "params": json.dumps(block.get("params", {}), sort_keys=True)})))
-    for i, block in enumerate(config.get("sbc", [])):
-        model = block["model"]
-        record = registry.get_model(model)
-        _check_sbc_counts(block, f"study: [[sbc]] block {i + 1}")
-        for engine in block.get("engines", list(record.engine_names)):
-            if is_user_engine(engine):
-                resolve_entry(record, engine)
-            elif not record.has_engine(engine) and engine not in record.sampler_names:
-                raise ValueError(f"study: {model} has no engine or sampler {engine!r}")
-            for r in range(int(block.get("replicates", 1))):
-                cells.append(Cell("sbc", frozen_params({"model": model, "engine": engine, "replicate": r,
-                                                  "sims": int(block.get("sims", 100)),
-                                                  "draws": int(block.get("draws", 99))})))
-    for i, block in enumerate(config.get("defects", [])):
-        model = block["model"]
-        engine = block["engine"]
-        resolve_entry(registry.get_model(model), engine)
-        _check_battery_counts(block, f"study: [[defects]] block {i + 1}")
-        samplers = list(block.get("reference_samplers", []))
-        if samplers:
-            default_references(model, tuple(samplers))  # an unknown sampler fails here
-        cells.append(Cell("defects", frozen_params({
-            "model": model, "engine": engine, "defects": list(block.get("defects", [])),
-            "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),
-            "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000)),
-            "reference_samplers": samplers, "problem": json.dumps(block.get("problem", {}), sort_keys=True)})))
+    for kind in STUDY_KINDS.values():
+        for i, block in enumerate(config.get(kind.name, [])):
+            cells += [Cell(kind.name, frozen_params(params))
+                      for params in kind.expand(block, f"study: [[{kind.name}]] block {i + 1}")]
     if not cells:
-        raise ValueError("study: the config names no cells (add [[compare]], [[sbc]] or [[defects]] blocks)")
+        raise ValueError("study: the config names no cells (add "
+                         + ", ".join(f"[[{k}]]" for k in STUDY_KINDS) + " blocks)")
     return cells
-
-
-def _check_sbc_counts(block: dict[str, Any], where: str) -> None:
-    """ValueError in one line, naming the block, for an SBC block's counts that no run
-    takes: below SBC's own minimums (SBCSettings), or past the bounds of
-    ``validation/runs/limits.py`` (``sims = 100000000000000000`` started running)."""
-    sims, draws = int(block.get("sims", 100)), int(block.get("draws", 99))
-    try:
-        check_count(sims, "sims", SIMULATIONS)
-        check_count(draws, "draws", DRAWS, over=(sims, "simulations"))
-        check_count(int(block.get("replicates", 1)), "replicates", REPLICATES,
-                    seconds_each=sims * SIMULATIONS.seconds_each)
-        SBCSettings(n_sims=sims, n_draws=draws)
-    except ValueError as err:
-        raise ValueError(f"{where}: {err}") from None
-
-
-#: the keys of a battery's ``problem`` table: sbc.problem_for's keywords
-PROBLEM_KEYS = ("n", "n_basis", "n_new", "seed")
-
-
-def _check_battery_counts(block: dict[str, Any], where: str) -> None:
-    """As :func:`_check_sbc_counts` for a [[defects]] block: its data sets, SBC replicates
-    and simulations, reference draws, and its ``problem`` table (sbc.problem_for's
-    keywords, each a positive integer within its bound; seed from 0 to 2**32 - 1)."""
-    sims = int(block.get("sbc_sims", 100))
-    problem = block.get("problem", {})
-    try:
-        check_count(int(block.get("datasets", 100)), "datasets", DATASETS)
-        check_count(sims, "sbc_sims", SIMULATIONS)
-        check_count(int(block.get("sbc_replicates", 20)), "sbc_replicates", REPLICATES,
-                    seconds_each=sims * SIMULATIONS.seconds_each)
-        check_count(int(block.get("reference_draws", 1000)), "reference_draws", CHAIN_DRAWS,
-                    over=(int(block.get("datasets", 100)), "data sets"))
-        for key, value in problem.items():
-            if key not in PROBLEM_KEYS:
-                raise ValueError(_unknown_key(key, PROBLEM_KEYS, "problem"))
-            if key == "seed":
-                check_seed(value, "problem seed")
-                continue
-            if not (_is_int(value) and value >= 1):
-                raise ValueError(f"problem {key} must be a positive integer, got {value!r}")
-            check_count(value, f"problem {key}", BASIS_FUNCTIONS if key == "n_basis" else DESIGN_POINTS)
-    except ValueError as err:
-        raise ValueError(f"{where}: {err}") from None
-
-
-def _check_data(name, split) -> None:
-    """ValueError naming an unknown data set or a split it does not have (the loader's own
-    message); the data sets are small files, so loading one is the cheapest exact check."""
-
-    datasets.load(name, split, standardize=False)
 
 
 def cell_path(out_dir, cell: Cell) -> str:
@@ -352,59 +228,8 @@ def run_cell(cell: Cell, out_dir: str, engine_time_limit: float | None = DEFAULT
 
 
 def _compute_cell(cell: Cell, out_dir: str, engine_time_limit: float | None) -> dict[str, Any]:
-    p = cell.params
-    work = os.path.join(out_dir, "work")
-    if cell.kind == "compare":
-        comp = compare(CompareConfig(model=p["model"], data=p["data"], split=p["split"], engines=tuple(p["engines"]),
-                                     params=json.loads(p["params"]), cache_dir=os.path.join(work, "references"),
-                                     engine_time_limit=engine_time_limit))
-        result = {"results": json.loads(json.dumps(comp.result.to_json(), default=_jsonable))}
-    elif cell.kind == "sbc":
-        summary = run_sbc(p["model"], p["engine"], settings=SBCSettings(
-            n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), out_dir=os.path.join(work, "sbc"),
-            engine_time_limit=engine_time_limit)
-        result = {"summary": summary}
-    else:
-        settings = BatterySettings(n_datasets=p["datasets"], sbc_replicates=p["sbc_replicates"],
-                                   sbc_sims=p["sbc_sims"], reference_draws=p["reference_draws"],
-                                   problem=tuple(sorted(json.loads(p["problem"]).items())),
-                                   reference_samplers=tuple(p.get("reference_samplers", ())),
-                                   engine_time_limit=engine_time_limit)
-        # the battery's data sets and SBC replicates fan out over the same cluster: this
-        # task secedes from its worker's thread pool while it waits for them
-        with _ClusterExecutor() as executor:
-            result = {"battery": run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
-                                             out_dir=os.path.join(work, "defects"), executor=executor)}
-    return result
-
-
-class _ClusterExecutor:
-    """Inside a Dask task: an executor on the task's own cluster (``worker_client``);
-    outside one (a direct call of run_cell): None, i.e. run here."""
-
-    def __enter__(self):
-        try:
-            from distributed import get_worker, worker_client
-
-            get_worker()
-        except (ImportError, ValueError):
-            self._ctx = None
-            return None
-        self._ctx = worker_client()
-        return self._ctx.__enter__().get_executor()
-
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc) if self._ctx is not None else False
-
-
-def _jsonable(obj):
-    import numpy as np
-
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)
+    kind = STUDY_KINDS[cell.kind]
+    return {kind.payload: kind.compute(cell.params, os.path.join(out_dir, "work"), engine_time_limit)}
 
 
 class _Progress:
@@ -538,18 +363,15 @@ def read_cell_file(path: str, check, domain: str = STUDY_CELL) -> dict | None:
     return result
 
 
-#: the result each kind of study cell stores beside its description
-_PAYLOAD = {"compare": "results", "sbc": "summary", "defects": "battery"}
-
-
 def _study_cell_problem(cell: Cell):
     def check(result) -> str | None:
         if not isinstance(result, dict):
             return f"a {type(result).__name__}, not a cell"
         if result.get("key") != cell.key() or result.get("kind") != cell.kind:
             return "not the cell of this key"
-        if _PAYLOAD[cell.kind] not in result and not isinstance(result.get("failed"), str):
-            return f"no {_PAYLOAD[cell.kind]!r}"
+        payload = STUDY_KINDS[cell.kind].payload
+        if payload not in result and not isinstance(result.get("failed"), str):
+            return f"no {payload!r}"
         return None
     return check
 

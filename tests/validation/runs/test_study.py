@@ -132,6 +132,9 @@ def test_a_damaged_study_cell_is_named_and_treated_as_missing(tmp_path):
     path = tmp_path / "cell.json"
     check = St._study_cell_problem(cell)
     good = {"kind": "sbc", "cell": cell.params, "key": cell.key(), "seconds": 1.0, "summary": {}}
+    # this test session's key made first (signing anything makes it): the unsigned files below
+    # then meet a key they lack a signature of, whichever test ran before
+    write_signed_json({}, tmp_path / "first.json", STUDY_CELL)
     for text, words in [("", "Expecting value"), ("{}", "the record has no signature"),
                         (json.dumps(good), "the record has no signature")]:
         path.write_text(text)
@@ -472,3 +475,19 @@ def test_zoo_study_says_which_cells_failed_and_exits_1(tmp_path, monkeypatch, ca
     assert main(["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "zoo study: cell failed: compare pcvm ripley split 0: ValueError: bad" in err
+
+
+def test_every_kind_of_study_cell_has_its_report_section_and_a_missing_one_is_named(tmp_path, monkeypatch):
+    """The study runs what validation/runs/study_kinds.STUDY_KINDS lists and reports it through
+    validation/report/study_report.SECTIONS: the two tables name the same kinds, in the same
+    order, and a kind without a section (planted: one removed) stops the report with its name
+    instead of leaving its cells out unsaid."""
+    from zoo.validation.report import study_report
+    from zoo.validation.runs.study_kinds import STUDY_KINDS
+
+    assert list(study_report.SECTIONS) == list(STUDY_KINDS)
+    for kind in STUDY_KINDS.values():
+        assert set(kind.schema) and kind.payload and kind.code_modules
+    monkeypatch.delitem(study_report.SECTIONS, "sbc")
+    with pytest.raises(ValueError, match="no section for cells of kind 'sbc'"):
+        study_report.write_study_report({"name": "s"}, [], str(tmp_path))

@@ -21,7 +21,8 @@ import os
 
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
-from zoo.validation.runs.battery import BatterySettings, battery_table, run_battery
+from zoo.validation.report.battery_report import battery_table
+from zoo.validation.runs.battery import BatterySettings, run_battery
 
 
 def main(argv=None) -> None:

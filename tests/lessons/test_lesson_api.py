@@ -13,7 +13,7 @@ import zoo  # noqa: F401  (float64)
 from zoo.validation.base.figures import axis_label_problems
 from zoo.validation.base.tables import Table
 from zoo.validation.judge.rates import wilson_interval
-from zoo.validation.runs.battery import battery_figure, battery_table
+from zoo.validation.report.battery_report import battery_figure, battery_table
 from zoo.validation.judge.rank_uniformity import MISCALIBRATED, conjugate_normal_ranks
 from zoo.validation.report.sbc_report import sbc_figure
 from zoo.validation.runs.sbc import rank_summary

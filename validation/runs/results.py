@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
+from ..base.result_format import check_format, stamp
 from ..base.tables import Table
 from ..judge.metrics import METRIC_KEYS
 from ..judge.verdict import Verdict
@@ -280,7 +281,8 @@ class ComparisonResult:
         return Table(columns, tuple(rows), dict(ENGINE_DIGITS), tuple(notes))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The ``results.json`` layout, stamped with :data:`COMPARISON_FORMAT`."""
+        return stamp({
             "model": self.model, "data": self.data, "split": self.split, "n_train": self.n_train,
             "n_test": self.n_test, "hyper": dict(self.hyper), "selection": dict(self.selection),
             "moments": None if self.moments is None else dict(self.moments), "spec": dict(self.spec),
@@ -292,10 +294,13 @@ class ComparisonResult:
             "config": dict(self.config),
             "evidence": None if self.evidence is None else dict(self.evidence),
             "interrupted": self.interrupted,
-        }
+        }, COMPARISON_FORMAT)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ComparisonResult":
+        """A stored comparison read back; ValueError with the reason for one this zoo cannot
+        read (a newer format, not a comparison, a key missing: base/result_format.py)."""
+        check_format(d, "comparison result", current=COMPARISON_FORMAT, required=COMPARISON_KEYS)
         return cls(
             **{k: d[k] for k in ("model", "data", "split", "n_train", "n_test", "hyper", "selection", "moments",
                                  "spec", "reference_test_error", "config")},
@@ -305,6 +310,15 @@ class ComparisonResult:
             engines={k: EngineRow.from_json(k, r) for k, r in d["engines"].items()},
             evidence=d.get("evidence"), interrupted=bool(d.get("interrupted", False)))
 
+
+#: the layout of ComparisonResult.to_json (results.json, a study's compare cells); bump when it
+#: changes, and keep from_json reading the older ones it can. 1: the layout before formats
+#: were stamped (such files carry no "format" and read as 1)
+COMPARISON_FORMAT = 1
+#: what every stored comparison holds
+COMPARISON_KEYS = ("model", "data", "split", "n_train", "n_test", "hyper", "selection", "moments", "spec",
+                   "reference", "references_tried", "variant_references", "reference_test_error", "engines",
+                   "config")
 
 #: the columns of :meth:`ComparisonResult.table`, in order
 ENGINE_COLUMNS = ("engine", "kind", "weights kept", "pred_mae", "std mean err (median)", "std mean err (max)",
@@ -345,4 +359,5 @@ def _engine_cells(name: str, row: EngineRow, columns, against: AgainstVariant | 
     return tuple(values[c] for c in columns)
 
 
-__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult", "VerdictRow", "ENGINE_COLUMNS"]
+__all__ = ["ReferenceSummary", "AgainstVariant", "EngineRow", "ComparisonResult", "VerdictRow", "ENGINE_COLUMNS",
+           "COMPARISON_FORMAT"]

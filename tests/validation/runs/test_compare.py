@@ -24,7 +24,8 @@ from zoo.validation.references import ReferenceConfig
 from zoo.validation.report.compare_report import write_report
 from zoo.validation.judge.verdict import Verdict
 from zoo.validation.runs.compare import CompareConfig, compare
-from zoo.validation.runs.results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
+from zoo.validation.runs.results import (COMPARISON_FORMAT, AgainstVariant, ComparisonResult, EngineRow,
+                                        ReferenceSummary)
 
 ENGINES = ("em", "laplace", "ep")
 #: forced failure: 30 draws per chain can reach neither ESS 400 nor (on this seed) R-hat 1.01
@@ -150,6 +151,9 @@ def test_the_result_is_typed_and_results_json_reads_back_as_the_same_types(run):
         lap.reason = "edited"
     assert ComparisonResult.from_json(res) == ComparisonResult.from_json(result.to_json())
     assert ComparisonResult.from_json(res).to_json() == res
+    # stamped with its format; a file written before formats were stamped reads as format 1
+    assert res["format"] == COMPARISON_FORMAT == 1
+    assert ComparisonResult.from_json({k: v for k, v in res.items() if k != "format"}) == ComparisonResult.from_json(res)
     # the verdicts of every engine and of laplace against its surrogate, in one list
     labels = [(row.engine, row.variant) for row in result.verdicts]
     assert labels == [("em", None), ("laplace", None), ("ep", None), ("laplace", "surrogate")]

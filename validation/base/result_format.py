@@ -1,0 +1,42 @@
+"""The format of a stored result: what lets a result written by one version of the zoo be read
+by another - or refused with a reason, never half-read.
+
+Every result a run returns as JSON carries ``"format": N``: the layout version of that kind of
+result. A reader knows the formats it reads (:func:`check_format`); a stored result of a layout
+it does not know - one written by a newer zoo, one too old to read, a file that is not that
+kind of result at all - is refused with one line saying which and why. Results written before
+formats were stamped carry none and are read as format 1, the layout they have.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def check_format(d: Any, what: str, *, current: int, oldest: int = 1, required: tuple[str, ...] = ()) -> int:
+    """The format of stored result ``d`` (a JSON object) of kind ``what`` (for the message),
+    which this zoo reads from ``oldest`` to ``current``; ValueError naming the problem when it
+    is not a JSON object, its format is not an integer, is newer or older than those, or when
+    it lacks any of the ``required`` keys."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"not a stored {what}: a {type(d).__name__}, not a JSON object")
+    version = d.get("format", 1)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"not a stored {what}: its format is {version!r}, not an integer")
+    if version > current:
+        raise ValueError(f"a stored {what} of format {version}, written by a newer zoo: this one reads formats "
+                         f"{oldest} to {current}; update the zoo or run it again")
+    if version < oldest:
+        raise ValueError(f"a stored {what} of format {version}, too old to read (this zoo reads formats {oldest} "
+                         f"to {current}); run it again")
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise ValueError(f"not a stored {what} of format {version}: it lacks {', '.join(map(repr, missing))}")
+    return version
+
+
+def stamp(d: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """``d`` with its format first."""
+    return {"format": version, **{k: v for k, v in d.items() if k != "format"}}
+
+
+__all__ = ["check_format", "stamp"]

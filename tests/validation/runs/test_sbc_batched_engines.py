@@ -191,9 +191,9 @@ def test_many_simulations_start_as_each_would_alone(model, monkeypatch):
         calls.append(1)
         return None if len(calls) == 3 else first(*args)
 
-    monkeypatch.setattr(S, "_first_accepted", refuse_the_third)
+    monkeypatch.setattr(sbc_simulation, "_first_accepted", refuse_the_third)
     starts = sbc_simulation._simulation_starts(problem.spec, problem.Phi, indices, settings)
-    monkeypatch.setattr(S, "_first_accepted", first)
+    monkeypatch.setattr(sbc_simulation, "_first_accepted", first)
     assert len(calls) == len(indices) + 1  # the refused one went through draw_from_prior
     for index in indices:
         key, truth, y, redraws = sbc_simulation._simulation_start(problem.spec, problem.Phi, index, settings)

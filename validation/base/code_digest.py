@@ -19,6 +19,7 @@ import io
 import json
 import keyword
 import pathlib
+import threading
 import tokenize
 
 import numpy as np
@@ -165,8 +166,22 @@ def code_digest(modules, *, exclude: tuple[str, ...] = (), objects=()) -> str:
         h.update(_source_path(name).read_bytes())
     for obj in objects:
         h.update(f"{obj.__module__}.{obj.__qualname__}".encode())
-        h.update(inspect.getsource(obj).encode())
+        h.update(object_source(obj).encode())
     return h.hexdigest()
+
+
+#: CPython 3.11's ast.parse is not thread-safe (its AST constructor keeps one recursion count per
+#: interpreter): two threads parsing at once fail now and then with "SystemError: AST constructor
+#: recursion depth mismatch". inspect.getsource parses a class's whole module to find it, and two
+#: references computing their cache keys in two threads (threaded Dask workers, the cache's
+#: own race test) did exactly that. One lock for every source read here.
+_SOURCE_LOCK = threading.Lock()
+
+
+def object_source(obj) -> str:
+    """``inspect.getsource(obj)``, one thread at a time (:data:`_SOURCE_LOCK`)."""
+    with _SOURCE_LOCK:
+        return inspect.getsource(obj)
 
 
 def spec_key(spec, *extra) -> str:

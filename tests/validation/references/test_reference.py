@@ -711,13 +711,12 @@ def test_the_config_folder_follows_the_environment(monkeypatch, tmp_path):
     assert cache.config_dir() == str(tmp_path / "home" / ".config" / "sparse-bayes-zoo")
 
 
-# Two references in two threads of one process fail now and then under CPython 3.11
-# with "SystemError: AST constructor recursion depth mismatch" (2 of 6 default-tier runs on
-# 2026-11-29, one of them after a single-threaded warm-up run): something on the reference
-# path compiles code while the other thread does, and which call that is has not been found
-# yet. Until it is, this test is in the slow tier so that CI's tiers are not a coin toss; the
-# race itself is an open defect (threaded Dask workers run references the same way).
-@pytest.mark.slow
+# Two references in two threads of one process: one samples, the other waits for its draws.
+# Under CPython 3.11 this failed now and then with "SystemError: AST constructor recursion
+# depth mismatch": both computed their cache keys at once, and inspect.getsource (the sampler's
+# runner class, in the key) parses the class's module with ast.parse, which 3.11 does not make
+# thread-safe; base/code_digest.object_source now reads sources one thread at a time
+# (tests/validation/base/test_code_digest.py races it directly).
 def test_two_runs_of_one_key_sample_once(problem, uncertified, tmp_path, monkeypatch):
     import threading
 

@@ -204,8 +204,8 @@ class ModelRecord:
       beside the generic ones (``validation/runs/battery.py``).
     sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
-      the variants engines approximate (``validation/runs/sbc_simulation.py``, ``problem_for``); None: the model has no
-      proper prior to simulate from, and SBC says so.
+      the variants engines approximate (``validation/runs/sbc_simulation.py``, ``problem_for``);
+      None: the model has no proper prior to simulate from, and SBC says so.
     figures: ``figures(comparison, out_dir) -> {name: (path, caption)}``: figures only this
       model has (gridRVM's row and column relevances), written beside the report's own
       and shown in it; None: none.

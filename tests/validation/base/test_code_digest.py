@@ -32,7 +32,7 @@ def _race(read, rounds: int) -> list[str]:
     return errors
 
 
-# Why long: 2 x 300 digests take ~9 s on 2 cores.
+# Why long: 2 x 300 digests, over the default tier's few seconds per test.
 @pytest.mark.long
 def test_two_threads_digest_classes_at_once_without_an_ast_error():
     """inspect.getsource parses a class's module with ast.parse, which CPython 3.11 does not

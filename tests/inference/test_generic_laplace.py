@@ -324,6 +324,8 @@ def test_a_spec_site_the_model_lacks_is_a_clear_error(logistic):
 # ---------------------------------------------------------------------------------
 # 5. Failure where no Laplace approximation exists
 # ---------------------------------------------------------------------------------
+# long: a full optimisation that must end in a refusal (more than the default tier's few seconds)
+@pytest.mark.long
 def test_ggsm_q_half_has_no_laplace_approximation(ripley_design):
     """GGSM at q = 0.5: the prior -|w|^0.5 / lam has an infinite slope at w = 0 and is
     convex around it (curvature +q (1 - q) |w|^(q-2) / lam). On this small design the

@@ -119,8 +119,10 @@ TRACE_CASES = {  # name: (design, labels, spec, config); one with p > n (the Woo
 
 
 @pytest.mark.parametrize("name", [
-    # the inverse-gamma family's plain iteration is checked in the default tier above
-    pytest.param(name, marks=pytest.mark.slow) if name.startswith("inverse-gamma") else name
+    # the inverse-gamma family's plain iteration is checked in the default tier above; the sparse
+    # pair form's trace (150 rows) in the long tier, over the default tier's few seconds per test
+    pytest.param(name, marks=pytest.mark.slow) if name.startswith("inverse-gamma")
+    else pytest.param(name, marks=pytest.mark.long) if name.startswith("sparse") else name
     for name in TRACE_CASES])
 def test_accelerated_elbo_trace_never_decreases(name):
     """SQUAREM keeps an extrapolation only if the sweep from it ends at an ELBO no lower than

@@ -120,6 +120,8 @@ def test_bblr4_learns_a_b_gamma_and_records_how_they_moved():
     assert fit.posterior.info.extra["selection"]["lam"] == spec.lam
 
 
+# long: SLA fitted twice, with and without the defect (more than the default tier's few seconds)
+@pytest.mark.long
 def test_the_planted_logistic_curvature_defect_is_lr_s_hessian_at_the_same_mode():
     # defects.py's "logistic curvature": same mean, covariance = inverse of the Hessian of
     # plain L2 logistic regression (a = 0, b = 1) there - narrower than the model's own

@@ -73,6 +73,8 @@ def test_slam_picks_from_its_grid_the_pair_with_the_fewest_held_out_errors():
     np.testing.assert_array_equal(post.mean_flat(), w_all)
 
 
+# long: two full SLA fits compared (more than the default tier's few seconds per test)
+@pytest.mark.long
 def test_slam_with_only_the_default_pair_is_sla():
     Phi, y = _data(seed=2)
     spec = BBLR.from_counts(y, gamma=4.0, lam=1.0)

@@ -28,7 +28,9 @@ def _design(n=12, m=3, seed=0):
     return Phi, (rng.uniform(size=n) < 0.5).astype(float)
 
 
-@pytest.mark.parametrize("spec", [BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5), GIGLogistic(rho=1.0, k=2.0, theta=1.5)],
+# BBLR (whose sampler this is) in the default tier, GIG logistic's potential in the long tier
+@pytest.mark.parametrize("spec", [BBLR(a=0.2, b=0.6, gamma=3.0, lam=0.5),
+                                  pytest.param(GIGLogistic(rho=1.0, k=2.0, theta=1.5), marks=pytest.mark.long)],
                          ids=["bblr", "gig-logistic"])
 def test_tempered_parts_add_up_to_the_models_potential(spec):
     # -log prior (with the Jacobians of constrained sites: GIG logistic has positive ones)

@@ -38,6 +38,20 @@ from zoo.validation.references import ReferenceConfig
 FAST_NUTS = ReferenceConfig(num_chains=2, num_warmup=300, num_samples=1000)
 
 
+@pytest.fixture(autouse=True)
+def _device_choice_stays_in_its_test():
+    """A command run in the test process (``main(["study", ...])``) chooses its device as the
+    command line does: zoo/devices.py puts JAX_PLATFORMS=cpu into this process's environment for
+    the processes it starts. Restored after every test, so a later test's subprocess (a "fresh"
+    process of test_devices.py) does not inherit a choice it did not make."""
+    before = os.environ.get("JAX_PLATFORMS")
+    yield
+    if before is None:
+        os.environ.pop("JAX_PLATFORMS", None)
+    else:
+        os.environ["JAX_PLATFORMS"] = before
+
+
 @pytest.fixture(scope="session")
 def fast_nuts() -> ReferenceConfig:
     return FAST_NUTS

@@ -5,7 +5,6 @@ set only before JAX's first computation)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -15,10 +14,7 @@ from zoo import devices
 
 
 def _fresh(code: str) -> dict:
-    # a fresh process as a user starts it: without the JAX_PLATFORMS that a command run
-    # earlier in this test process (zoo study's device choice) put into its environment
-    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

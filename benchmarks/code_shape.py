@@ -17,7 +17,6 @@ import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent.parent
-FOLDERS = ("data", "models", "inference", "validation", "reproductions", "zoo")
 
 
 def _layering():
@@ -36,8 +35,9 @@ def _wing(path: str) -> str:
 
 
 def shape(root: pathlib.Path) -> dict:
+    layering = _layering()
     per_file = {}
-    for folder in FOLDERS:
+    for folder in layering.FOLDERS:
         for path in sorted((root / folder).rglob("*.py")):
             source = path.read_text()
             returns = reads = 0
@@ -56,7 +56,6 @@ def shape(root: pathlib.Path) -> dict:
     for name, (returns, reads, _) in per_file.items():
         by_wing_returns[_wing(name)] += returns
         by_wing_reads[_wing(name)] += reads
-    layering = _layering()
     known = layering.modules_of(root)
     return {
         "root": str(root),

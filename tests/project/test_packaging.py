@@ -7,20 +7,12 @@ import pathlib
 import tomllib
 
 from repository import REPO
-
-#: top-level folder -> import package (as pyproject's package-dir maps them)
-FOLDERS = {"zoo": "zoo", "models": "zoo.models", "inference": "zoo.inference", "validation": "zoo.validation",
-           "data": "zoo.data", "reproductions": "zoo.reproductions"}
+from test_layering import FOLDERS, modules_of  # the project's folders and modules, as the layering test reads them
 
 
 def package_folders(root: pathlib.Path) -> set[str]:
     """The dotted name of every folder with an ``__init__.py`` under the project's folders."""
-    found = set()
-    for folder, package in FOLDERS.items():
-        for init in (root / folder).rglob("__init__.py"):
-            parts = init.parent.relative_to(root / folder).parts
-            found.add(".".join([package, *parts]))
-    return found
+    return {module for module, path in modules_of(root).items() if path.name == "__init__.py"}
 
 
 def unlisted(root: pathlib.Path, listed) -> list[str]:

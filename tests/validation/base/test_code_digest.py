@@ -49,7 +49,9 @@ def test_two_threads_digest_classes_at_once_without_an_ast_error():
 # runs of 300 rounds (2026-11-29, this machine); elsewhere the parser may be safe, so it runs
 # only on 3.11, the version that showed it.
 @pytest.mark.long
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the AST race was seen on CPython 3.11 only")
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11),
+                    reason="plants CPython 3.11's AST race, measured there only; another Python may not have "
+                           "the race, so this demonstration cannot be run on it")
 def test_the_race_is_there_without_the_lock():
     import inspect
 

@@ -44,7 +44,15 @@ def run_cell(pair: str, path: str, datasets: int, replicates: int, workers: int)
     import jax
 
     from zoo.validation.base.compile_timer import CompileTimer
-    from zoo.validation.runs.battery import BatterySettings, run_battery
+    from zoo.validation.runs import battery as B
+    from zoo.validation.runs.battery import BatterySettings
+
+    def run_battery(**where) -> dict:
+        # the battery as JSON, from the zoo this process imports: the current one takes a
+        # BatteryConfig and returns a BatteryResult, a before revision's took names
+        if hasattr(B, "BatteryConfig"):
+            return B.run_battery(B.BatteryConfig(model, engine, settings=settings), **where).to_json()
+        return B.run_battery(model, engine, settings=settings, **where)
 
     model, engine = pair.split("/")
     samplers = tuple(s for s in REFERENCE_SAMPLERS.get(model, "").split(",") if s)
@@ -59,9 +67,9 @@ def run_cell(pair: str, path: str, datasets: int, replicates: int, workers: int)
 
             with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster, \
                     Client(cluster) as client:
-                result = run_battery(model, engine, settings=settings, out_dir=tmp, executor=client.get_executor())
+                result = run_battery(out_dir=tmp, executor=client.get_executor())
         else:
-            result = run_battery(model, engine, settings=settings, out_dir=tmp)
+            result = run_battery(out_dir=tmp)
         wall = time.perf_counter() - t0
     return {"pair": pair, "path": path, "datasets": datasets, "replicates": replicates, "workers": workers,
             "wall_seconds": wall, "compile_seconds": compiling.seconds if workers <= 1 else None,

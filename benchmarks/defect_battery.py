@@ -22,7 +22,7 @@ import os
 import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.report.battery_report import battery_table
-from zoo.validation.runs.battery import BatterySettings, run_battery
+from zoo.validation.runs.battery import BatteryConfig, BatterySettings, run_battery
 
 
 def main(argv=None) -> None:
@@ -65,19 +65,20 @@ def main(argv=None) -> None:
         cluster = None if args.scheduler else LocalCluster(n_workers=args.workers, threads_per_worker=1,
                                                            dashboard_address=None)
         with Client(args.scheduler or cluster) as client:
-            result = run_battery(args.model, args.engine, defects, settings=settings, out_dir=args.out,
+            result = run_battery(BatteryConfig(args.model, args.engine, defects, settings=settings), out_dir=args.out,
                                  progress=progress, executor=client.get_executor())
         if cluster is not None:
             cluster.close()
     else:
-        result = run_battery(args.model, args.engine, defects, settings=settings, out_dir=args.out, progress=progress)
+        result = run_battery(BatteryConfig(args.model, args.engine, defects, settings=settings), out_dir=args.out,
+                             progress=progress)
     stored = {}
     if os.path.exists(args.results):
         with open(args.results) as fh:
             stored = json.load(fh)
-    stored[label] = result
+    stored[label] = result.to_json()
     write_json_atomic(stored, args.results)
-    print(f"\n{label}: {result['certified_datasets']} of {result['datasets']} data sets "
+    print(f"\n{label}: {result.certified_datasets} of {result.datasets} data sets "
           f"with a certified reference\n")
     print(battery_table({label: result}).to_markdown())
 

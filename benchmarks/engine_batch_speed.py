@@ -45,7 +45,7 @@ def run_cell(pair: str, path: str, sims: int) -> dict:
     from zoo.inference.contracts import many_of
     from zoo.validation.base.compile_timer import CompileTimer
     from zoo.validation.records import registry
-    from zoo.validation.runs.sbc import run_sbc
+    from zoo.validation.runs.sbc import SBCConfig, run_sbc
     from zoo.validation.runs.sbc_simulation import SBCSettings
 
     model, engine = pair.split("/")
@@ -61,9 +61,9 @@ def run_cell(pair: str, path: str, sims: int) -> dict:
     load = os.getloadavg()[0]
     def run(seed):
         if path == "one":
-            return run_sbc(model, one_at_a_time, settings=SBCSettings(n_sims=sims, seed=seed), out_dir=tmp,
-                           variant=entry.variant)
-        return run_sbc(model, engine, settings=SBCSettings(n_sims=sims, seed=seed), out_dir=tmp)
+            return run_sbc(SBCConfig(model, one_at_a_time, settings=SBCSettings(n_sims=sims, seed=seed),
+                                     variant=entry.variant), out_dir=tmp)
+        return run_sbc(SBCConfig(model, engine, settings=SBCSettings(n_sims=sims, seed=seed)), out_dir=tmp)
 
     with tempfile.TemporaryDirectory() as tmp:
         zoo.enable_compilation_cache(os.path.join(tmp, "jax"))
@@ -78,13 +78,13 @@ def run_cell(pair: str, path: str, sims: int) -> dict:
             run(1)
             warm = time.perf_counter() - t1
         ranks = {}
-        for name in sorted(os.listdir(summary["folder"])):
-            with open(os.path.join(summary["folder"], name)) as fh:
+        for name in sorted(os.listdir(summary.folder)):
+            with open(os.path.join(summary.folder, name)) as fh:
                 r = json.load(fh)
             ranks[r["index"]] = [r["status"], r.get("ranks")]
     return {"pair": pair, "path": path, "sims": sims, "wall_seconds": wall, "compile_seconds": compiling.seconds,
             "warm_seconds": warm, "warm_compile_seconds": compiling_warm.seconds,
-            "status": summary["status"], "ranks": ranks, "load_before": load, "load_after": os.getloadavg()[0],
+            "status": summary.status, "ranks": ranks, "load_before": load, "load_after": os.getloadavg()[0],
             "backend": jax.default_backend()}
 
 

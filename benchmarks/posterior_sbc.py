@@ -28,6 +28,8 @@ from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.runs import posterior_sbc as ps
 from zoo.validation.report import sbc_report
 from zoo.validation.runs import sbc_simulation
+from zoo.validation.base.result_format import thawed
+from zoo.validation.runs.sbc_result import SBCResult
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "posterior_sbc")
 
@@ -37,12 +39,12 @@ def machine() -> dict:
             "cpus": os.cpu_count(), "python": platform.python_version(), "command": " ".join(sys.argv)}
 
 
-def row(summary: dict) -> dict:
+def row(summary: SBCResult) -> dict:
     """What the table shows of one engine's run."""
-    out = {"status": summary["status"], "reason": summary["reason"], "wall_seconds": summary.get("wall_seconds"),
-           "fit_seconds_median": summary.get("counts", {}).get("fit_seconds_median"),
+    out = {"status": summary.status, "reason": summary.reason, "wall_seconds": summary.wall_seconds,
+           "fit_seconds_median": None if summary.counts is None else summary.counts.fit_seconds_median,
            "coverage_line": sbc_report.coverage_line(summary)}
-    contraction = summary.get("contraction")
+    contraction = summary.contraction
     if contraction:
         qs = contraction["quantities"]
         out["z_sd_median"] = float(np.median([q["z_sd"] for q in qs if q["z_sd"] is not None]))
@@ -69,16 +71,17 @@ def main(argv=None) -> None:
     result = {**machine(), "model": args.model, "case": case.label, "case_seconds": case_seconds,
               "reference_seconds": float(case.reference.seconds), "engines": {}}
     for engine in args.engines:
-        summary = ps.run_posterior_sbc(args.model, engine, case=case, settings=sbc_simulation.SBCSettings(n_sims=args.sims),
+        summary = ps.run_posterior_sbc(ps.PosteriorSBCConfig(args.model, engine, case=case,
+                                                             settings=sbc_simulation.SBCSettings(n_sims=args.sims)),
                                        out_dir=args.sims_dir)
         print(sbc_report.summary_line(summary), flush=True)
         figure = sbc_report.plot_sbc_views(summary, os.path.join(RESULTS, f"{args.model}_{engine}_views.png"))
         ranks = sbc_report.plot_sbc(summary, os.path.join(RESULTS, f"{args.model}_{engine}_ranks.png"))
         result["engines"][engine] = {**row(summary), "figure": os.path.basename(figure) if figure else None,
                                      "ranks_figure": os.path.basename(ranks) if ranks else None,
-                                     "conditioning": summary.get("conditioning"),
-                                     "coverage": summary.get("coverage")}
-        print(f"  {result['engines'][engine]['coverage_line']}; {summary.get('wall_seconds', 0):.0f} s", flush=True)
+                                     "conditioning": thawed(summary.conditioning),
+                                     "coverage": thawed(summary.coverage)}
+        print(f"  {result['engines'][engine]['coverage_line']}; {summary.wall_seconds or 0:.0f} s", flush=True)
         write_json_atomic(result, os.path.join(RESULTS, f"{args.model}.json"))
 
 

@@ -26,7 +26,8 @@ import zoo  # noqa: F401  (float64)
 from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.records import registry
 from zoo.validation.report.sbc_report import plot_sbc, summary_line
-from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc import SBCConfig, run_sbc
+from zoo.validation.runs.sbc_result import SBCResult
 from zoo.validation.runs.sbc_simulation import SBCSettings, sbc_names
 
 
@@ -70,13 +71,15 @@ def main(argv=None) -> None:
         for name in (n for n in names if not only or n in only):
             t0 = time.perf_counter()
             folder = os.path.join(args.out, model, name)
-            summary = run_sbc(model, name, settings=settings, out_dir=folder, executor=executor)
+            summary = run_sbc(SBCConfig(model, name, settings=settings), out_dir=folder, executor=executor)
             plot_sbc(summary, os.path.join(folder, "sbc.png"))
-            summary.pop("ranks", None)
-            summary["benchmark_seconds"] = time.perf_counter() - t0
-            rows = [r for r in rows if (r["model"], r["engine"], _seed(r)) != (model, summary["engine"], args.seed)]
-            rows.append(summary)
-            print(summary_line(summary), f"[{summary['benchmark_seconds']:.0f} s]", flush=True)
+            # the stored row: the result's JSON without its ranks (they stay in the folder), and
+            # the seconds this benchmark waited for it
+            row = {**summary.to_json(), "benchmark_seconds": time.perf_counter() - t0}
+            row.pop("ranks", None)
+            rows = [r for r in rows if (r["model"], r["engine"], _seed(r)) != (model, summary.engine, args.seed)]
+            rows.append(row)
+            print(summary_line(summary), f"[{row['benchmark_seconds']:.0f} s]", flush=True)
             # the table so far, atomically: a killed run keeps what it finished
             write_json_atomic({"settings": {"n_sims": args.sims, "n_draws": settings.n_draws}, "rows": rows},
                               args.results)
@@ -115,11 +118,12 @@ def pooled(rows) -> str:
         return head
     problem = problem_for(registry.get_model(rows[0]["model"]))
     spec = problem.variants.get(rows[0].get("variant"), problem.spec)
-    summary = summarize(sims, quantity_names(spec, problem.Phi, problem.Phi_new), SBCSettings(n_sims=len(sims)))
-    lines = [f"{head}: {summary['reason']}"]
+    summary = summarize(sims, quantity_names(spec, problem.Phi, problem.Phi_new), SBCSettings(n_sims=len(sims)),
+                        model=rows[0]["model"], engine=rows[0]["engine"])
+    lines = [f"{head}: {summary.reason}"]
     lines += [f"  {q['name']}: {100 * q['share_below_half']:.0f}% below the median, "
               f"{100 * q['share_in_outer_tenths']:.0f}% in the outer tenths, excess {q['excess']:+.2f}"
-              for q in summary.get("uniformity", {}).get("quantities", [])]
+              for q in (summary.uniformity or {}).get("quantities", [])]
     return "\n".join(lines)
 
 
@@ -131,9 +135,10 @@ def table(rows) -> str:
     """The table of docs/validation.md: one row per (model, engine), the reason as SBC states it."""
     out = ["| model | engine | seed | SBC | fits ok / failed | wall seconds |", "|---|---|---|---|---|---|"]
     for r in rows:
-        c = r.get("counts", {})
-        out.append(f"| {r['model']} | {r['engine']} | {_seed(r)} | {summary_line(r).split(': ', 1)[1]} | "
-                   f"{c.get('ok', '-')} / {c.get('failed', '-')} | {r['benchmark_seconds']:.0f} |")
+        result = SBCResult.from_json({k: v for k, v in r.items() if k != "benchmark_seconds"})
+        c = result.counts
+        out.append(f"| {r['model']} | {r['engine']} | {_seed(r)} | {summary_line(result).split(': ', 1)[1]} | "
+                   f"{'-' if c is None else c.ok} / {'-' if c is None else c.failed} | {r['benchmark_seconds']:.0f} |")
     return "\n".join(out)
 
 

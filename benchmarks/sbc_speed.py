@@ -55,7 +55,8 @@ def run_cell(model: str, path: str, sims: int) -> dict:
         zoo.enable_compilation_cache(os.path.join(tmp, "jax"))
         t0 = time.perf_counter()
         if path == "after":
-            summary = S.run_sbc(model, "nuts", settings=settings, out_dir=tmp)
+            # the current zoo (the after path's): a config in, an SBCResult out, read here as JSON
+            summary = S.run_sbc(S.SBCConfig(model, "nuts", settings=settings), out_dir=tmp).to_json()
             results = [json.load(open(os.path.join(summary["folder"], f))) for f in sorted(os.listdir(summary["folder"]))]
         else:
             record = registry.get_model(model)

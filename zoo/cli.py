@@ -48,9 +48,10 @@ from zoo.validation.runs.fence import DEFAULT_ENGINE_TIME_LIMIT
 from zoo.validation.runs.limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DESIGN_POINTS, DRAWS, SIMULATIONS,
                                         check_count)
 from zoo.validation.report.study_report import report_study
-from zoo.validation.report.sbc_report import plot_sbc, plot_sbc_views, sbc_glossary, write_sbc_report
+from zoo.validation.report.sbc_report import (plot_sbc, plot_sbc_views, sbc_design_words, sbc_glossary,
+                                              write_sbc_report)
 from zoo.validation.report.sbc_report import summary_line as sbc_summary_line
-from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc import SBCConfig, run_sbc
 from zoo.validation.runs.sbc_simulation import SBCSettings, resolve_engine, sbc_names
 from zoo.validation.runs import posterior_sbc
 from zoo.validation.runs.study import expand, load_config, run_study
@@ -329,18 +330,19 @@ def _cmd_sbc(args) -> int:
         try:
             if args.conditional:
                 summary = posterior_sbc.run_posterior_sbc(
-                    args.model, name, settings=settings, out_dir=folder, cache_dir=args.cache_dir,
-                    n_new_data=args.new_data, progress=progress if show else None,
-                    engine_time_limit=args.engine_time_limit or None)
+                    posterior_sbc.PosteriorSBCConfig(args.model, name, settings=settings, n_new_data=args.new_data,
+                                                     engine_time_limit=args.engine_time_limit or None),
+                    out_dir=folder, cache_dir=args.cache_dir, progress=progress if show else None)
             else:
-                summary = run_sbc(args.model, name, settings=settings, out_dir=folder, problem_kwargs=problem,
-                                  progress=progress if show else None, engine_time_limit=args.engine_time_limit or None)
+                summary = run_sbc(SBCConfig(args.model, name, settings=settings, problem=problem,
+                                            engine_time_limit=args.engine_time_limit or None),
+                                  out_dir=folder, progress=progress if show else None)
         except ValueError as err:
             print(f"zoo sbc: error: {err}", file=sys.stderr)
             return 2
         if show:
             print(file=sys.stderr)
-        write_json_atomic(summary, os.path.join(folder, "sbc.json"))
+        write_json_atomic(summary.to_json(), os.path.join(folder, "sbc.json"))
         figure = plot_sbc(summary, os.path.join(folder, "sbc.png"))
         views = plot_sbc_views(summary, os.path.join(folder, "sbc-views.png"))
         print(sbc_summary_line(summary))
@@ -351,17 +353,8 @@ def _cmd_sbc(args) -> int:
         print("\nranked quantities:")
         for pattern, meaning in glossary.items():
             print(f"  {pattern}: {meaning}")
-    if args.conditional:
-        cond = next((r[1]["conditioning"] for r in rows if "conditioning" in r[1]), None)
-        design = ("conditioned on " + (f"{cond['case']}: truths drawn from its certified {cond['reference_sampler']} "
-                                       f"reference, {cond['n_new_data']} new labels simulated at the training "
-                                       f"design, each engine fitted to the {cond['n_observed']} observed and the new "
-                                       "labels together (validation/runs/posterior_sbc.py)" if cond else
-                                       "the model's default case") + "; ")
-    else:
-        design = (f"design of {args.n} points and "
-                  f"{rows[0][1]['design']['n_basis'] if rows and 'design' in rows[0][1] else args.n_basis} RBF "
-                  "features, truths from the prior (validation/runs/sbc.py); ")
+    design = sbc_design_words([summary for _, summary, _, _ in rows], conditional=args.conditional, n=args.n,
+                              n_basis=args.n_basis)
     report = write_sbc_report(rows, args.out, args.model, n_sims=args.sims, n_draws=args.draws, design=design,
                               device_line=device_line, conditional=args.conditional)
     print(f"\nreport: {report}")
@@ -433,11 +426,11 @@ def _cmd_study(args) -> int:
                     device=f"{device['wanted']} ({device['why']})",
                     engine_time_limit=args.engine_time_limit or None)
     report = report_study(out)
-    print(f"{out['ran']} cells run, {out['reused']} already done; report: {report}")
-    for label, reason in out["failed"]:
+    print(f"{out.ran} cells run, {out.reused} already done; report: {report}")
+    for label, reason in out.failed:
         print(f"zoo study: cell failed: {label}: {reason}", file=sys.stderr)
     # the finished cells and the report stand; the status says that not every cell did
-    return 1 if out["failed"] else 0
+    return 1 if out.failed else 0
 
 
 def _add_study_parser(sub) -> None:

@@ -14,6 +14,7 @@ from zoo.validation.base.figures import axis_label_problems
 from zoo.validation.base.tables import Table
 from zoo.validation.judge.rates import wilson_interval
 from zoo.validation.report.battery_report import battery_figure, battery_table
+from zoo.validation.runs.battery_result import load_batteries
 from zoo.validation.judge.rank_uniformity import MISCALIBRATED, conjugate_normal_ranks
 from zoo.validation.report.sbc_report import sbc_figure
 from zoo.validation.runs.sbc import rank_summary
@@ -85,8 +86,8 @@ def test_rank_summary_and_its_figure():
                              for how in ({}, {"sd_factor": 0.5})])
     summary = rank_summary(ranks, ["exact", "sd x 0.5"], 99, settings=settings, model="conjugate normal",
                            engine="two engines")
-    inside = {q["name"]: q["inside"] for q in summary["uniformity"]["quantities"]}
-    assert summary["status"] == MISCALIBRATED and inside == {"exact": True, "sd x 0.5": False}
+    inside = {q["name"]: q["inside"] for q in summary.uniformity["quantities"]}
+    assert summary.status == MISCALIBRATED and inside == {"exact": True, "sd x 0.5": False}
     fig = sbc_figure(summary)
     assert axis_label_problems(fig) == []
     failing_row = fig.axes[1]  # failing quantities come first: row 0, the PIT-ECDF panel
@@ -98,13 +99,16 @@ def test_rank_summary_and_its_figure():
 
 
 def test_battery_table_and_figure_from_the_stored_battery():
-    batteries = json.loads((REPOSITORY / "benchmarks" / "results" / "defect_battery.json").read_text())
+    path = REPOSITORY / "benchmarks" / "results" / "defect_battery.json"
+    batteries = load_batteries(path)  # stored before batteries were stamped with a format: read as format 1
+    stored = json.loads(path.read_text())
+    assert {label: b.to_json() for label, b in batteries.items()} == {
+        label: {"format": 1, **b} for label, b in stored.items()}  # read whole, nothing dropped
     table = battery_table(batteries)
     rows = table.records()
-    first = batteries[next(iter(batteries))]["rows"][0]
-    lo, hi = wilson_interval(first["detected"], first["trials"])
-    assert rows[0]["verdict: flagged / trials (95% interval)"] == (
-        f"{first['detected']}/{first['trials']} ({lo:.2f}-{hi:.2f})")
+    first = batteries[next(iter(batteries))].rows[0]
+    lo, hi = wilson_interval(first.detected, first.trials)
+    assert rows[0]["verdict: flagged / trials (95% interval)"] == f"{first.detected}/{first.trials} ({lo:.2f}-{hi:.2f})"
     assert axis_label_problems(battery_figure(batteries)) == []
 
 

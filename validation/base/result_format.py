@@ -9,6 +9,7 @@ formats were stamped carry none and are read as format 1, the layout they have.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Mapping
 
 
@@ -39,4 +40,32 @@ def stamp(d: Mapping[str, Any], version: int) -> dict[str, Any]:
     return {"format": version, **{k: v for k, v in d.items() if k != "format"}}
 
 
-__all__ = ["check_format", "stamp"]
+def frozen(value: Any) -> Any:
+    """A JSON value that cannot be changed in place: objects as read-only mappings, arrays as
+    tuples, all the way down - the parts of a frozen result that stay JSON (the judge's views,
+    a model's spec), so that a reader cannot alter the result it was handed."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """:func:`frozen`'s inverse: plain dicts and lists, what ``json.dumps`` writes."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thawed(v) for v in value]
+    return value
+
+
+def check_parts(d: Mapping[str, Any], what: str, known) -> None:
+    """ValueError naming the keys of stored result ``d`` that are none of ``known``: a part
+    this zoo would drop without reading is refused rather than half-read."""
+    unknown = sorted(set(d) - set(known) - {"format"})
+    if unknown:
+        raise ValueError(f"not a stored {what} this zoo reads: unknown part(s) {', '.join(map(repr, unknown))}")
+
+
+__all__ = ["check_format", "check_parts", "stamp", "frozen", "thawed"]

@@ -1,9 +1,10 @@
 """The report of planted-defect batteries: their detections as a table and a figure, read
-from what ``validation/runs/battery.run_battery`` returns (or stored in ``battery.json``).
+from :class:`BatteryResult` (``validation/runs/battery_result.py``: what ``run_battery`` returns,
+or a stored one read by ``BatteryResult.from_json`` / ``load_batteries``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 import numpy as np
 
@@ -11,27 +12,28 @@ from ..base.figures import ShownFigure
 from ..base.tables import Table
 from ..judge.rates import wilson_interval
 from ..runs.battery import DETECTORS
+from ..runs.battery_result import BatteryResult
 
 
-def battery_table(batteries: dict[str, dict[str, Any]]) -> Table:
+def battery_table(batteries: Mapping[str, BatteryResult]) -> Table:
     """Results of ``run_battery`` (label -> result) as one table: per engine and defect,
     each detector's detections over its trials and the 95% Wilson interval of that rate, and
     the fits that failed (no trial); a detector that no battery ran has no column."""
     rows = []
     for label, run in batteries.items():
-        by_defect: dict[str, dict[str, dict]] = {}
-        for r in run["rows"]:
-            by_defect.setdefault(r["defect"], {})[r["detector"]] = r
+        by_defect: dict[str, dict[str, object]] = {}
+        for r in run.rows:
+            by_defect.setdefault(r.defect, {})[r.detector] = r
         for defect, found in by_defect.items():
             cells = []
             for detector in DETECTORS:
                 r = found.get(detector)
-                if r is None or r["trials"] + r.get("failed_fits", 0) == 0:  # not run (e.g. no SBC replicates)
+                if r is None or r.trials + r.failed_fits == 0:  # not run (e.g. no SBC replicates)
                     cells.append("-")
                     continue
-                lo, hi = wilson_interval(r["detected"], r["trials"])
-                failed = r.get("failed_fits", 0)
-                cells.append(f"{r['detected']}/{r['trials']} ({lo:.2f}-{hi:.2f})" + (f", {failed} failed" if failed else ""))
+                lo, hi = wilson_interval(r.detected, r.trials)
+                failed = r.failed_fits
+                cells.append(f"{r.detected}/{r.trials} ({lo:.2f}-{hi:.2f})" + (f", {failed} failed" if failed else ""))
             rows.append((label, defect, *cells))
     columns = ("engine", "defect", *(f"{d}: flagged / trials (95% interval)" for d in DETECTORS))
     table = Table(columns, tuple(rows))
@@ -39,7 +41,7 @@ def battery_table(batteries: dict[str, dict[str, Any]]) -> Table:
     return table.select([c for k, c in enumerate(columns) if k < 2 or any(row[k] != "-" for row in rows)])
 
 
-def battery_figure(batteries: dict[str, dict[str, Any]], *, detectors=("verdict", "sbc")):
+def battery_figure(batteries: Mapping[str, BatteryResult], *, detectors=("verdict", "sbc")):
     """Detection rates with their 95% Wilson intervals, one panel per battery (label ->
     result of ``run_battery``), one row per defect, one colour per detector; a dotted
     line at the 5% a control should stay near. A matplotlib Figure (no pyplot state)."""
@@ -51,14 +53,14 @@ def battery_figure(batteries: dict[str, dict[str, Any]], *, detectors=("verdict"
     axes = fig.subplots((n + cols - 1) // cols, cols, squeeze=False).ravel()
     offsets = dict(zip(detectors, np.linspace(-0.2, 0.2, len(detectors))))
     for ax, (label, run) in zip(axes, batteries.items()):
-        defects = list(dict.fromkeys(r["defect"] for r in run["rows"]))
-        for r in run["rows"]:
-            if r["detector"] not in offsets or r["trials"] == 0:
+        defects = list(dict.fromkeys(r.defect for r in run.rows))
+        for r in run.rows:
+            if r.detector not in offsets or r.trials == 0:
                 continue
-            i = defects.index(r["defect"]) + offsets[r["detector"]]
-            lo, hi = wilson_interval(r["detected"], r["trials"])
-            ax.plot([lo, hi], [i, i], color=colours[r["detector"]], lw=2)
-            ax.plot(r["detected"] / r["trials"], i, "o", color=colours[r["detector"]], ms=4)
+            i = defects.index(r.defect) + offsets[r.detector]
+            lo, hi = wilson_interval(r.detected, r.trials)
+            ax.plot([lo, hi], [i, i], color=colours[r.detector], lw=2)
+            ax.plot(r.rate, i, "o", color=colours[r.detector], ms=4)
         ax.axvline(0.05, color="0.5", ls=":", lw=1)
         ax.set_yticks(range(len(defects)), defects, fontsize=8)
         ax.invert_yaxis()

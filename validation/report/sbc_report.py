@@ -1,11 +1,11 @@
 """The reports of SBC and posterior SBC: a summary in one line, the rank and coverage figures,
 and the markdown table of ``zoo sbc`` - all read from the summaries the runs return
-(``validation/runs/sbc.py``, ``runs/posterior_sbc.py``), which they do not change.
+(:class:`SBCResult`, ``validation/runs/sbc_result.py``), which they do not change.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Sequence
 
 import numpy as np
 
@@ -14,24 +14,25 @@ from ..base.figures import ShownFigure
 from ..judge.rank_power import POWER_PROBABILITY, USELESS
 from ..judge.rank_uniformity import eval_points, pit_values, simultaneous_band
 from ..judge.sbc_verdict import NOT_APPLICABLE, TOO_FEW
+from ..runs.sbc_result import SBCResult
 
 
-def summary_line(summary: dict[str, Any]) -> str:
+def summary_line(summary: SBCResult) -> str:
     """An SBC or posterior SBC summary in one line: model / engine: the verdict's reason
     (posterior SBC's prefixed with its kind)."""
-    head = f"{summary['model']} / {summary['engine']}"
-    kind = f"{summary['kind']}: " if summary.get("kind") else ""
-    if summary["status"] == NOT_APPLICABLE:
-        return f"{kind}{head}: no SBC: {summary['reason']}"
-    return f"{kind}{head}: {summary['reason']}"
+    head = f"{summary.model} / {summary.engine}"
+    kind = f"{summary.kind}: " if summary.kind else ""
+    if summary.status == NOT_APPLICABLE:
+        return f"{kind}{head}: no SBC: {summary.reason}"
+    return f"{kind}{head}: {summary.reason}"
 
 
 
 
-def coverage_line(summary: dict[str, Any], level: float = 0.9) -> str | None:
+def coverage_line(summary: SBCResult, level: float = 0.9) -> str | None:
     """One line: the median over quantities of the empirical coverage of central intervals
     of nominal ``level``, and the quantity furthest from it with its Wilson interval."""
-    view = summary.get("coverage")
+    view = summary.coverage
     if not view or level not in view["levels"]:
         return None
     i = view["levels"].index(level)
@@ -47,7 +48,7 @@ def coverage_line(summary: dict[str, Any], level: float = 0.9) -> str | None:
 
 
 
-def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
+def sbc_figure(summary: SBCResult, *, max_quantities: int = 8):
     """Rank histograms and PIT-ECDF difference plots of an SBC run (a summary of
     ``run_sbc`` or ``rank_summary``, validation/runs/sbc.py), for the failing quantities first and then the
     others, up to ``max_quantities``; a matplotlib Figure off pyplot that a notebook shows (no
@@ -58,16 +59,16 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     the uniform CDF, inside the simultaneous band the test used (its edges drawn); where the
     curve leaves the band it is drawn thick and marked, so a failure is seen where it is.
     """
-    if "ranks" not in summary:
+    if summary.ranks is None:
         return None
     from scipy.stats import binom  # scipy.stats is slow to import: only the figure needs it here
 
-    test = summary["uniformity"]
-    ranks = np.asarray(summary["ranks"])
+    test = summary.uniformity
+    ranks = np.asarray(summary.ranks)
     S, K = ranks.shape
     L = test["n_draws"]
     shown = _shown_quantities(summary, max_quantities)
-    u = pit_values(ranks, L, np.random.default_rng(summary["settings"]["seed"]))
+    u = pit_values(ranks, L, np.random.default_rng(summary.settings.seed))
     x = eval_points(S)
     lower, upper = simultaneous_band(S, test["band_level"])
     bins = min(20, L + 1)
@@ -103,20 +104,20 @@ def sbc_figure(summary: dict[str, Any], *, max_quantities: int = 8):
             ax.set_title(f"PIT-ECDF minus uniform, simultaneous {100 * test['band_level']:.2f}% band", fontsize=9)
     axes[-1, 0].set_xlabel(f"rank of the true value among L = {L} posterior draws")
     axes[-1, 1].set_xlabel("fractional rank u")
-    fig.suptitle(f"SBC {summary['model']} / {summary['engine']}: {summary['status']} "
-                 f"({summary['counts']['ok']} simulations, L = {L}; red: a quantity outside its band)", fontsize=10)
+    fig.suptitle(f"SBC {summary.model} / {summary.engine}: {summary.status} "
+                 f"({summary.counts.ok} simulations, L = {L}; red: a quantity outside its band)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def _shown_quantities(summary: dict[str, Any], max_quantities: int) -> list[int]:
+def _shown_quantities(summary: SBCResult, max_quantities: int) -> list[int]:
     """The quantities a figure shows: those outside their bands first (worst first), then
     the others in order, up to ``max_quantities``."""
-    qs = summary["uniformity"]["quantities"]
+    qs = summary.uniformity["quantities"]
     return sorted(range(len(qs)), key=lambda k: (qs[k]["inside"], -qs[k]["excess"]))[:max_quantities]
 
 
-def sbc_views_figure(summary: dict[str, Any], *, max_quantities: int = 8):
+def sbc_views_figure(summary: SBCResult, *, max_quantities: int = 8):
     """The coverage and contraction views of an SBC run (``coverage_view``,
     ``contraction_view`` of validation/judge/rank_uniformity.py) for the quantities :func:`sbc_figure` shows; None without ranks.
 
@@ -127,13 +128,13 @@ def sbc_views_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     against its z-score; a calibrated engine's points spread around z = 0 with |z| > 2
     rare; a cloud off-centre is a bias, one beyond +-2 with high contraction an
     overconfident fit."""
-    if "ranks" not in summary:
+    if summary.ranks is None:
         return None
-    test = summary["uniformity"]
-    ranks = np.asarray(summary["ranks"])
+    test = summary.uniformity
+    ranks = np.asarray(summary.ranks)
     S, K = ranks.shape
     shown = _shown_quantities(summary, max_quantities)
-    u = pit_values(ranks, test["n_draws"], np.random.default_rng(summary["settings"]["seed"]))
+    u = pit_values(ranks, test["n_draws"], np.random.default_rng(summary.settings.seed))
     w = np.abs(2.0 * u - 1.0)
     x = eval_points(S)
     lower, upper = simultaneous_band(S, test["band_level"])
@@ -152,7 +153,7 @@ def sbc_views_figure(summary: dict[str, Any], *, max_quantities: int = 8):
     ax_cov.set_ylabel("empirical coverage - nominal")
     ax_cov.set_title("coverage (below 0: intervals too narrow)", fontsize=9)
     ax_cov.legend(fontsize=6, loc="best", framealpha=0.6)
-    view = summary.get("contraction")
+    view = summary.contraction
     if view is None:
         ax_con.text(0.5, 0.5, "no posterior means and sds with these ranks\n(ranks given alone, or simulations of an older format)",
                     ha="center", va="center", transform=ax_con.transAxes, fontsize=8)
@@ -167,13 +168,13 @@ def sbc_views_figure(summary: dict[str, Any], *, max_quantities: int = 8):
         ax_con.set_xlabel("posterior contraction 1 - var(post) / var(truths)")
         ax_con.set_ylabel("z = (posterior mean - truth) / posterior sd")
         ax_con.set_title("contraction against z-score (dashed: |z| = 2)", fontsize=9)
-    fig.suptitle(f"{summary.get('kind', 'SBC')} {summary['model']} / {summary['engine']}: coverage and "
+    fig.suptitle(f"{summary.kind or 'SBC'} {summary.model} / {summary.engine}: coverage and "
                  f"contraction over {S} simulations", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def plot_sbc_views(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
+def plot_sbc_views(summary: SBCResult, path, *, max_quantities: int = 8) -> str | None:
     """:func:`sbc_views_figure`, written atomically to ``path`` (PNG); the path, or None."""
     fig = sbc_views_figure(summary, max_quantities=max_quantities)
     if fig is None:
@@ -182,7 +183,7 @@ def plot_sbc_views(summary: dict[str, Any], path, *, max_quantities: int = 8) ->
     return os.fspath(path)
 
 
-def plot_sbc(summary: dict[str, Any], path, *, max_quantities: int = 8) -> str | None:
+def plot_sbc(summary: SBCResult, path, *, max_quantities: int = 8) -> str | None:
     """:func:`sbc_figure`, written atomically to ``path`` (PNG); the path, or None when there
     are no ranks to plot."""
     fig = sbc_figure(summary, max_quantities=max_quantities)
@@ -212,10 +213,10 @@ def write_sbc_report(rows, out_dir, model: str, *, n_sims: int, n_draws: int, de
              "| engine | verdict | coverage | fits ok / failed | median fit seconds | ranks | coverage and "
              "contraction |", "|---|---|---|---|---|---|---|"]
     for name, summary, figure, views in rows:
-        counts = summary.get("counts", {})
-        secs = counts.get("fit_seconds_median")
-        lines.append(f"| {name} | {summary['reason']} | {coverage_line(summary) or '-'} | "
-                     f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
+        counts = summary.counts
+        secs = None if counts is None else counts.fit_seconds_median
+        lines.append(f"| {name} | {summary.reason} | {coverage_line(summary) or '-'} | "
+                     f"{'-' if counts is None else counts.ok} / {'-' if counts is None else counts.failed} | "
                      f"{'-' if secs is None else f'{secs:.3g}'} | "
                      f"{os.path.relpath(figure, out_dir) if figure else '-'} | "
                      f"{os.path.relpath(views, out_dir) if views else '-'} |")
@@ -231,9 +232,25 @@ def sbc_glossary(summaries) -> dict[str, str]:
     variant's): pattern -> meaning."""
     glossary: dict[str, str] = {}
     for summary in summaries:
-        glossary.update(summary.get("glossary", {}))
+        glossary.update(summary.glossary)
     return glossary
 
 
+def sbc_design_words(summaries: Sequence[SBCResult], *, conditional: bool, n: int, n_basis: int | None) -> str:
+    """Where the truths and the design of ``zoo sbc``'s runs came from, in words (ending with
+    "; "), for :func:`write_sbc_report`: the conditioning case of posterior SBC, or the
+    simulated design's size (``n`` points; ``n_basis`` features, None: the runs' own)."""
+    if conditional:
+        cond = next((s.conditioning for s in summaries if s.conditioning is not None), None)
+        return ("conditioned on " + (f"{cond['case']}: truths drawn from its certified {cond['reference_sampler']} "
+                                     f"reference, {cond['n_new_data']} new labels simulated at the training "
+                                     f"design, each engine fitted to the {cond['n_observed']} observed and the new "
+                                     "labels together (validation/runs/posterior_sbc.py)" if cond else
+                                     "the model's default case") + "; ")
+    first = summaries[0] if summaries else None
+    features = first.design["n_basis"] if first is not None and first.design is not None else n_basis
+    return f"design of {n} points and {features} RBF features, truths from the prior (validation/runs/sbc.py); "
+
+
 __all__ = ["summary_line", "coverage_line", "sbc_figure", "plot_sbc", "sbc_views_figure", "plot_sbc_views",
-           "write_sbc_report", "sbc_glossary"]
+           "write_sbc_report", "sbc_glossary", "sbc_design_words"]

@@ -15,9 +15,8 @@ import numpy as np
 from ..base.atomic import write_text_atomic
 from ..records import registry
 from ..runs.battery import DETECTORS
-from ..runs.study import Cell, frozen_params
+from ..runs.study import CellResult, StudyResult
 from ..runs.study_kinds import STUDY_KINDS
-from ..runs.results import ComparisonResult
 from .sbc_report import coverage_line, plot_sbc, plot_sbc_views
 
 
@@ -48,9 +47,9 @@ def _sbc_status_by_engine(sbcs) -> dict[tuple[str, str], str]:
     or not-applicable replicate is counted as not calibrated and named)."""
     out: dict[tuple[str, str], list[str]] = {}
     for c in sbcs:
-        if "failed" in c:
+        if c.failed is not None:
             continue
-        out.setdefault((c["cell"]["model"], c["cell"]["engine"]), []).append(c["summary"]["status"])
+        out.setdefault((c.params["model"], c.params["engine"]), []).append(c.result.status)
     said = {}
     for key, statuses in out.items():
         ok = sum(s == "calibrated" for s in statuses)
@@ -86,11 +85,7 @@ def _generic_against_paper(r) -> list[str]:
     return out
 
 
-def _cell_label(stored: dict[str, Any]) -> str:
-    return Cell(stored["kind"], frozen_params(stored["cell"])).label()
-
-
-def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_dir: str,
+def write_study_report(config: dict[str, Any], cells: list[CellResult], out_dir: str,
                        device: str | None = None) -> str:
     """OUT/report.md: the failed cells with their reasons, the compare cells as engine x
     data tables (pred_mae, verdicts), the SBC cells as a table with their figures, the
@@ -100,18 +95,18 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
              f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", "",
              *([f"Device: {device} (each comparison's own report names the device its worker used).", ""]
                if device else [])]
-    failed = [c for c in cells if "failed" in c]
+    failed = [c for c in cells if c.failed is not None]
     if failed:
         lines += [f"## Failed cells ({len(failed)} of {len(cells)})", "",
                   "Each failed with the reason below; the other cells' results are in the sections that follow.", "",
                   "| cell | reason |", "|---|---|"]
-        lines += [f"| {_cell_label(c)} | {' '.join(c['failed'].split()).replace('|', '/')} |" for c in failed]
+        lines += [f"| {c.label()} | {' '.join(c.failed.split()).replace('|', '/')} |" for c in failed]
         lines.append("")
-    done = [c for c in cells if "failed" not in c]
+    done = [c for c in cells if c.failed is None]
     for kind in STUDY_KINDS:
         if kind not in SECTIONS:
             raise ValueError(f"the study report has no section for cells of kind {kind!r} (study_report.SECTIONS)")
-        mine = [c for c in done if c["kind"] == kind]
+        mine = [c for c in done if c.kind == kind]
         if mine:
             lines += SECTIONS[kind](mine, done, out_dir)
     path = os.path.join(out_dir, "report.md")
@@ -124,11 +119,11 @@ def write_study_report(config: dict[str, Any], cells: list[dict[str, Any]], out_
 # cells of its kind, every finished cell (a comparison shows the engine's SBC status) and
 # the study's folder (for figures); returns its lines
 # --------------------------------------------------------------------------------------
-def _compare_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]], out_dir: str) -> list[str]:
+def _compare_section(mine: list[CellResult], everything: list[CellResult], out_dir: str) -> list[str]:
     """The comparisons as engine x data rows: metrics, verdicts, the engine's SBC status in
     this study, and the generic engines that do at least as well as a paper's."""
-    compares = sorted(mine, key=lambda c: (c["cell"]["model"], c["cell"]["data"], c["cell"]["split"]))
-    sbc_status = _sbc_status_by_engine([c for c in everything if c["kind"] == "sbc"])
+    compares = sorted(mine, key=lambda c: (c.params["model"], c.params["data"], c.params["split"]))
+    sbc_status = _sbc_status_by_engine([c for c in everything if c.kind == "sbc"])
     lines = []
     if compares:
         lines += ["## Comparisons", "",
@@ -146,7 +141,7 @@ def _compare_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         plainly = []
         for c in compares:
-            r = ComparisonResult.from_json(c["results"])  # a stored cell, read back as the type compare returns
+            r = c.result
             cert = "certified" if r.reference.certified else "NOT certified"
             sampler = r.reference.sampler_name or "-"
             for name, e in r.engines.items():
@@ -166,40 +161,40 @@ def _compare_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]
     return lines
 
 
-def _sbc_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]], out_dir: str) -> list[str]:
+def _sbc_section(mine: list[CellResult], everything: list[CellResult], out_dir: str) -> list[str]:
     """Each SBC cell: its verdict, coverage, fit counts and its two figures (written here)."""
-    sbcs = sorted(mine, key=lambda c: (c["cell"]["model"], c["cell"]["engine"], c["cell"]["replicate"]))
+    sbcs = sorted(mine, key=lambda c: (c.params["model"], c.params["engine"], c.params["replicate"]))
     lines = []
     if sbcs:
         lines += ["## SBC", "", "| model | engine | replicate | verdict | coverage | fits ok / failed | ranks | "
                   "coverage and contraction |", "|---|---|---|---|---|---|---|---|"]
         for c in sbcs:
-            s, p = c["summary"], c["cell"]
-            fig = plot_sbc(s, os.path.join(out_dir, "figures", f"sbc-{c['key']}.png"))
-            views = plot_sbc_views(s, os.path.join(out_dir, "figures", f"sbc-views-{c['key']}.png"))
-            counts = s.get("counts", {})
+            s, p = c.result, c.params
+            fig = plot_sbc(s, os.path.join(out_dir, "figures", f"sbc-{c.key}.png"))
+            views = plot_sbc_views(s, os.path.join(out_dir, "figures", f"sbc-views-{c.key}.png"))
+            counts = s.counts
             # the reason begins with the status ("miscalibrated: w[1] ...") where it names one
-            said = s["reason"] if s["reason"].startswith(s["status"]) else f"{s['status']}: {s['reason']}"
+            said = s.reason if s.reason.startswith(s.status) else f"{s.status}: {s.reason}"
             lines.append(f"| {p['model']} | {p['engine']} | {p['replicate']} | {said} | {coverage_line(s) or '-'} | "
-                         f"{counts.get('ok', '-')} / {counts.get('failed', '-')} | "
+                         f"{'-' if counts is None else counts.ok} / {'-' if counts is None else counts.failed} | "
                          f"{'-' if fig is None else f'![](figures/{os.path.basename(fig)})'} | "
                          f"{'-' if views is None else f'![](figures/{os.path.basename(views)})'} |")
         lines.append("")
     return lines
 
 
-def _defects_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]], out_dir: str) -> list[str]:
+def _defects_section(mine: list[CellResult], everything: list[CellResult], out_dir: str) -> list[str]:
     """Each defect battery as its table of detections per detector."""
     lines = []
     for c in mine:
-        b = c["battery"]
-        lines += [f"## Planted defects: {b['model']} / {b['engine']}", "",
-                  f"{b['certified_datasets']} of {b['datasets']} data sets with a certified reference.", "",
+        b = c.result
+        lines += [f"## Planted defects: {b.model} / {b.engine}", "",
+                  f"{b.certified_datasets} of {b.datasets} data sets with a certified reference.", "",
                   "| defect | " + " | ".join(f"{d} detections" for d in DETECTORS) + " |",
                   "|---|" + "---|" * len(DETECTORS)]
-        by = {(r["detector"], r["defect"]): r for r in b["rows"]}
-        for name in dict.fromkeys(r["defect"] for r in b["rows"]):
-            cells_ = [f"{by[(d, name)]['detected']}/{by[(d, name)]['trials']}" if (d, name) in by else "-"
+        by = {(r.detector, r.defect): r for r in b.rows}
+        for name in dict.fromkeys(r.defect for r in b.rows):
+            cells_ = [f"{by[(d, name)].detected}/{by[(d, name)].trials}" if (d, name) in by else "-"
                       for d in DETECTORS]
             lines.append(f"| {name} | " + " | ".join(cells_) + " |")
         lines.append("")
@@ -210,9 +205,9 @@ def _defects_section(mine: list[dict[str, Any]], everything: list[dict[str, Any]
 SECTIONS = {"compare": _compare_section, "sbc": _sbc_section, "defects": _defects_section}
 
 
-def report_study(result: dict[str, Any]) -> str:
+def report_study(result: StudyResult) -> str:
     """The report of what ``run_study`` returned; its path."""
-    return write_study_report(result["config"], result["cells"], result["out_dir"], device=result.get("device"))
+    return write_study_report(result.config, list(result.cells), result.out_dir, device=result.device)
 
 
 __all__ = ["write_study_report", "report_study", "SECTIONS"]

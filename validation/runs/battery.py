@@ -61,7 +61,8 @@ from .compare import default_references
 from .engines import import_user_module, is_user_engine, resolve_entry, user_modules
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, EngineTimeout, check_time_limit, posterior_problem, time_limit
 from ..judge.sbc_verdict import CALIBRATED, MISCALIBRATED, TOO_FEW
-from .sbc import run_sbc
+from .battery_result import BatteryResult, BatteryRow
+from .sbc import SBCConfig, run_sbc
 from .sbc_simulation import SBCSettings, draw_from_prior, problem_for
 
 
@@ -263,18 +264,40 @@ def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def run_battery(model: str, engine: str, defects=None, *, settings: BatterySettings = BatterySettings(),
-                out_dir, executor=None, progress: Callable | None = None) -> dict[str, Any]:
-    """The defect battery for one engine: each defect (names, paths, Defects or functions;
-    None: every defect that applies) through the verdict and through SBC.
+@dataclass(frozen=True)
+class BatteryConfig:
+    """One battery, described: ``engine`` (a registry engine or ``"module:function"``; the
+    battery runs its cells by name, in worker processes too) on ``model``, with ``defects``
+    (names, paths, :class:`Defect` objects or ``defect(fit) -> fit`` functions; None: every
+    defect that applies) and ``settings`` (:class:`BatterySettings`)."""
+
+    model: str
+    engine: str
+    defects: tuple | None = None
+    settings: BatterySettings = BatterySettings()
+
+    def __post_init__(self):
+        if self.defects is not None:
+            object.__setattr__(self, "defects", tuple(self.defects))
+        if not isinstance(self.settings, BatterySettings):
+            raise ValueError(f"settings must be a BatterySettings, got {type(self.settings).__name__}")
+
+
+def run_battery(config: BatteryConfig, *, out_dir, executor=None, progress: Callable | None = None) -> BatteryResult:
+    """The defect battery of :class:`BatteryConfig`: each defect through the verdicts and
+    through SBC.
 
     Finished cells are stored under ``out_dir`` (a rerun resumes). ``executor``: anything
     with ``map`` (a Dask ``Client.get_executor()``) for the verdict cells (one per data
     set) and the SBC runs (one per defect and replicate); None: here, one after another.
-    Returns rows: detector x defect -> detections / trials, with the exact engine's and
-    the intact engine's rates beside them.
+    progress(stage, done, total): called as cells finish.
+    Returns the :class:`BatteryResult`: rows of detector x defect -> detections / trials, with
+    the exact engine's and the intact engine's rates beside them; also stored as the run's
+    ``battery.json``.
     """
-
+    if not isinstance(config, BatteryConfig):
+        raise TypeError(f"run_battery takes a BatteryConfig, got {type(config).__name__}")
+    model, engine, defects, settings = config.model, config.engine, config.defects, config.settings
     if callable(engine):
         raise ValueError("the battery runs its cells by name (in worker processes too): give your engine as "
                          "'module:function', not as a Python function")
@@ -316,9 +339,8 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
             failed = sum(isinstance(s, str) and s.startswith("failed") for s in statuses)
             # a verdict that does not apply (e.g. the joint one on a pruned posterior) is no trial
             declined = sum(s == "not applicable" for s in statuses)
-            rows.append({"detector": detector, "defect": name, "detected": flagged,
-                         "trials": len(statuses) - failed - declined, "failed_fits": failed,
-                         "not_applicable": declined})
+            rows.append(BatteryRow(detector, name, detected=flagged, trials=len(statuses) - failed - declined,
+                                   failed_fits=failed, not_applicable=declined))
 
     # SBC: replicate runs of the intact and the broken engines
     jobs = [(defect, r) for defect in (None, *chosen) for r in range(settings.sbc_replicates)]
@@ -333,12 +355,13 @@ def run_battery(model: str, engine: str, defects=None, *, settings: BatterySetti
         # a run with too few simulations to call is a trial that detected nothing (its power
         # was too low to), counted apart so that a reader sees why
         trials = sum(s in (CALIBRATED, MISCALIBRATED, TOO_FEW) for s in got)
-        rows.append({"detector": "sbc", "defect": name, "detected": sum(s == MISCALIBRATED for s in got),
-                     "trials": trials, "failed_fits": len(got) - trials, "too_few": sum(s == TOO_FEW for s in got)})
-    result = {"model": model, "engine": engine, "settings": asdict(settings), "defects":
-              {d.name: d.description for d in chosen}, "rows": rows, "certified_datasets": len(certified),
-              "datasets": len(cells), "seconds": time.perf_counter() - t0}
-    write_json_atomic(result, os.path.join(folder, "battery.json"))
+        rows.append(BatteryRow("sbc", name, detected=sum(s == MISCALIBRATED for s in got), trials=trials,
+                               failed_fits=len(got) - trials, too_few=sum(s == TOO_FEW for s in got)))
+    result = BatteryResult(model=model, engine=engine, settings=asdict(settings),
+                           defects={d.name: d.description for d in chosen}, rows=tuple(rows),
+                           certified_datasets=len(certified), datasets=len(cells),
+                           seconds=time.perf_counter() - t0)
+    write_json_atomic(result.to_json(), os.path.join(folder, "battery.json"))
     return result
 
 
@@ -365,12 +388,12 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     fit = entry.fit()
     f = fit if defect is None else defect(fit)
     f.__name__ = engine if defect is None else f"{engine}+{defect.name}"
-    summary = run_sbc(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
-                      out_dir=folder, problem_kwargs=dict(settings.problem), variant=entry.variant,
-                      engine_time_limit=settings.engine_time_limit)
-    return (INTACT if defect is None else defect.name), summary["status"]
+    summary = run_sbc(SBCConfig(model, f, settings=SBCSettings(n_sims=settings.sbc_sims, seed=1000 * (r + 1)),
+                                problem=settings.problem, variant=entry.variant,
+                                engine_time_limit=settings.engine_time_limit), out_dir=folder)
+    return (INTACT if defect is None else defect.name), summary.status
 
 
-__all__ = ["Defect", "GENERIC", "specific_defects", "all_defects", "get_defect", "transform_posterior", "replace_correlations",
-           "BatterySettings",
+__all__ = ["Defect", "GENERIC", "specific_defects", "all_defects", "get_defect", "transform_posterior",
+           "replace_correlations", "BatterySettings", "BatteryConfig", "BatteryResult", "BatteryRow",
            "run_battery", "battery_references", "EXACT", "INTACT", "EXACT_SHAPES", "DETECTORS"]

@@ -59,6 +59,7 @@ from ..references import first_certified_reference
 from ..references.nuts_program import as_numpy_key
 from ..judge import sbc_verdict
 from . import fence, sbc, sbc_simulation
+from .sbc_result import SBCResult
 from .compare import CompareConfig, default_references, prepare_problem
 
 #: the fold_in stream of a simulation's key that draws its new labels
@@ -270,23 +271,47 @@ def run_key(model: str, engine: str, case: ConditioningCase, Phi_tilde: np.ndarr
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningCase | None = None,
-                      settings: sbc_simulation.SBCSettings = sbc_simulation.SBCSettings(), n_new_data: int | None = None, out_dir=None,
-                      cache_dir=None, executor=None, progress: Callable | None = None,
-                      chunk_size: int = 25,
-                      engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
-    """Posterior SBC of ``engine`` (a registry engine, a reference sampler, ``module:function``
-    or a callable with the fixed-spec contract) on ``model``, conditioned on ``case`` (None:
-    :func:`default_case` of the model, or of the variant the engine fits). engine_time_limit:
-    as in ``sbc.run_sbc``.
+@dataclass(frozen=True)
+class PosteriorSBCConfig:
+    """One posterior SBC run, described: ``engine`` (a registry engine, a reference sampler,
+    ``"sampler@variant"``, ``module:function`` or a Python function with the fixed-spec
+    contract) on ``model``, conditioned on ``case`` (None: :func:`default_case` of the
+    model, or of the variant the engine fits). settings: as SBC's. n_new_data: rows of the
+    new data set (None: the training design again). chunk_size: simulations per task.
+    engine_time_limit: as in :class:`sbc.SBCConfig`."""
 
-    Returns a summary in the layout of ``sbc.run_sbc``'s (so the report's ``summary_line``,
-    ``plot_sbc`` and ``plot_sbc_views``, validation/report/sbc_report.py, read it), plus ``kind``
-    and ``conditioning``.
+    model: str
+    engine: str | Callable
+    settings: sbc_simulation.SBCSettings = sbc_simulation.SBCSettings()
+    case: ConditioningCase | None = None
+    n_new_data: int | None = None
+    chunk_size: int = 25
+    engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT
+
+    def __post_init__(self):
+        if not isinstance(self.settings, sbc_simulation.SBCSettings):
+            raise ValueError(f"settings must be an SBCSettings, got {type(self.settings).__name__}")
+        fence.check_time_limit(self.engine_time_limit, "engine_time_limit")
+        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
+
+
+def run_posterior_sbc(config: PosteriorSBCConfig, *, out_dir=None, cache_dir=None, executor=None,
+                      progress: Callable | None = None) -> SBCResult:
+    """Posterior SBC of ``config.engine`` on ``config.model`` (:class:`PosteriorSBCConfig`).
+    out_dir, executor, progress: as in ``sbc.run_sbc``; cache_dir: where the conditioning
+    case's reference is read from or stored.
+
+    Returns an :class:`SBCResult` as ``sbc.run_sbc`` does (so the report's ``summary_line``,
+    ``plot_sbc`` and ``plot_sbc_views``, validation/report/sbc_report.py, read it), with
+    ``kind`` :data:`KIND` and ``conditioning`` set.
     """
     import tempfile
 
-    limit = fence.check_time_limit(engine_time_limit, "engine_time_limit")
+    if not isinstance(config, PosteriorSBCConfig):
+        raise TypeError(f"run_posterior_sbc takes a PosteriorSBCConfig, got {type(config).__name__}")
+    model, engine, case, settings = config.model, config.engine, config.case, config.settings
+    limit = config.engine_time_limit
     record = registry.get_model(model)
     variant = None
     if isinstance(engine, str) and "@" in engine and ":" not in engine:
@@ -298,24 +323,25 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
     if variant is not None:
         resolved = replace(resolved, variant=variant, label=f"{resolved.label}@{variant}")
     label = resolved.label
-    base = {"model": model, "engine": label, "kind": KIND, "settings": asdict(settings), "variant": resolved.variant}
+    context = dict(model=model, engine=label, kind=KIND, variant=resolved.variant)
     if resolved.not_applicable:
-        return {**base, "status": sbc_verdict.NOT_APPLICABLE, "reason": resolved.not_applicable}
+        return SBCResult(**context, settings=settings, status=sbc_verdict.NOT_APPLICABLE,
+                         reason=resolved.not_applicable)
     if callable(engine) and executor is not None:
         raise ValueError("an engine given as a Python function runs in this process only; "
                          "give it as 'module:function' to run it on an executor")
     if case is None:
         case = default_case(model, variant=resolved.variant, cache_dir=cache_dir)
-    Phi_tilde = new_rows(case, n_new_data)
+    Phi_tilde = new_rows(case, config.n_new_data)
     draws = truths(case, settings.n_sims)
     ess = (case.reference.diagnostics or {}).get("ess_bulk_min")
-    conditioning = {"case": case.label, "n_observed": int(case.Phi.shape[0]), "n_new_data": int(Phi_tilde.shape[0]),
-                    "n_basis": int(case.Phi.shape[1]), "reference_sampler": case.reference.sampler,
-                    "reference_certified": bool(case.reference.certified),
-                    "reference_ess_bulk_min": None if ess is None else float(ess),
-                    "truths": "reference draws thinned evenly over its chains"}
-    base["conditioning"] = conditioning
-    base["spec"] = case.spec.to_dict()
+    context["conditioning"] = {
+        "case": case.label, "n_observed": int(case.Phi.shape[0]), "n_new_data": int(Phi_tilde.shape[0]),
+        "n_basis": int(case.Phi.shape[1]), "reference_sampler": case.reference.sampler,
+        "reference_certified": bool(case.reference.certified),
+        "reference_ess_bulk_min": None if ess is None else float(ess),
+        "truths": "reference draws thinned evenly over its chains"}
+    context["spec"] = case.spec.to_dict()
     tmp = None
     if out_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="zoo-psbc-")
@@ -327,11 +353,12 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
         paths, results = sbc.stored_simulations(folder, settings.n_sims)
         reused = len(results)
         todo = [i for i in range(settings.n_sims) if i not in results]
+        size = config.chunk_size
         chunks = [_Chunk(model, name, resolved.variant, case.spec, case.Phi,
                          case.y, Phi_tilde, case.Phi_new,
                          tuple({k: np.asarray(v[i]) for k, v in draws.items()} for i in part),
                          tuple(part), tuple(paths[i] for i in part), settings, limit)
-                  for part in (todo[j:j + chunk_size] for j in range(0, len(todo), chunk_size))]
+                  for part in (todo[j:j + size] for j in range(0, len(todo), size))]
         t0 = time.perf_counter()
         run = functools.partial(run_chunk, resolved=resolved) if executor is None else run_chunk
         mapper = map if executor is None else executor.map
@@ -342,20 +369,22 @@ def run_posterior_sbc(model: str, engine: str | Callable, *, case: ConditioningC
                 progress(len(results), settings.n_sims)
         wall = time.perf_counter() - t0
         names = sbc_simulation.quantity_names(case.spec, case.Phi, case.Phi_new)
-        summary = sbc.summarize([results[i] for i in range(settings.n_sims)], names, settings)
-        if "glossary" in summary:
-            # sbc's words for its quantities, with posterior SBC's truths and labels
-            summary["glossary"] = {k: v.replace("its truth drawn from the prior",
-                                                "its truth a draw of the reference posterior of the observed data")
-                                   .replace("of the simulated labels", "of the observed and simulated labels")
-                                   for k, v in summary["glossary"].items()}
-        if ess is not None and settings.n_sims > ess and "reason" in summary:
-            summary["reason"] += (f"; the {settings.n_sims} truths are more than the reference's smallest bulk "
-                                  f"ESS ({ess:.0f}): they are not all close to independent")
-        return {**base, **summary, "key": key, "folder": folder, "reused": reused, "wall_seconds": wall}
+        result = sbc.summarize([results[i] for i in range(settings.n_sims)], names, settings, **context,
+                               key=key, folder=folder, reused=reused, wall_seconds=wall)
+        # sbc's words for its quantities, with posterior SBC's truths and labels
+        glossary = {k: v.replace("its truth drawn from the prior",
+                                 "its truth a draw of the reference posterior of the observed data")
+                    .replace("of the simulated labels", "of the observed and simulated labels")
+                    for k, v in result.glossary.items()}
+        reason = result.reason
+        if ess is not None and settings.n_sims > ess:
+            reason += (f"; the {settings.n_sims} truths are more than the reference's smallest bulk "
+                       f"ESS ({ess:.0f}): they are not all close to independent")
+        return replace(result, glossary=glossary, reason=reason)
     finally:
         if tmp is not None:
             tmp.cleanup()
 
 
-__all__ = ["ConditioningCase", "default_case", "truths", "new_rows", "run_posterior_sbc", "run_chunk", "KIND"]
+__all__ = ["ConditioningCase", "default_case", "truths", "new_rows", "run_posterior_sbc",
+           "PosteriorSBCConfig", "run_chunk", "KIND"]

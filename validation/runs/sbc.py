@@ -45,6 +45,7 @@ from ..judge.sbc_verdict import MIN_RANKED, NOT_APPLICABLE, rank_verdict
 from ..records import registry
 from ..references.nuts_program import default_layout
 from .engines import engine_label
+from .sbc_result import SBCCounts, SBCResult
 from .sbc_simulation import (
     ResolvedEngine,
     SBCProblem,
@@ -218,36 +219,63 @@ def stored_simulations(folder: str, n_sims: int) -> tuple[list[str], dict[int, d
     return paths, results
 
 
-def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), out_dir=None,
-            problem_kwargs: dict[str, Any] | None = None, executor=None, progress: Callable | None = None,
-            variant: str | None = None,
-            engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
-    """SBC of ``engine`` (a registry engine, a reference sampler name, or
-    ``"module:function"``) on the registered ``model``.
+@dataclass(frozen=True)
+class SBCConfig:
+    """One SBC run, described: ``engine`` (a registry engine, a reference sampler name,
+    ``"sampler@variant"``, ``"module:function"``, or a Python function with the fixed-spec
+    contract) on the registered ``model``.
 
-    engine_time_limit: the most seconds one simulation's fit may take (validation/runs/fence.py;
-    a batched fit gets it once per simulation); past it the simulation fails with that
-    reason. None: no limit.
+    settings: simulations, draws ranked, seed (:class:`SBCSettings`). variant: the model
+    variant a function or a reference sampler fits (a registry engine names its own).
+    problem: the simulated design's keywords (``problem_for``: n, n_basis, n_new, seed),
+    as a mapping or pairs. engine_time_limit: the most seconds one simulation's fit may
+    take (validation/runs/fence.py; a batched fit gets it once per simulation); past it the
+    simulation fails with that reason. None: no limit."""
+
+    model: str
+    engine: str | Callable
+    settings: SBCSettings = SBCSettings()
+    variant: str | None = None
+    problem: tuple[tuple[str, Any], ...] = ()
+    engine_time_limit: float | None = fence.DEFAULT_ENGINE_TIME_LIMIT
+
+    def __post_init__(self):
+        problem = self.problem.items() if isinstance(self.problem, dict) else self.problem
+        object.__setattr__(self, "problem", tuple(sorted((str(k), v) for k, v in problem)))
+        if not isinstance(self.settings, SBCSettings):
+            raise ValueError(f"settings must be an SBCSettings, got {type(self.settings).__name__}")
+        fence.check_time_limit(self.engine_time_limit, "engine_time_limit")
+        if isinstance(self.engine, str) and "@" in self.engine and ":" not in self.engine:
+            if self.variant is not None:
+                raise ValueError(f"engine {self.engine!r} names a variant and variant={self.variant!r} another")
+            engine, variant = self.engine.split("@", 1)  # "grid-gibbs@s-grid": a sampler on a variant
+            object.__setattr__(self, "engine", engine)
+            object.__setattr__(self, "variant", variant)
+
+
+def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callable | None = None) -> SBCResult:
+    """SBC of ``config.engine`` on ``config.model`` (:class:`SBCConfig`).
 
     out_dir: where the simulations are kept (one JSON each, under ``sims-<key>/``); a
-    rerun with the same key reuses them. None: a temporary folder, discarded.
-    Returns the summary (JSON-able): status, reason, counts, the uniformity test.
+    rerun with the same key reuses them. None: a temporary folder, discarded. executor:
+    anything with ``map`` (a Dask ``Client.get_executor()``); None: here, one after another.
+    progress(done, total): called as simulations finish.
+    Returns the :class:`SBCResult` (status, reason, counts, the uniformity test, ...).
     """
     import tempfile
 
-
-    limit = fence.check_time_limit(engine_time_limit, "engine_time_limit")
-    if isinstance(engine, str) and "@" in engine and ":" not in engine and variant is None:
-        engine, variant = engine.split("@", 1)  # "grid-gibbs@s-grid": a sampler on a variant
+    if not isinstance(config, SBCConfig):
+        raise TypeError(f"run_sbc takes an SBCConfig, got {type(config).__name__}")
+    model, engine, variant, settings = config.model, config.engine, config.variant, config.settings
+    limit = config.engine_time_limit
     record = registry.get_model(model)
     if record.sbc_spec is None:
-        return {"model": model, "engine": engine_label(engine),
-                "settings": asdict(settings), "status": NOT_APPLICABLE,
-                "reason": f"{record.title} names no proper prior to draw parameters from (an improper prior "
-                          "has no prior draws, so SBC cannot start)"}
-    problem_kwargs = dict(problem_kwargs or {})
+        return SBCResult(model=model, engine=engine_label(engine), settings=settings, status=NOT_APPLICABLE,
+                         reason=f"{record.title} names no proper prior to draw parameters from (an improper prior "
+                                "has no prior draws, so SBC cannot start)")
+    problem_kwargs = dict(config.problem)
     # the problem the tasks of this process will use too (one spec object: see _problem)
-    problem = _problem(model, tuple(sorted(problem_kwargs.items())))[1]
+    problem = _problem(model, config.problem)[1]
     resolved = resolve_engine(record, engine, settings)
     if variant is not None:
         # a function that approximates one of the model's variants, or a reference sampler
@@ -259,13 +287,13 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
             raise ValueError(f"{record.title} has no variant {variant!r}; variants: {', '.join(problem.variants) or 'none'}")
         resolved = replace(resolved, variant=variant,
                            label=resolved.label if callable(engine) else f"{resolved.label}@{variant}")
-    base = {"model": model, "engine": resolved.label, "settings": asdict(settings),
-            "design": {**problem_kwargs, "n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
-                       "n_new": int(problem.Phi_new.shape[0])},
-            "spec": (problem.spec if resolved.variant is None else problem.variants[resolved.variant]).to_dict(),
-            "variant": resolved.variant}
+    spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
+    context = dict(model=model, engine=resolved.label, variant=resolved.variant,
+                   design={**problem_kwargs, "n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
+                           "n_new": int(problem.Phi_new.shape[0])},
+                   spec=spec.to_dict())
     if resolved.not_applicable:
-        return {**base, "status": NOT_APPLICABLE, "reason": resolved.not_applicable}
+        return SBCResult(**context, settings=settings, status=NOT_APPLICABLE, reason=resolved.not_applicable)
     if callable(engine) and executor is not None:
         raise ValueError("an engine given as a Python function runs in this process only; "
                          "give it as 'module:function' to run it on an executor")
@@ -283,7 +311,6 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         t0 = time.perf_counter()
         if callable(engine):
             # a Python function runs here, one batch or one simulation at a time
-            spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
             size = sims_per_batch(resolved) if resolved.batched is not None else 1
             for chunk in (todo[i:i + size] for i in range(0, len(todo), size)):
                 if resolved.batched is not None:
@@ -300,7 +327,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
         elif resolved.batched is not None:
             size = sims_per_batch(resolved)
             chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-            tasks = [_BatchTask(model, engine, tuple(sorted(problem_kwargs.items())), settings, tuple(chunk),
+            tasks = [_BatchTask(model, engine, config.problem, settings, tuple(chunk),
                                 tuple(paths[i] for i in chunk), variant=variant, time_limit=limit) for chunk in chunks]
             mapper = map if executor is None else executor.map
             for batch in mapper(_run_batch_task, tasks):
@@ -309,7 +336,7 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
                 if progress:
                     progress(len(results), settings.n_sims)
         else:
-            tasks = [_Task(model, engine, tuple(sorted(problem_kwargs.items())), settings, i, paths[i],
+            tasks = [_Task(model, engine, config.problem, settings, i, paths[i],
                            variant=variant, time_limit=limit) for i in todo]
             mapper = map if executor is None else executor.map
             for r in mapper(_run_task, tasks):
@@ -317,37 +344,39 @@ def run_sbc(model: str, engine: str, *, settings: SBCSettings = SBCSettings(), o
                 if progress:
                     progress(len(results), settings.n_sims)
         wall = time.perf_counter() - t0
-        return {**base, **summarize([results[i] for i in range(settings.n_sims)], quantity_names(
-            problem.spec if resolved.variant is None else problem.variants[resolved.variant],
-            problem.Phi, problem.Phi_new), settings), "key": key, "folder": folder,
-            "reused": reused, "wall_seconds": wall}
+        return summarize([results[i] for i in range(settings.n_sims)],
+                         quantity_names(spec, problem.Phi, problem.Phi_new), settings,
+                         **context, key=key, folder=folder, reused=reused, wall_seconds=wall)
     finally:
         if tmp is not None:
             tmp.cleanup()
 
 
-def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSettings) -> dict[str, Any]:
-    """The verdict of a run from its simulations: their counts, and the judge's verdict
-    (``judge/sbc_verdict.py``) on the ranks of those that succeeded, with the run's own notes
-    (failed fits) added to its reason before the power line."""
+def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSettings, *, model: str,
+              engine: str, **context) -> SBCResult:
+    """The verdict of a run from its simulations (each as ``sbc_simulation`` stores it):
+    their counts, and the judge's verdict (``judge/sbc_verdict.py``) on the ranks of those
+    that succeeded, with the run's own notes (failed fits) added to its reason before the
+    power line. ``context``: the other fields of the :class:`SBCResult` (design, spec, key, ...)."""
     ok = [r for r in results if r["status"] == "ok"]
     failed = [r for r in results if r["status"] == "failed"]
     points = [r for r in results if r["status"] == "point"]
-    counts = {"n_sims": len(results), "ok": len(ok), "failed": len(failed), "point": len(points),
-              "redraws": int(sum(r.get("redraws", 0) for r in results)),
-              "not_converged": int(sum(not r.get("converged", True) for r in ok)),
-              "fit_seconds_median": float(np.median([r["seconds"] for r in results if "seconds" in r]))
-              if any("seconds" in r for r in results) else None}
-    failures = sorted({r["message"] for r in failed})[:5]
+    seconds = [r["seconds"] for r in results if "seconds" in r]
+    counts = SBCCounts(n_sims=len(results), ok=len(ok), failed=len(failed), point=len(points),
+                       redraws=int(sum(r.get("redraws", 0) for r in results)),
+                       not_converged=int(sum(not r.get("converged", True) for r in ok)),
+                       fit_seconds_median=float(np.median(seconds)) if seconds else None)
+    failures = tuple(sorted({r["message"] for r in failed})[:5])
+    head = dict(model=model, engine=engine, settings=settings, counts=counts, **context)
     if points:
-        return {"status": NOT_APPLICABLE, "reason": "the engine returned point estimates", "counts": counts}
+        return SBCResult(**head, status=NOT_APPLICABLE, reason="the engine returned point estimates")
     if len(ok) < MIN_RANKED:
         # the reason names what went wrong, not only how often (a user's engine that returns
         # None, an array or non-finite draws fails every simulation with the same line)
         why = (f"; the fits failed with: {failures[0]}" + (f" (and {len(failures) - 1} other message"
                f"{'s' if len(failures) > 2 else ''})" if len(failures) > 1 else "")) if failures else ""
-        return {"status": NOT_APPLICABLE, "counts": counts, "failure_messages": failures,
-                "reason": f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity{why}"}
+        return SBCResult(**head, status=NOT_APPLICABLE, failure_messages=failures,
+                         reason=f"only {len(ok)} of {len(results)} fits succeeded: too few to test uniformity{why}")
     ranks = np.array([r["ranks"] for r in ok])
     n_draws = ok[0]["n_draws"]
     verdict = rank_verdict(ranks, n_draws, names, false_alarm=settings.false_alarm, seed=settings.seed)
@@ -361,20 +390,21 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
     contraction = (contraction_view([r["truth"] for r in ok], [r["post_mean"] for r in ok],
                                     [r["post_sd"] for r in ok], names)
                    if all("post_mean" in r for r in ok) else None)
-    return {"status": verdict["status"], "reason": reason, "counts": counts, "failure_messages": failures,
-            "uniformity": verdict["uniformity"], "power": verdict["power"],
-            "glossary": quantity_glossary(names), "ranks": ranks.tolist(),
-            "coverage": coverage_view(ranks, n_draws, names, false_alarm=settings.false_alarm, seed=settings.seed),
-            "contraction": contraction}
+    return SBCResult(**head, status=verdict["status"], reason=reason, failure_messages=failures,
+                     uniformity=verdict["uniformity"], power=verdict["power"],
+                     glossary=quantity_glossary(names), ranks=ranks.tolist(),
+                     coverage=coverage_view(ranks, n_draws, names, false_alarm=settings.false_alarm,
+                                            seed=settings.seed),
+                     contraction=contraction)
 
 
 def rank_summary(ranks, names: list[str], n_draws: int, *, settings: SBCSettings | None = None,
-                 model: str = "(ranks)", engine: str = "(ranks)") -> dict[str, Any]:
+                 model: str = "(ranks)", engine: str = "(ranks)") -> SBCResult:
     """The SBC verdict of ranks computed elsewhere (e.g. by :func:`conjugate_normal_ranks` or a
     user's own simulation loop): ``ranks`` (simulations, quantities), each the rank of the
-    true value among ``n_draws`` posterior draws; ``names`` one per quantity. The summary has
-    the layout of :func:`run_sbc`'s, so the report's ``sbc_figure`` and ``summary_line``
-    (validation/report/sbc_report.py) read it."""
+    true value among ``n_draws`` posterior draws; ``names`` one per quantity. The result is
+    an :class:`SBCResult` as :func:`run_sbc` returns, so the report's ``sbc_figure`` and
+    ``summary_line`` (validation/report/sbc_report.py) read it."""
     settings = settings or SBCSettings(n_sims=len(ranks), n_draws=n_draws)
     ranks = np.asarray(ranks)
     if ranks.ndim != 2 or ranks.shape[1] != len(names):
@@ -383,9 +413,9 @@ def rank_summary(ranks, names: list[str], n_draws: int, *, settings: SBCSettings
     if not np.issubdtype(ranks.dtype, np.integer) or ranks.min() < 0 or ranks.max() > n_draws:
         raise ValueError(f"ranks must be integers from 0 to n_draws = {n_draws}")
     results = [{"status": "ok", "ranks": r.tolist(), "n_draws": int(n_draws)} for r in ranks]
-    return {"model": model, "engine": engine, "settings": asdict(settings),
-            **summarize(results, list(names), settings)}
+    return summarize(results, list(names), settings, model=model, engine=engine)
 
 
-__all__ = ["run_sbc", "SBCSettings", "problem_for", "summarize", "rank_summary", "quantity_glossary", "stored_simulations",
-           "run_key", "sims_per_batch", "SBC_FORMAT"]
+__all__ = ["run_sbc", "SBCConfig", "SBCResult", "SBCCounts", "SBCSettings", "problem_for", "summarize",
+           "rank_summary", "quantity_glossary", "stored_simulations", "run_key", "sims_per_batch",
+           "SBC_FORMAT"]

@@ -109,6 +109,94 @@ def frozen_params(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()))
 
 
+@dataclass(frozen=True)
+class CellResult:
+    """A finished (or failed) cell: its ``cell`` (kind and description), its ``key``, the
+    ``seconds`` it took (None: not measured, a cell that failed in Dask), and either
+    ``result`` - the object its kind's run returned (the kind's ``result_type``:
+    ``ComparisonResult``, ``SBCResult``, ``BatteryResult``) - or ``failed``, the reason in
+    one line. ``to_json`` / ``from_json`` are the layout of its file ``cells/<kind>-<key>.json``:
+    the kind, the description, the key, the seconds and the result under the kind's
+    ``payload`` name (or ``failed``)."""
+
+    cell: Cell
+    key: str
+    seconds: float | None
+    result: Any = None
+    failed: str | None = None
+
+    def __post_init__(self):
+        if (self.result is None) == (self.failed is None):
+            raise ValueError("a cell result holds either a result or the reason it failed, not both or neither")
+
+    @property
+    def kind(self) -> str:
+        return self.cell.kind
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.cell.params
+
+    def label(self) -> str:
+        return self.cell.label()
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"kind": self.kind, "cell": self.params, "key": self.key, "seconds": self.seconds}
+        if self.failed is not None:
+            return {**out, "failed": self.failed}
+        payload = json.loads(json.dumps(self.result.to_json(), default=_jsonable))
+        return {**out, STUDY_KINDS[self.kind].payload: payload}
+
+    @classmethod
+    def from_json(cls, d: Any) -> "CellResult":
+        """The cell a stored JSON object holds; ValueError in one line naming what is wrong
+        (not a cell, a kind this zoo does not run, a result its kind's reader refuses)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a {type(d).__name__}, not a cell")
+        missing = [k for k in ("kind", "cell", "key") if k not in d]
+        if missing:
+            raise ValueError(f"not a cell: it lacks {', '.join(map(repr, missing))}")
+        kind = STUDY_KINDS.get(d["kind"])
+        if kind is None:
+            raise ValueError(f"a cell of kind {d['kind']!r}, which this zoo does not run")
+        cell = Cell(d["kind"], frozen_params(d["cell"]))
+        if isinstance(d.get("failed"), str):
+            return cls(cell, d["key"], d.get("seconds"), failed=d["failed"])
+        if kind.payload not in d:
+            raise ValueError(f"no {kind.payload!r}")
+        return cls(cell, d["key"], d.get("seconds"), result=kind.result_type.from_json(d[kind.payload]))
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """What :func:`run_study` returns: the study file's ``config``, its ``cells`` in order
+    (:class:`CellResult`), how many were ``ran`` now and ``reused`` from an earlier run, the
+    study's folder and how the device was chosen (for the report)."""
+
+    config: dict[str, Any]
+    cells: tuple[CellResult, ...]
+    ran: int
+    reused: int
+    out_dir: str
+    device: str | None = None
+
+    @property
+    def failed(self) -> list[tuple[str, str]]:
+        """(cell label, reason) of every cell that failed."""
+        return [(c.label(), c.failed) for c in self.cells if c.failed is not None]
+
+
+def _jsonable(obj):
+    # what a run's to_json may leave in numpy: its plain Python value (or its words)
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
 # --------------------------------------------------------------------------------------
 # The study file's schema: every key of every block, with its type, checked before any
 # cluster starts - a typo ("split" for "splits") must not quietly run another study
@@ -211,25 +299,25 @@ def failure_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
-def run_cell(cell: Cell, out_dir: str, engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
+def run_cell(cell: Cell, out_dir: str, engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> CellResult:
     """Compute one cell (in a Dask worker) and write its result atomically. Returns it; a
     cell that raises one of :data:`DETERMINISTIC_ERRORS` is stored and returned as failed
-    (``"failed"``: the reason in one line), so that one bad cell does not end the study."""
+    (``failed``: the reason in one line), so that one bad cell does not end the study."""
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
     t0 = time.perf_counter()
     try:
-        result = _compute_cell(cell, out_dir, engine_time_limit)
+        result, failed = _compute_cell(cell, out_dir, engine_time_limit), None
     except DETERMINISTIC_ERRORS as err:
-        result = {"failed": failure_line(err)}
-    out = {"kind": cell.kind, "cell": cell.params, "key": cell.key(), "seconds": time.perf_counter() - t0, **result}
-    write_signed_json(out, cell_path(out_dir, cell), STUDY_CELL)
+        result, failed = None, failure_line(err)
+    out = CellResult(cell, cell.key(), time.perf_counter() - t0, result=result, failed=failed)
+    write_signed_json(out.to_json(), cell_path(out_dir, cell), STUDY_CELL)
     return out
 
 
-def _compute_cell(cell: Cell, out_dir: str, engine_time_limit: float | None) -> dict[str, Any]:
-    kind = STUDY_KINDS[cell.kind]
-    return {kind.payload: kind.compute(cell.params, os.path.join(out_dir, "work"), engine_time_limit)}
+def _compute_cell(cell: Cell, out_dir: str, engine_time_limit: float | None):
+    """The cell's result, computed by its kind (the object its run returns)."""
+    return STUDY_KINDS[cell.kind].compute(cell.params, os.path.join(out_dir, "work"), engine_time_limit)
 
 
 class _Progress:
@@ -347,7 +435,7 @@ def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None
         cluster.close()
 
 
-def read_cell_file(path: str, check, domain: str = STUDY_CELL) -> dict | None:
+def read_cell_file(path: str, check, domain: str = STUDY_CELL, *, stacklevel: int = 3) -> dict | None:
     """A finished cell's stored result, or None if there is none; a file that is not signed
     with this user's key as a cell of ``domain`` at this place (base/signing.py: a hand-edited
     verdict, a cell copied from elsewhere, damage), or whose content ``check`` rejects, is
@@ -358,7 +446,7 @@ def read_cell_file(path: str, check, domain: str = STUDY_CELL) -> dict | None:
         return None
     problem = check(result)
     if problem:
-        warnings.warn(f"damaged cell file {path} ({problem}); computing the cell again", stacklevel=3)
+        warnings.warn(f"damaged cell file {path} ({problem}); computing the cell again", stacklevel=stacklevel)
         return None
     return result
 
@@ -369,17 +457,25 @@ def _study_cell_problem(cell: Cell):
             return f"a {type(result).__name__}, not a cell"
         if result.get("key") != cell.key() or result.get("kind") != cell.kind:
             return "not the cell of this key"
-        payload = STUDY_KINDS[cell.kind].payload
-        if payload not in result and not isinstance(result.get("failed"), str):
-            return f"no {payload!r}"
+        try:
+            CellResult.from_json(result)  # a result its kind's reader refuses is no finished cell
+        except ValueError as err:
+            return str(err)
         return None
     return check
+
+
+def read_cell(out_dir, cell: Cell) -> CellResult | None:
+    """The stored result of ``cell`` in the study folder ``out_dir`` (:func:`read_cell_file`
+    with this cell's checks), None where there is none to trust."""
+    found = read_cell_file(cell_path(out_dir, cell), _study_cell_problem(cell), stacklevel=4)
+    return None if found is None else CellResult.from_json(found)
 
 
 def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int | None = None,
               progress: bool = True, client=None, jax_cache: str | None = None,
               device: str | None = None,
-              engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> dict[str, Any]:
+              engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> StudyResult:
     """Run every cell of ``config`` (a dict or a TOML path) not yet done, on Dask.
 
     scheduler: address of an existing Dask scheduler ("tcp://host:8786"); None starts a
@@ -389,9 +485,8 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     none). device: how the command line chose the device (zoo/devices.py), for the report.
     engine_time_limit: the most seconds one fit of an engine may take in any cell
     (validation/runs/fence.py; None: no limit); not part of the cells' keys.
-    A cell that fails is recorded with its reason and the others go on. Returns {"config",
-    "cells": [...results], "ran": n, "reused": n, "failed": [(cell label, reason), ...],
-    "out_dir", "device"}; the report is written from it by
+    A cell that fails is recorded with its reason and the others go on. Returns the
+    :class:`StudyResult`; the report is written from it by
     ``validation/report/study_report.write_study_report`` (as ``zoo study`` does).
     """
     from distributed import as_completed
@@ -404,9 +499,9 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
     write_json_atomic({"config": config, "cells": [c.params | {"kind": c.kind, "key": c.key()} for c in cells]},
                       os.path.join(out_dir, "study.json"))
-    results: dict[int, dict] = {}
+    results: dict[int, CellResult] = {}
     for i, cell in enumerate(cells):
-        found = read_cell_file(cell_path(out_dir, cell), _study_cell_problem(cell))
+        found = read_cell(out_dir, cell)
         if found is not None:
             results[i] = found
     todo = [i for i in range(len(cells)) if i not in results]
@@ -423,16 +518,13 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                 try:
                     results[i] = fut.result()
                 except Exception as err:  # noqa: BLE001 - still failing after Dask's retries: reported, not stored
-                    cell = cells[i]
-                    results[i] = {"kind": cell.kind, "cell": cell.params, "key": cell.key(), "seconds": None,
-                                  "failed": failure_line(err) + " (after Dask's retries; not stored: the next run "
-                                            "tries the cell again)"}
-                bar.update(cells[i].label() + (" FAILED" if "failed" in results[i] else ""))
-    ordered = [results[i] for i in range(len(cells))]
-    failed = [(cells[i].label(), r["failed"]) for i, r in enumerate(ordered) if "failed" in r]
-    return {"config": config, "cells": ordered, "ran": len(todo), "reused": len(cells) - len(todo),
-            "failed": failed, "out_dir": out_dir, "device": device}
+                    results[i] = CellResult(cells[i], cells[i].key(), None,
+                                            failed=failure_line(err) + " (after Dask's retries; not stored: the "
+                                                                       "next run tries the cell again)")
+                bar.update(cells[i].label() + (" FAILED" if results[i].failed is not None else ""))
+    return StudyResult(config=config, cells=tuple(results[i] for i in range(len(cells))), ran=len(todo),
+                       reused=len(cells) - len(todo), out_dir=out_dir, device=device)
 
 
-__all__ = ["Cell", "load_config", "expand", "run_cell", "run_study", "cell_path",
-           "cluster_client", "die_with_parent", "read_cell_file"]
+__all__ = ["Cell", "CellResult", "StudyResult", "read_cell", "load_config", "expand", "run_cell",
+           "run_study", "cell_path", "cluster_client", "die_with_parent", "read_cell_file"]

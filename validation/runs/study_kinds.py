@@ -24,12 +24,15 @@ from typing import Any, Callable, Mapping
 from ... import data as datasets
 from ...models.checks import check_seed
 from ..records import registry
-from .battery import BatterySettings, run_battery
+from .battery import BatteryConfig, BatterySettings, run_battery
+from .battery_result import BatteryResult
 from .compare import CompareConfig, compare, default_references
 from .engines import is_user_engine, resolve_entry
 from .limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DATASETS, DESIGN_POINTS, DRAWS, REPLICATES, SIMULATIONS,
                      check_count)
-from .sbc import run_sbc
+from .results import ComparisonResult
+from .sbc import SBCConfig, run_sbc
+from .sbc_result import SBCResult
 from .sbc_simulation import SBCSettings
 
 
@@ -42,8 +45,10 @@ class StudyKind:
     the block in errors. ``label(params)``: the cell in a few words. ``engines(params)``:
     the engines it names (a user's engine's module is digested into the key).
     ``code_modules``: the modules whose code the result depends on (digested into the key).
-    ``payload``: the key of the stored result. ``compute(params, work, engine_time_limit)``:
-    the result, JSON-able, computed in a Dask worker (``work``: the study's scratch folder)."""
+    ``payload``: the key of the stored result in the cell's file. ``result_type``: the
+    class of the result (with ``to_json`` and ``from_json``: a stored cell is read back as
+    the object its run returned). ``compute(params, work, engine_time_limit)``: the result,
+    a ``result_type``, computed in a Dask worker (``work``: the study's scratch folder)."""
 
     name: str
     schema: Mapping[str, tuple[str, bool]]
@@ -52,6 +57,7 @@ class StudyKind:
     engines: Callable[[dict[str, Any]], list[str]]
     code_modules: tuple[str, ...]
     payload: str
+    result_type: type
     compute: Callable[[dict[str, Any], str, float | None], Any]
 
 
@@ -91,7 +97,7 @@ def _compute_compare(p: dict[str, Any], work: str, engine_time_limit: float | No
     comp = compare(CompareConfig(model=p["model"], data=p["data"], split=p["split"], engines=tuple(p["engines"]),
                                  params=json.loads(p["params"]), cache_dir=os.path.join(work, "references"),
                                  engine_time_limit=engine_time_limit))
-    return json.loads(json.dumps(comp.result.to_json(), default=_jsonable))
+    return comp.result
 
 
 COMPARE = StudyKind(
@@ -103,6 +109,7 @@ COMPARE = StudyKind(
     engines=lambda p: list(p["engines"]),
     code_modules=("zoo.validation.runs.compare",),
     payload="results",
+    result_type=ComparisonResult,
     compute=_compute_compare,
 )
 
@@ -127,9 +134,9 @@ def _expand_sbc(block: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 
 def _compute_sbc(p: dict[str, Any], work: str, engine_time_limit: float | None):
-    return run_sbc(p["model"], p["engine"], settings=SBCSettings(
-        n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), out_dir=os.path.join(work, "sbc"),
-        engine_time_limit=engine_time_limit)
+    return run_sbc(SBCConfig(p["model"], p["engine"], settings=SBCSettings(
+        n_sims=p["sims"], n_draws=p["draws"], seed=1000 * (p["replicate"] + 1)), engine_time_limit=engine_time_limit),
+        out_dir=os.path.join(work, "sbc"))
 
 
 SBC = StudyKind(
@@ -141,6 +148,7 @@ SBC = StudyKind(
     engines=lambda p: [p["engine"]],
     code_modules=("zoo.validation.runs.sbc",),
     payload="summary",
+    result_type=SBCResult,
     compute=_compute_sbc,
 )
 
@@ -171,7 +179,7 @@ def _compute_defects(p: dict[str, Any], work: str, engine_time_limit: float | No
     # the battery's data sets and SBC replicates fan out over the same cluster: this
     # task secedes from its worker's thread pool while it waits for them
     with _ClusterExecutor() as executor:
-        return run_battery(p["model"], p["engine"], p["defects"] or None, settings=settings,
+        return run_battery(BatteryConfig(p["model"], p["engine"], tuple(p["defects"]) or None, settings=settings),
                            out_dir=os.path.join(work, "defects"), executor=executor)
 
 
@@ -186,6 +194,7 @@ DEFECTS = StudyKind(
     engines=lambda p: [p["engine"]],
     code_modules=("zoo.validation.runs.battery",),
     payload="battery",
+    result_type=BatteryResult,
     compute=_compute_defects,
 )
 
@@ -265,16 +274,6 @@ class _ClusterExecutor:
 
     def __exit__(self, *exc):
         return self._ctx.__exit__(*exc) if self._ctx is not None else False
-
-
-def _jsonable(obj):
-    import numpy as np
-
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)
 
 
 __all__ = ["StudyKind", "STUDY_KINDS", "COMPARE", "SBC", "DEFECTS", "PROBLEM_KEYS", "is_int", "unknown_key"]

@@ -219,7 +219,7 @@ def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registe
     from zoo.classifier import SparseBayesClassifier
     from zoo.validation.runs import battery as D
     from zoo.validation.judge.sbc_verdict import TOO_FEW
-    from zoo.validation.runs.sbc import run_sbc
+    from zoo.validation.runs.sbc import SBCConfig, run_sbc
     from zoo.validation.runs.sbc_simulation import SBCSettings
 
     rng = np.random.default_rng(0)
@@ -242,10 +242,11 @@ def test_a_toy_models_classifier_hyper_parameter_lives_in_its_record(toy_registe
         SparseBayesClassifier(model="pcvm", alpha=1.0).fit(X, y)
 
     # SBC from the record's sbc_spec (alpha = 2), the toy's engine as registered
-    summary = run_sbc("toy-probit", "laplace", settings=SBCSettings(n_sims=10, n_draws=9), out_dir=tmp_path / "sbc")
+    summary = run_sbc(SBCConfig("toy-probit", "laplace", settings=SBCSettings(n_sims=10, n_draws=9)),
+                      out_dir=tmp_path / "sbc")
     # every fit works; 10 simulations can detect no defect of useful size (SBC's power line),
     # so a sound engine is "too few to call" - "miscalibrated" would be a real detection
-    assert summary["counts"]["ok"] == 10 and summary["status"] == TOO_FEW, summary
+    assert summary.counts.ok == 10 and summary.status == TOO_FEW, summary
     # a generic defect applies to the toy's engine, no model's own defect does
     assert D.get_defect("cov x 2").applies_to("toy-probit", "laplace")
     assert not D.get_defect("truncation ignored").applies_to("toy-probit", "laplace")

@@ -114,9 +114,9 @@ def test_bad_shapes_are_named(problem):
 @pytest.mark.long
 def test_sbc_of_nuts_runs_batched_and_resumes_exactly(tmp_path):
     settings = sbc_simulation.SBCSettings(n_sims=12, n_draws=19, reference_draws=100)
-    first = S.run_sbc("pcvm", "nuts", settings=settings, out_dir=tmp_path)
-    assert first["counts"]["ok"] == 12, first
-    folder = first["folder"]
+    first = S.run_sbc(S.SBCConfig("pcvm", "nuts", settings=settings), out_dir=tmp_path)
+    assert first.counts.ok == 12, first
+    folder = first.folder
     stored = {f: json.load(open(os.path.join(folder, f))) for f in sorted(os.listdir(folder))}
     assert {r["layout"] for r in stored.values()} == {P.default_layout(4)}
     # three simulations lost: the rerun computes exactly those, and their ranks are the
@@ -124,12 +124,12 @@ def test_sbc_of_nuts_runs_batched_and_resumes_exactly(tmp_path):
     lost = sorted(stored)[3:6]
     for f in lost:
         os.remove(os.path.join(folder, f))
-    again = S.run_sbc("pcvm", "nuts", settings=settings, out_dir=tmp_path)
-    assert again["reused"] == 9
+    again = S.run_sbc(S.SBCConfig("pcvm", "nuts", settings=settings), out_dir=tmp_path)
+    assert again.reused == 9
     for f in lost:
         redone = json.load(open(os.path.join(folder, f)))
         assert redone["ranks"] == stored[f]["ranks"]
-    assert again["ranks"] == first["ranks"]
+    assert again.ranks == first.ranks
 
 
 def test_a_failing_batch_fails_each_of_its_simulations_with_the_reason():

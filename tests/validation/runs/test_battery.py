@@ -98,34 +98,34 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
         return broken
 
     chosen = ["cov x 0.5", "truncation ignored", double_shift, "rotated"]
-    out = D.run_battery("pcvm", "ep", chosen, settings=settings, out_dir=tmp_path)
-    rows = {(r["detector"], r["defect"]): r for r in out["rows"]}
+    out = D.run_battery(D.BatteryConfig("pcvm", "ep", chosen, settings=settings), out_dir=tmp_path)
+    rows = {(r.detector, r.defect): r for r in out.rows}
     named = (D.INTACT, "cov x 0.5", "truncation ignored", "double_shift", "rotated")
     verdicts = ("verdict", "joint verdict", "distribution verdict")
     assert set(rows) == {(det, d) for det in verdicts for d in (D.EXACT, *D.EXACT_SHAPES, *named)} | {
         ("sbc", d) for d in named}
-    assert all(r["failed_fits"] == 0 for r in out["rows"])
-    assert out["certified_datasets"] == 1  # so the verdict rows below judged something
+    assert all(r.failed_fits == 0 for r in out.rows)
+    assert out.certified_datasets == 1  # so the verdict rows below judged something
     for det in verdicts:
-        assert all(rows[(det, d)]["trials"] == 1 for d in (D.EXACT, *D.EXACT_SHAPES, *named)), det
+        assert all(rows[(det, d)].trials == 1 for d in (D.EXACT, *D.EXACT_SHAPES, *named)), det
         # the second NUTS run is exact: no verdict calls it different (each would with
         # probability <= 5%; this seed's pair is the first tried, not one picked among passes)
-        assert rows[(det, D.EXACT)]["detected"] == 0, det
+        assert rows[(det, D.EXACT)].detected == 0, det
         # covariance halved, a mean moved by 2 sd: every verdict sees them
-        assert rows[(det, "cov x 0.5")]["detected"] == 1 and rows[(det, "double_shift")]["detected"] == 1, det
+        assert rows[(det, "cov x 0.5")].detected == 1 and rows[(det, "double_shift")].detected == 1, det
     # correlations rotated with every marginal kept: the joint verdict sees it, the marginal cannot
-    assert rows[("joint verdict", "rotated")]["detected"] == 1
+    assert rows[("joint verdict", "rotated")].detected == 1
     # the exact answer with its shape broken and every mean and covariance kept: the moment
     # verdicts cannot see it (each would flag it with probability <= 5%, as the exact answer),
     # the distribution verdict does
     for name in D.EXACT_SHAPES:
-        assert rows[("distribution verdict", name)]["detected"] == 1, name
-        assert rows[("verdict", name)]["detected"] == 0 and rows[("joint verdict", name)]["detected"] == 0, name
+        assert rows[("distribution verdict", name)].detected == 1, name
+        assert rows[("verdict", name)].detected == 0 and rows[("joint verdict", name)].detected == 0, name
     # SBC at 10 simulations: one run each, none failed; a run that stays inside its bands
     # says it had too few simulations to call, never "calibrated"
     for d in named:
         r = rows[("sbc", d)]
-        assert r["trials"] == 1 and r["detected"] + r["too_few"] == 1, r
+        assert r.trials == 1 and r.detected + r.too_few == 1, r
     folder = next(p for p in tmp_path.iterdir() if p.name.startswith("battery-"))
     stored = sorted(os.listdir(folder / "verdict"))
     assert len(stored) == 1
@@ -138,8 +138,8 @@ def test_a_small_battery_runs_both_detectors_and_resumes(tmp_path, monkeypatch):
 
     monkeypatch.setattr(D, "_verdict_cell", recomputed)
     monkeypatch.setattr(S, "simulate_one", recomputed)
-    again = D.run_battery("pcvm", "ep", chosen, settings=settings, out_dir=tmp_path)
-    assert again["rows"] == out["rows"]
+    again = D.run_battery(D.BatteryConfig("pcvm", "ep", chosen, settings=settings), out_dir=tmp_path)
+    assert again.rows == out.rows
     assert json.loads((folder / "verdict" / stored[0]).read_text()) == before
 
 
@@ -162,5 +162,5 @@ def test_battery_tries_the_models_reference_chain():
 def test_battery_refuses_an_unknown_reference_sampler_before_any_work(tmp_path):
     settings = D.BatterySettings(n_datasets=1, reference_samplers=("slice-gibbs",))
     with pytest.raises(ValueError, match="slice-gibbs"):
-        D.run_battery("pcvm", "ep", ["cov x 2"], settings=settings, out_dir=tmp_path)
+        D.run_battery(D.BatteryConfig("pcvm", "ep", ["cov x 2"], settings=settings), out_dir=tmp_path)
     assert not any(tmp_path.iterdir())

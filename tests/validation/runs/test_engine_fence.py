@@ -22,7 +22,7 @@ from zoo.inference.posterior import FitInfo, GaussianPosterior
 from zoo.validation.report.compare_report import write_report
 from zoo.validation.runs import fence
 from zoo.validation.runs.compare import CompareConfig, compare
-from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc import SBCConfig, run_sbc
 from zoo.validation.runs.sbc_simulation import SBCSettings
 
 PREFIX = "test_engine_fence:"
@@ -206,17 +206,17 @@ def test_sbc_never_ranks_what_cannot_be_measured_and_survives_an_exit(tmp_path):
     settings = SBCSettings(n_sims=10, n_draws=9)
     for fit, says in ((nan_mean, "returned a Gaussian whose mean has 1 non-finite value(s)"),
                       (exits, "called exit(0): an engine may not end the run")):
-        summary = run_sbc("pcvm", fit, settings=settings, problem_kwargs={"n": 30, "n_basis": 3})
-        assert summary["status"] == "not applicable" and summary["counts"]["failed"] == 10
-        assert says in summary["reason"], summary["reason"]
+        summary = run_sbc(SBCConfig("pcvm", fit, settings=settings, problem={"n": 30, "n_basis": 3}))
+        assert summary.status == "not applicable" and summary.counts.failed == 10
+        assert says in summary.reason, summary.reason
 
     def hangs_once(spec, Phi, y, *, config=None):
         time.sleep(3600)
 
-    summary = run_sbc("pcvm", hangs_once, settings=settings, problem_kwargs={"n": 30, "n_basis": 3},
-                      engine_time_limit=0.2)
-    assert summary["counts"]["failed"] == 10
-    assert "ran past its time limit of 0.2 s" in summary["reason"], summary["reason"]
+    summary = run_sbc(SBCConfig("pcvm", hangs_once,
+                                settings=settings, problem={"n": 30, "n_basis": 3}, engine_time_limit=0.2))
+    assert summary.counts.failed == 10
+    assert "ran past its time limit of 0.2 s" in summary.reason, summary.reason
 
 
 STUCK_IN_XLA = '''

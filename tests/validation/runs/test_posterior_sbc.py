@@ -73,10 +73,10 @@ def test_an_engine_that_ignores_the_new_data_is_caught_by_the_log_likelihood(cas
     def ignores_new_data(spec, Phi, y, *, config=None):
         return case.reference.posterior
 
-    summary = ps.run_posterior_sbc("pcvm", ignores_new_data, case=case, settings=sbc_simulation.SBCSettings(n_sims=40),
+    summary = ps.run_posterior_sbc(ps.PosteriorSBCConfig("pcvm", ignores_new_data, case=case, settings=sbc_simulation.SBCSettings(n_sims=40)),
                                    out_dir=tmp_path)
-    assert summary["status"] == rank_uniformity.MISCALIBRATED, summary["reason"]
-    worst = summary["uniformity"]["worst"][0]
+    assert summary.status == rank_uniformity.MISCALIBRATED, summary.reason
+    worst = summary.uniformity["worst"][0]
     assert worst["name"] == "log_lik"
     # the truth's log-likelihood lies above the draws' median in most simulations (half of
     # them if calibrated; 0.3 is 2.5 standard errors below a half at 40 simulations)
@@ -89,15 +89,15 @@ def test_too_narrow_ep_is_flagged_and_its_coverage_falls_short(case, tmp_path):
     and the 90% intervals cover the truth in fewer than 90% of simulations by more than the
     Wilson interval (the defect takes the coverage to about 60%)."""
     narrow = posterior_defect(cov_factor=0.25)(expectation_propagation.fit)
-    summary = ps.run_posterior_sbc("pcvm", narrow, case=case, settings=sbc_simulation.SBCSettings(n_sims=60),
+    summary = ps.run_posterior_sbc(ps.PosteriorSBCConfig("pcvm", narrow, case=case, settings=sbc_simulation.SBCSettings(n_sims=60)),
                                    out_dir=tmp_path)
-    assert summary["status"] == rank_uniformity.MISCALIBRATED, summary["reason"]
-    assert "too narrow" in summary["reason"]
-    at_90 = [q["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)] for q in summary["coverage"]["quantities"]]
+    assert summary.status == rank_uniformity.MISCALIBRATED, summary.reason
+    assert "too narrow" in summary.reason
+    at_90 = [q["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)] for q in summary.coverage["quantities"]]
     assert np.median([c["coverage"] for c in at_90]) < 0.9
     assert min(c["interval"][1] for c in at_90) < 0.9
     # contraction view: z-scores spread wider than a calibrated fit's (sd about 2)
-    z_sd = [q["z_sd"] for q in summary["contraction"]["quantities"] if q["name"].startswith("w[")]
+    z_sd = [q["z_sd"] for q in summary.contraction["quantities"] if q["name"].startswith("w[")]
     assert np.median(z_sd) > 1.3
 
 
@@ -107,15 +107,17 @@ def test_ep_in_posterior_sbc_stays_inside_its_bands_and_the_run_resumes(case, tm
     case, docs/validation.md): 30 simulations stay inside their bands (a 5% false alarm at
     a fixed seed), and 30 are too few to call it calibrated (SBC's power rule wants 50 at
     these L and K); a longer run reuses the stored ones and extends them."""
-    short = ps.run_posterior_sbc("pcvm", "ep", case=case, settings=sbc_simulation.SBCSettings(n_sims=30), out_dir=tmp_path)
-    assert short["status"] == sbc_verdict.TOO_FEW, short["reason"]
-    assert short["conditioning"]["n_new_data"] == 60 and short["kind"] == ps.KIND
-    longer = ps.run_posterior_sbc("pcvm", "ep", case=case, settings=sbc_simulation.SBCSettings(n_sims=34), out_dir=tmp_path)
-    assert longer["reused"] == 30
-    assert longer["ranks"][:30] == short["ranks"]
-    stored = json.load(open(os.path.join(longer["folder"], "00000.json")))
+    short = ps.run_posterior_sbc(ps.PosteriorSBCConfig("pcvm", "ep", case=case, settings=sbc_simulation.SBCSettings(n_sims=30)),
+                                 out_dir=tmp_path)
+    assert short.status == sbc_verdict.TOO_FEW, short.reason
+    assert short.conditioning["n_new_data"] == 60 and short.kind == ps.KIND
+    longer = ps.run_posterior_sbc(ps.PosteriorSBCConfig("pcvm", "ep", case=case, settings=sbc_simulation.SBCSettings(n_sims=34)),
+                                  out_dir=tmp_path)
+    assert longer.reused == 30
+    assert longer.ranks[:30] == short.ranks
+    stored = json.load(open(os.path.join(longer.folder, "00000.json")))
     assert {"truth", "post_mean", "post_sd"} <= set(stored)
-    assert "reference posterior of the observed data" in longer["glossary"]["w[i]"]
+    assert "reference posterior of the observed data" in longer.glossary["w[i]"]
 
 
 def test_coverage_view_of_exact_and_narrow_ranks():
@@ -125,14 +127,14 @@ def test_coverage_view_of_exact_and_narrow_ranks():
     rng = np.random.default_rng(5)
     exact = sbc.rank_summary(rank_uniformity.conjugate_normal_ranks(rng, 400, 99, 2), ["a", "b"], 99)
     narrow = sbc.rank_summary(rank_uniformity.conjugate_normal_ranks(rng, 400, 99, 2, sd_factor=0.5, defective=1), ["a", "b"], 99)
-    for q in exact["coverage"]["quantities"]:
+    for q in exact.coverage["quantities"]:
         for level in q["levels"]:
             assert level["interval"][0] <= level["nominal"] <= level["interval"][1], (q["name"], level)
-    a90 = narrow["coverage"]["quantities"][0]["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)]
+    a90 = narrow.coverage["quantities"][0]["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)]
     assert a90["interval"][1] < 0.75
     assert "furthest: a" in sbc_report.coverage_line(narrow)
     # ranks alone carry no posterior means: the contraction view says it has nothing
-    assert narrow["contraction"] is None and sbc_report.sbc_views_figure(narrow) is not None
+    assert narrow.contraction is None and sbc_report.sbc_views_figure(narrow) is not None
 
 
 @pytest.mark.long

@@ -20,6 +20,8 @@ import pytest
 import zoo  # noqa: F401  (float64)
 from zoo.cli import main
 from zoo.models.pcvm import PCVM
+from zoo.validation.base.result_format import frozen
+from zoo.validation.runs.sbc_result import SBCResult
 from zoo.validation.records import registry
 from zoo.validation.report import sbc_report
 from zoo.validation.runs import sbc as S
@@ -43,25 +45,25 @@ def test_too_few_simulations_to_call_is_not_calibrated():
         results = [{"index": i, "status": "ok", "ranks": [int(v) for v in r], "n_draws": 99, "redraws": 0}
                    for i, r in enumerate(ranks)]
         return S.summarize(results, [f"w[{k}]" for k in range(8)] + ["f_new[0]", "f_new[1]", "log_lik"],
-                           sbc_simulation.SBCSettings(n_sims=n_sims, seed=seed))
+                           sbc_simulation.SBCSettings(n_sims=n_sims, seed=seed), model="(planted)", engine="(planted)")
 
     small = run(10, 0)
-    assert small["uniformity"]["status"] == rank_uniformity.CALIBRATED  # inside every band ...
-    assert small["status"] == sbc_verdict.TOO_FEW  # ... and still not called calibrated
-    assert small["reason"].startswith(sbc_verdict.TOO_FEW) and "calibrated:" not in small["reason"]
-    assert not small["power"]["useful"] and small["power"]["sd_factor_narrow"] is None
+    assert small.uniformity["status"] == rank_uniformity.CALIBRATED  # inside every band ...
+    assert small.status == sbc_verdict.TOO_FEW  # ... and still not called calibrated
+    assert small.reason.startswith(sbc_verdict.TOO_FEW) and "calibrated:" not in small.reason
+    assert not small.power["useful"] and small.power["sd_factor_narrow"] is None
     # the reason says how many would do: the smallest S of the grid with useful power
-    needed = small["power"]["simulations_needed"]
+    needed = small.power["simulations_needed"]
     assert needed == rank_power.simulations_needed(99, 11)["n_sims"] and needed in rank_power.SIMS_GRID and needed > 10
-    assert f"{needed} simulations would be enough" in small["reason"]
-    assert small["reason"].endswith(small["power"]["line"])
+    assert f"{needed} simulations would be enough" in small.reason
+    assert small.reason.endswith(small.power["line"])
     big = run(100, 0)
-    assert big["status"] == rank_uniformity.MISCALIBRATED and big["power"]["useful"]
-    assert "posterior shifted up" in big["reason"]
+    assert big.status == rank_uniformity.MISCALIBRATED and big.power["useful"]
+    assert "posterior shifted up" in big.reason
     # a detection stands at any S: the same defect flagged at S = 10 (at a seed where a
     # band is left) is miscalibrated, not too few
-    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s["uniformity"]["status"] == rank_uniformity.MISCALIBRATED)
-    assert flagged["status"] == rank_uniformity.MISCALIBRATED
+    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s.uniformity["status"] == rank_uniformity.MISCALIBRATED)
+    assert flagged.status == rank_uniformity.MISCALIBRATED
 
 
 def test_the_glossary_explains_every_ranked_quantity():
@@ -96,10 +98,10 @@ def test_prior_draws_have_both_classes_and_follow_the_truncation():
 
 
 def test_point_estimates_and_other_models_get_a_reason_not_ranks():
-    em = S.run_sbc("pcvm", "em", settings=sbc_simulation.SBCSettings(n_sims=10))
-    assert em["status"] == sbc_verdict.NOT_APPLICABLE and "point estimate" in em["reason"]
-    lap = S.run_sbc("ggsm-probit", "lap", settings=sbc_simulation.SBCSettings(n_sims=10))
-    assert lap["status"] == sbc_verdict.NOT_APPLICABLE and "another model" in lap["reason"]
+    em = S.run_sbc(S.SBCConfig("pcvm", "em", settings=sbc_simulation.SBCSettings(n_sims=10)))
+    assert em.status == sbc_verdict.NOT_APPLICABLE and "point estimate" in em.reason
+    lap = S.run_sbc(S.SBCConfig("ggsm-probit", "lap", settings=sbc_simulation.SBCSettings(n_sims=10)))
+    assert lap.status == sbc_verdict.NOT_APPLICABLE and "another model" in lap.reason
 
 
 def test_bad_engines_and_settings_are_named():
@@ -118,31 +120,31 @@ def test_bad_engines_and_settings_are_named():
 def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     settings = sbc_simulation.SBCSettings(n_sims=12, n_draws=19, seed=3)
     kwargs = {"n": 30, "n_basis": 3}
-    first = S.run_sbc("pcvm", "ep", settings=settings, out_dir=tmp_path, problem_kwargs=kwargs)
-    assert first["counts"]["ok"] == 12 and first["reused"] == 0
+    first = S.run_sbc(S.SBCConfig("pcvm", "ep", settings=settings, problem=kwargs), out_dir=tmp_path)
+    assert first.counts.ok == 12 and first.reused == 0
     # what a user reads off the summary: one rank in 0..L per simulation and quantity ...
-    names = [q["name"] for q in first["uniformity"]["quantities"]]
-    ranks = np.asarray(first["ranks"])
+    names = [q["name"] for q in first.uniformity["quantities"]]
+    ranks = np.asarray(first.ranks)
     assert ranks.shape == (12, len(names)) and ranks.min() >= 0 and ranks.max() <= 19
     # ... a verdict that is the uniformity test's on exactly those ranks ...
     test = rank_uniformity.uniformity(ranks, 19, names=names, seed=3)
-    assert test == first["uniformity"]
+    assert frozen(test) == first.uniformity  # the result keeps the judge's view, read-only
     power = rank_power.detectable_defects(12, 19, test["n_quantities"])
     expected = (rank_uniformity.MISCALIBRATED if test["status"] == rank_uniformity.MISCALIBRATED
                 else rank_uniformity.CALIBRATED if power["useful"] else sbc_verdict.TOO_FEW)
-    assert first["status"] == expected
+    assert first.status == expected
     # ... and the power line of this S, L and K, as a direct computation gives it
-    assert {k: first["power"][k] for k in power} == power and first["reason"].endswith(power["line"])
-    assert set(first["glossary"]) >= {"f_new[k]", "log_lik"}
-    files = sorted(f for f in os.listdir(first["folder"]) if f.endswith(".json"))
+    assert {k: first.power[k] for k in power} == power and first.reason.endswith(power["line"])
+    assert set(first.glossary) >= {"f_new[k]", "log_lik"}
+    files = sorted(f for f in os.listdir(first.folder) if f.endswith(".json"))
     assert len(files) == 12
     # a killed run leaves some simulations finished: the rerun does only the rest and
     # gives the same ranks (each simulation's keys depend on its index alone)
     for f in files[::3]:
-        os.remove(os.path.join(first["folder"], f))
-    again = S.run_sbc("pcvm", "ep", settings=settings, out_dir=tmp_path, problem_kwargs=kwargs)
-    assert again["reused"] == 8
-    assert again["ranks"] == first["ranks"]
+        os.remove(os.path.join(first.folder, f))
+    again = S.run_sbc(S.SBCConfig("pcvm", "ep", settings=settings, problem=kwargs), out_dir=tmp_path)
+    assert again.reused == 8
+    assert again.ranks == first.ranks
     # the plot draws on a canvas of its own: the user's pyplot backend stays what it was
     import matplotlib
 
@@ -187,8 +189,9 @@ def test_zoo_sbc_runs_a_users_engine_from_module_and_function(tmp_path, monkeypa
     assert "with 40 simulations this test detects (80% of the time)" in text
     assert text.count("f_new[k]: the linear predictor") == 1 and "log_lik: the log-likelihood" in text
     folder = out / "pcvm" / "my_engines_overconfident"
-    summary = json.loads((folder / "sbc.json").read_text())
-    assert summary["status"] == rank_uniformity.MISCALIBRATED and summary["counts"]["ok"] == 40
+    # the stored sbc.json reads back as the result the run returned
+    summary = SBCResult.from_json(json.loads((folder / "sbc.json").read_text()))
+    assert summary.status == rank_uniformity.MISCALIBRATED and summary.counts.ok == 40
     assert (folder / "sbc.png").stat().st_size > 1000
     assert "my_engines:overconfident" in (out / "pcvm" / "sbc.md").read_text()
     code = main(["sbc", "--model", "pcvm", "--engine", "my_engines:not_an_engine", "--sims", "10",
@@ -220,26 +223,27 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     # share seed 0's simulated truths and both flag w[5] there); so a sampler fails only
     # when a second, independent run (seed 1) flags it too: false alarms 0.25% a sampler,
     # while every planted defect of the battery is caught at S = 100 in >= 96% of runs.
-    summary = S.run_sbc(model, engine, settings=sbc_simulation.SBCSettings(n_sims=100), out_dir=tmp_path)
+    summary = S.run_sbc(S.SBCConfig(model, engine, settings=sbc_simulation.SBCSettings(n_sims=100)), out_dir=tmp_path)
     # 100 simulations have useful power for every model's K (10-16 quantities; at K = 10
     # and 30 a mean 0.44 and 0.48 sd off, an sd x0.67 and x0.65, are detected 80% of the
     # time: benchmarks/results/sbc_power.md), so a run inside its bands is a verdict here,
     # never "too few to call"
-    assert summary["status"] in (rank_uniformity.CALIBRATED, rank_uniformity.MISCALIBRATED, sbc_verdict.NOT_APPLICABLE), summary["reason"]
-    assert summary["reason"]
-    if summary["status"] != sbc_verdict.NOT_APPLICABLE:
-        assert summary["power"]["useful"] and summary["reason"].endswith(summary["power"]["line"])
+    assert summary.status in (rank_uniformity.CALIBRATED, rank_uniformity.MISCALIBRATED, sbc_verdict.NOT_APPLICABLE), summary.reason
+    assert summary.reason
+    if summary.status != sbc_verdict.NOT_APPLICABLE:
+        assert summary.power["useful"] and summary.reason.endswith(summary.power["line"])
     # the engines' own results, as benchmarks/results/sbc_all.json recorded them at this seed
     # and S: those whose ECDF left its band by more than one band half-width there are far
     # outside (not a boundary case a change of CPU could flip) and must stay miscalibrated;
     # PCVM's EP stayed inside every band and must stay calibrated
     if (model, engine) in CLEARLY_MISCALIBRATED:
-        assert summary["status"] == rank_uniformity.MISCALIBRATED, summary["reason"]
+        assert summary.status == rank_uniformity.MISCALIBRATED, summary.reason
     if (model, engine) == ("pcvm", "ep"):
-        assert summary["status"] == rank_uniformity.CALIBRATED, summary["reason"]
-    if engine.split("@")[0] in registry.get_model(model).sampler_names and summary["status"] != rank_uniformity.CALIBRATED:
-        again = S.run_sbc(model, engine, settings=sbc_simulation.SBCSettings(n_sims=100, seed=1), out_dir=tmp_path)
-        assert again["status"] == rank_uniformity.CALIBRATED, (summary["reason"], again["reason"])
+        assert summary.status == rank_uniformity.CALIBRATED, summary.reason
+    if engine.split("@")[0] in registry.get_model(model).sampler_names and summary.status != rank_uniformity.CALIBRATED:
+        again = S.run_sbc(S.SBCConfig(model, engine, settings=sbc_simulation.SBCSettings(n_sims=100, seed=1)),
+                          out_dir=tmp_path)
+        assert again.status == rank_uniformity.CALIBRATED, (summary.reason, again.reason)
 
 
 @pytest.mark.long
@@ -251,17 +255,18 @@ def test_sbc_in_python_takes_a_function_and_a_model_without_proper_prior_gets_a_
     def my_fit(spec, Phi, y, *, config=None):
         return ep.fit(spec, Phi, y, config=config)
 
-    out = S.run_sbc("pcvm", my_fit, settings=sbc_simulation.SBCSettings(n_sims=10, n_draws=19), problem_kwargs={"n": 30, "n_basis": 3})
+    out = S.run_sbc(S.SBCConfig("pcvm", my_fit,
+                                settings=sbc_simulation.SBCSettings(n_sims=10, n_draws=19), problem={"n": 30, "n_basis": 3}))
     # one label for a user's engine everywhere: module:qualname, as zoo compare shows it
     # (SBC once called it by its __name__ alone, "my_fit", so one engine had two names)
     from zoo.validation.runs.engines import engine_label
-    assert out["engine"] == engine_label(my_fit) == f"{__name__}:{my_fit.__qualname__}"
-    assert out["counts"]["ok"] == 10 and len(out["ranks"]) == 10
+    assert out.engine == engine_label(my_fit) == f"{__name__}:{my_fit.__qualname__}"
+    assert out.counts.ok == 10 and len(out.ranks) == 10
     # a copy keeps no defects: their names are pcvm's (one name, one defect)
     registry.register(replace(registry.get_model("pcvm"), name="pcvm-improper", sbc_spec=None, defects=()))
     try:
-        none = S.run_sbc("pcvm-improper", "ep", settings=sbc_simulation.SBCSettings(n_sims=10))
-        assert none["status"] == sbc_verdict.NOT_APPLICABLE and "no proper prior" in none["reason"]
+        none = S.run_sbc(S.SBCConfig("pcvm-improper", "ep", settings=sbc_simulation.SBCSettings(n_sims=10)))
+        assert none.status == sbc_verdict.NOT_APPLICABLE and "no proper prior" in none.reason
     finally:
         registry.unregister("pcvm-improper")
 
@@ -289,7 +294,7 @@ def test_a_reference_sampler_is_checked_on_each_model_variant(monkeypatch, tmp_p
     names = sbc_simulation.sbc_names(registry.get_model("grid-rvm"))
     assert {"grid-gibbs@s-grid", "grid-gibbs@rvm", "nuts@s-grid"} <= set(names)
     with pytest.raises(ValueError, match="no variant 's-grid'"):
-        S.run_sbc("pcvm", "nuts@s-grid", settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path)
+        S.run_sbc(S.SBCConfig("pcvm", "nuts@s-grid", settings=sbc_simulation.SBCSettings(n_sims=10)), out_dir=tmp_path)
     seen = []
 
     class Stop(Exception):
@@ -300,5 +305,6 @@ def test_a_reference_sampler_is_checked_on_each_model_variant(monkeypatch, tmp_p
         raise Stop
     monkeypatch.setattr(S, "simulate_one", spy)
     with pytest.raises(Stop):
-        S.run_sbc("grid-rvm", "grid-gibbs@s-grid", settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path)
+        S.run_sbc(S.SBCConfig("grid-rvm", "grid-gibbs@s-grid", settings=sbc_simulation.SBCSettings(n_sims=10)),
+                  out_dir=tmp_path)
     assert seen == ["s-grid"]

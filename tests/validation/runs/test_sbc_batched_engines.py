@@ -8,7 +8,6 @@ the user's return values checked entry by entry, and defects and registry option
 into the batched form."""
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import pytest
@@ -55,13 +54,13 @@ def _ranks(summary_folder, n):
 def test_a_batched_form_gives_the_simulations_of_one_fit_at_a_time(tmp_path):
     settings = sbc_simulation.SBCSettings(n_sims=70)
     CALLS.clear()
-    one = S.run_sbc("pcvm", ep_one, settings=settings, out_dir=tmp_path / "one")
-    batched = S.run_sbc("pcvm", ep_many, settings=settings, out_dir=tmp_path / "many")
+    one = S.run_sbc(S.SBCConfig("pcvm", ep_one, settings=settings), out_dir=tmp_path / "one")
+    batched = S.run_sbc(S.SBCConfig("pcvm", ep_many, settings=settings), out_dir=tmp_path / "many")
     # chunks of 64 and the rest, each one call of fit.many
     assert CALLS == [S.SIMS_PER_ENGINE_BATCH, 70 - S.SIMS_PER_ENGINE_BATCH]
     # the loop inside ep_many is ep_one: every simulation's ranks are the same numbers
-    assert _ranks(one["folder"], 70) == _ranks(batched["folder"], 70)
-    assert one["status"] == batched["status"]
+    assert _ranks(one.folder, 70) == _ranks(batched.folder, 70)
+    assert one.status == batched.status
 
 
 @pytest.mark.long
@@ -75,16 +74,18 @@ def test_a_failed_entry_fails_its_own_simulation_and_a_bad_batch_fails_each(tmp_
         return ep_one(spec, Phi, y, config=config)
 
     fit.many = many_with_a_failure
-    summary = S.run_sbc("pcvm", fit, settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path / "a")
-    results = _ranks(summary["folder"], 10)
+    summary = S.run_sbc(S.SBCConfig("pcvm", fit, settings=sbc_simulation.SBCSettings(n_sims=10)),
+                        out_dir=tmp_path / "a")
+    results = _ranks(summary.folder, 10)
     assert [i for i, (status, _) in results.items() if status == "failed"] == [3]
 
     def many_too_short(spec, Phi, ys, *, config=None):
         return _ep_loop(spec, Phi, ys[:-1], config=config)
 
     fit.many = many_too_short
-    summary = S.run_sbc("pcvm", fit, settings=sbc_simulation.SBCSettings(n_sims=10), out_dir=tmp_path / "b")
-    assert all(status == "failed" for status, _ in _ranks(summary["folder"], 10).values())
+    summary = S.run_sbc(S.SBCConfig("pcvm", fit, settings=sbc_simulation.SBCSettings(n_sims=10)),
+                        out_dir=tmp_path / "b")
+    assert all(status == "failed" for status, _ in _ranks(summary.folder, 10).values())
 
 
 def test_a_users_batched_form_is_checked_entry_by_entry():
@@ -169,9 +170,9 @@ def test_an_engines_vmapped_form_gives_its_simulations(model, engine, tmp_path):
 
     settings = sbc_simulation.SBCSettings(n_sims=12)
     variant = record.engine(engine).variant
-    a = S.run_sbc(model, one_at_a_time, settings=settings, out_dir=tmp_path / "one", variant=variant)
-    b = S.run_sbc(model, engine, settings=settings, out_dir=tmp_path / "many")
-    assert _ranks(a["folder"], 12) == _ranks(b["folder"], 12)
+    a = S.run_sbc(S.SBCConfig(model, one_at_a_time, settings=settings, variant=variant), out_dir=tmp_path / "one")
+    b = S.run_sbc(S.SBCConfig(model, engine, settings=settings), out_dir=tmp_path / "many")
+    assert _ranks(a.folder, 12) == _ranks(b.folder, 12)
 
 
 @pytest.mark.parametrize("model", ["pcvm", "ggsm-probit"])

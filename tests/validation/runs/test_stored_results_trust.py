@@ -18,7 +18,7 @@ from zoo.validation.base import signing
 from zoo.validation.report.compare_report import MANIFEST, write_report
 from zoo.validation.runs import study as study_module
 from zoo.validation.runs.compare import CompareConfig, compare
-from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc import SBCConfig, run_sbc
 from zoo.validation.runs.sbc_simulation import SBCSettings
 
 
@@ -49,17 +49,17 @@ def test_a_signed_record_is_bound_to_its_key_its_kind_and_its_place(tmp_path):
 @pytest.mark.long
 def test_a_hand_edited_sbc_simulation_is_simulated_again(tmp_path):
     settings = SBCSettings(n_sims=10, n_draws=9)
-    kwargs = dict(settings=settings, out_dir=tmp_path, problem_kwargs={"n": 30, "n_basis": 3})
-    first = run_sbc("pcvm", "ep", **kwargs)
-    sim = os.path.join(first["folder"], "00003.json")
+    config = SBCConfig("pcvm", "ep", settings=settings, problem={"n": 30, "n_basis": 3})
+    first = run_sbc(config, out_dir=tmp_path)
+    sim = os.path.join(first.folder, "00003.json")
     record = json.loads(open(sim).read())
     record["ranks"] = [0] * len(record["ranks"])  # every truth below every draw
     with open(sim, "w") as fh:
         json.dump(record, fh)
     with pytest.warns(UserWarning, match="ignoring stored SBC simulation .*00003.json"):
-        again = run_sbc("pcvm", "ep", **kwargs)
-    assert again["reused"] == 9
-    assert again["uniformity"] == first["uniformity"]  # the edit did not reach the verdict
+        again = run_sbc(config, out_dir=tmp_path)
+    assert again.reused == 9
+    assert again.uniformity == first.uniformity  # the edit did not reach the verdict
     assert json.loads(open(sim).read())["ranks"] != record["ranks"]
 
 

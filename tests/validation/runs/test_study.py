@@ -80,7 +80,7 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         first = St.run_study(St.load_config(tmp_path / "s.toml"), out, client=client, progress=True)
-        assert first["ran"] == 4 and first["reused"] == 0
+        assert first.ran == 4 and first.reused == 0
         err = capsys.readouterr().err
         assert "[4/4]" in err and "ETA" in err
         files = sorted(os.listdir(out / "cells"))
@@ -92,7 +92,7 @@ def test_a_study_runs_on_a_two_worker_local_cluster_and_resumes(tmp_path, capsys
             second = St.run_study(St.load_config(tmp_path / "s.toml"), out, client=client, progress=False)
         messages = [str(w.message) for w in caught if "damaged cell file" in str(w.message)]
         assert len(messages) == 1 and str(sbc_file) in messages[0] and "JSONDecodeError" in messages[0], messages
-        assert second["ran"] == 1 and second["reused"] == 3
+        assert second.ran == 1 and second.reused == 3
         report_study(second)  # the runner returns the cells; the report wing writes report.md
         assert json.loads(sbc_file.read_text())["kind"] == "sbc"
     assert len(files) == 4 and not any(f.startswith(".tmp-") for f in files)
@@ -131,7 +131,12 @@ def test_a_damaged_study_cell_is_named_and_treated_as_missing(tmp_path):
     cell = St.expand(St.load_config(tmp_path / "s.toml"))[1]
     path = tmp_path / "cell.json"
     check = St._study_cell_problem(cell)
-    good = {"kind": "sbc", "cell": cell.params, "key": cell.key(), "seconds": 1.0, "summary": {}}
+    from zoo.validation.runs.sbc_result import SBCResult
+    from zoo.validation.runs.sbc_simulation import SBCSettings
+
+    summary = SBCResult(model="pcvm", engine="ep", settings=SBCSettings(n_sims=10, n_draws=19),
+                        status="calibrated", reason="test-only").to_json()
+    good = {"kind": "sbc", "cell": cell.params, "key": cell.key(), "seconds": 1.0, "summary": summary}
     # this test session's key made first (signing anything makes it): the unsigned files below
     # then meet a key they lack a signature of, whichever test ran before
     write_signed_json({}, tmp_path / "first.json", STUDY_CELL)
@@ -142,7 +147,10 @@ def test_a_damaged_study_cell_is_named_and_treated_as_missing(tmp_path):
             assert St.read_cell_file(str(path), check) is None
         assert str(path) in str(caught[0].message) and words in str(caught[0].message), (text, caught[0].message)
     for record, words in [({}, "not the cell of this key"), ({**good, "key": "0" * 16}, "not the cell of this key"),
-                          ({k: v for k, v in good.items() if k != "summary"}, "no 'summary'")]:
+                          ({k: v for k, v in good.items() if k != "summary"}, "no 'summary'"),
+                          # a result its kind's reader refuses: not read half, computed again
+                          ({**good, "summary": {}}, "not a stored SBC result"),
+                          ({**good, "summary": {**summary, "format": 99}}, "written by a newer zoo")]:
         write_signed_json(record, path, STUDY_CELL)
         with pytest.warns(UserWarning, match="damaged cell file") as caught:
             assert St.read_cell_file(str(path), check) is None
@@ -328,7 +336,9 @@ def tiny_run_cell(cell, out_dir, *engine_time_limit):
     import os
 
     from zoo.validation.base.atomic import write_json_atomic
-    from zoo.validation.runs.study import cell_path
+    from zoo.validation.runs.sbc_result import SBCResult
+    from zoo.validation.runs.sbc_simulation import SBCSettings
+    from zoo.validation.runs.study import CellResult, cell_path
 
     p = cell.params
     markers = os.path.join(out_dir, "markers")
@@ -336,9 +346,10 @@ def tiny_run_cell(cell, out_dir, *engine_time_limit):
     open(os.path.join(markers, f"{p['replicate']}-{os.getpid()}"), "w").close()
     if p["replicate"] > 0:
         3 ** (10 ** 9)
-    out = {"kind": cell.kind, "cell": p, "key": cell.key(), "seconds": 0.0,
-           "summary": {"status": "calibrated", "reason": "test-only", "counts": {}}}
-    write_json_atomic(out, cell_path(out_dir, cell))
+    out = CellResult(cell, cell.key(), 0.0, result=SBCResult(model=p["model"], engine=p["engine"],
+                                                             settings=SBCSettings(n_sims=p["sims"]),
+                                                             status="calibrated", reason="test-only"))
+    write_json_atomic(out.to_json(), cell_path(out_dir, cell))
     return out
 
 
@@ -451,14 +462,14 @@ def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_p
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         out = St.run_study(config, tmp_path / "out", client=client, progress=False)
-    labels = dict(out["failed"])
+    labels = dict(out.failed)
     assert set(labels) == {"compare pcvm ripley split 0", "defects pcvm ep"}
     assert labels["compare pcvm ripley split 0"].startswith("ValueError: ") and "width" in labels[
         "compare pcvm ripley split 0"]
     assert labels["defects pcvm ep"].startswith("RuntimeError: the worker's disk vanished (after Dask's retries")
     assert len(tries) == 3  # Dask's two retries of the non-deterministic error; the ValueError ran once
-    sbc = next(c for c in out["cells"] if c["kind"] == "sbc")
-    assert "summary" in sbc and "failed" not in sbc
+    sbc = next(c for c in out.cells if c.kind == "sbc")
+    assert sbc.result.status in ("calibrated", "miscalibrated", "too few simulations to call") and sbc.failed is None
     text = open(report_study(out)).read()
     assert "## Failed cells (2 of 3)" in text and "## SBC" in text
     assert "| compare pcvm ripley split 0 | ValueError: " in text
@@ -467,8 +478,10 @@ def test_a_bad_cell_is_reported_with_its_reason_and_the_other_cells_finish(tmp_p
 
 
 def test_zoo_study_says_which_cells_failed_and_exits_1(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("zoo.cli.run_study", lambda *a, **k: {
-        "ran": 3, "reused": 0, "failed": [("compare pcvm ripley split 0", "ValueError: bad")]})
+    failed = St.CellResult(St.Cell("compare", St.frozen_params({"model": "pcvm", "data": "ripley", "split": 0})),
+                           "key", None, failed="ValueError: bad")
+    monkeypatch.setattr("zoo.cli.run_study", lambda *a, **k: St.StudyResult(
+        config={}, cells=(failed,), ran=3, reused=0, out_dir=str(tmp_path / "out")))
     monkeypatch.setattr("zoo.cli.report_study", lambda out: "r.md")
     monkeypatch.setattr("zoo.cli._start_compiling", lambda folders: None)
     (tmp_path / "s.toml").write_text(TINY)

@@ -27,7 +27,7 @@ from zoo.validation.runs import battery as D
 from zoo.validation.runs import study as study_module
 from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.engines import engine_label, resolve_entry, user_modules
-from zoo.validation.runs.sbc import run_sbc
+from zoo.validation.runs.sbc import SBCConfig, run_sbc
 from zoo.validation.runs.sbc_simulation import SBCSettings
 from zoo.validation.runs.study import expand
 
@@ -182,12 +182,12 @@ def test_a_user_engine_in_a_study_is_checked_and_its_code_keys_the_cell(tmp_path
 
 
 def test_a_user_engine_through_sbc_fails_each_simulation_with_its_line(tmp_path):
-    summary = run_sbc("pcvm", "user_engines:returns_dict", settings=SBCSettings(n_sims=10, n_draws=9),
-                      out_dir=tmp_path, problem_kwargs={"n": 30, "n_basis": 3})
-    assert summary["counts"]["failed"] == 10 and summary["status"] == "not applicable"
-    assert summary["failure_messages"] == [
+    summary = run_sbc(SBCConfig("pcvm", "user_engines:returns_dict", settings=SBCSettings(n_sims=10, n_draws=9), problem={"n": 30, "n_basis": 3}),
+                      out_dir=tmp_path)
+    assert summary.counts.failed == 10 and summary.status == "not applicable"
+    assert summary.failure_messages == (
         "EngineReturnError: user_engines:returns_dict returned builtins.dict, not a zoo Posterior "
-        "(GaussianPosterior, DrawsPosterior or PointPosterior from zoo.inference.posterior)"]
+        "(GaussianPosterior, DrawsPosterior or PointPosterior from zoo.inference.posterior)",)
 
 
 def test_resolve_entry_of_a_model_engine_is_the_registry_entry():
@@ -201,12 +201,13 @@ def test_a_user_engine_through_the_defect_battery(tmp_path):
     test_defects.py): the SBC runs of the intact and the broken user engine go by its
     module:function name, and its broken return value is each run's failure."""
     settings = D.BatterySettings(n_datasets=0, sbc_replicates=1, sbc_sims=10, problem=(("n", 30), ("n_basis", 3)))
-    out = D.run_battery("pcvm", "user_engines:returns_dict", ["cov x 2"], settings=settings, out_dir=tmp_path)
-    sbc = {r["defect"]: r for r in out["rows"] if r["detector"] == "sbc"}
-    assert set(sbc) == {D.INTACT, "cov x 2"} and all(r["trials"] == 0 and r["failed_fits"] == 1 for r in sbc.values())
+    out = D.run_battery(D.BatteryConfig("pcvm", "user_engines:returns_dict", ["cov x 2"], settings=settings),
+                        out_dir=tmp_path)
+    sbc = {r.defect: r for r in out.rows if r.detector == "sbc"}
+    assert set(sbc) == {D.INTACT, "cov x 2"} and all(r.trials == 0 and r.failed_fits == 1 for r in sbc.values())
     assert any(p.name.startswith("battery-pcvm-user_engines--returns_dict-") for p in tmp_path.iterdir())
     with pytest.raises(ValueError, match="'module:function'"):
-        D.run_battery("pcvm", user_engines.shrunk, settings=settings, out_dir=tmp_path)
+        D.run_battery(D.BatteryConfig("pcvm", user_engines.shrunk, settings=settings), out_dir=tmp_path)
 
 
 def _returns_none(spec, Phi, y, *, config=None):
@@ -235,6 +236,6 @@ def test_sbc_of_a_broken_user_engine_says_what_it_returned(fit, says):
     """No traceback and no ranks of garbage: every simulation fails with the return check's
     line, and the SBC verdict's reason carries it (all-NaN draws are not ranked and called
     "too narrow")."""
-    summary = run_sbc("pcvm", fit, settings=SBCSettings(n_sims=10, n_draws=19))
-    assert summary["status"] == "not applicable" and summary["counts"]["failed"] == 10
-    assert "the fits failed with: EngineReturnError: " in summary["reason"] and says in summary["reason"]
+    summary = run_sbc(SBCConfig("pcvm", fit, settings=SBCSettings(n_sims=10, n_draws=19)))
+    assert summary.status == "not applicable" and summary.counts.failed == 10
+    assert "the fits failed with: EngineReturnError: " in summary.reason and says in summary.reason

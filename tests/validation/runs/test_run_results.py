@@ -1,0 +1,118 @@
+"""The typed results of SBC, the defect battery and a study's cells: frozen, written and read
+back as the same object, and a stored one of a layout this zoo does not read refused with
+one line naming why (never read in half)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (float64)
+from zoo.validation.judge.rank_uniformity import conjugate_normal_ranks
+from zoo.validation.runs.battery_result import BatteryResult, BatteryRow, load_batteries
+from zoo.validation.runs.sbc import rank_summary
+from zoo.validation.runs.sbc_result import SBC_RESULT_FORMAT, SBCCounts, SBCResult
+from zoo.validation.runs.sbc_simulation import SBCSettings
+from zoo.validation.runs.study import Cell, CellResult, StudyResult, expand, frozen_params
+
+from repository import REPO as REPOSITORY
+
+
+@pytest.fixture(scope="module")
+def sbc_result() -> SBCResult:
+    ranks = conjugate_normal_ranks(np.random.default_rng(3), 60, 19, 2, sd_factor=0.5, defective=1)
+    return rank_summary(ranks, ["a", "b"], 19, model="conjugate normal", engine="half the sd in b")
+
+
+def test_an_sbc_result_reads_back_as_itself_through_json(sbc_result):
+    stored = json.loads(json.dumps(sbc_result.to_json()))  # what a file holds
+    assert stored["format"] == SBC_RESULT_FORMAT
+    again = SBCResult.from_json(stored)
+    assert again == sbc_result
+    assert again.to_json() == stored
+    assert isinstance(again.counts, SBCCounts) and isinstance(again.settings, SBCSettings)
+    assert again.quantity_names == ["a", "b"] and again.applicable
+
+
+def test_an_sbc_result_cannot_be_changed_in_place(sbc_result):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sbc_result.status = "calibrated"
+    with pytest.raises(TypeError):
+        sbc_result.uniformity["status"] = "calibrated"  # the judge's view too, all the way down
+    with pytest.raises(TypeError):
+        sbc_result.uniformity["quantities"][0]["inside"] = True
+    assert isinstance(sbc_result.ranks, tuple)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: {**d, "format": SBC_RESULT_FORMAT + 1}, "written by a newer zoo"),
+    (lambda d: {**d, "format": "1"}, "its format is '1', not an integer"),
+    (lambda d: {**d, "verdict_v2": {}}, "unknown part(s) 'verdict_v2'"),
+    (lambda d: {k: v for k, v in d.items() if k != "status"}, "lacks 'status'"),
+    (lambda d: {**d, "counts": {**d["counts"], "extra": 1}}, "not a stored SBC result"),
+    (lambda d: [d], "not a JSON object"),
+])
+def test_a_stored_sbc_result_this_zoo_cannot_read_is_refused_with_the_reason(sbc_result, change, words):
+    with pytest.raises(ValueError, match="SBC result") as caught:
+        SBCResult.from_json(change(sbc_result.to_json()))
+    assert words in str(caught.value)
+
+
+def test_an_sbc_summary_stored_before_results_were_typed_reads_as_format_1(sbc_result):
+    """A study cell or sbc.json written before the stamp: the same keys, no "format"."""
+    old = {k: v for k, v in sbc_result.to_json().items() if k != "format"}
+    assert SBCResult.from_json(old) == sbc_result
+
+
+@pytest.mark.parametrize("name", ["defect_battery.json", "distribution_battery.json"])
+def test_the_stored_batteries_read_whole_and_write_back_the_same(name):
+    path = REPOSITORY / "benchmarks" / "results" / name
+    stored = json.loads(path.read_text())
+    batteries = load_batteries(path)
+    assert set(batteries) == set(stored)
+    for label, battery in batteries.items():
+        assert battery.to_json() == {"format": 1, **stored[label]}, label
+        assert BatteryResult.from_json(battery.to_json()) == battery
+        assert all(isinstance(r, BatteryRow) for r in battery.rows)
+    # the note one battery carries is kept, not dropped
+    assert any(b.note for b in batteries.values()) == any("note" in b for b in stored.values())
+
+
+def test_a_battery_with_a_part_this_zoo_does_not_know_is_refused(tmp_path):
+    battery = next(iter(load_batteries(REPOSITORY / "benchmarks" / "results" / "defect_battery.json").values()))
+    d = battery.to_json()
+    with pytest.raises(ValueError, match="a row .*unexpected keyword argument 'flagged'"):
+        BatteryResult.from_json({**d, "rows": [{**d["rows"][0], "flagged": 1}]})
+    with pytest.raises(ValueError, match="unknown part"):
+        BatteryResult.from_json({**d, "rates": []})
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"mine": {**d, "format": 7}}))
+    with pytest.raises(ValueError, match=r"b\.json: mine: a stored defect battery of format 7"):
+        load_batteries(path)
+    assert battery.row("sbc", "intact engine") is not None and battery.row("sbc", "nothing") is None
+
+
+def test_a_study_cell_reads_back_as_the_result_its_kind_returns(sbc_result):
+    cell = expand({"sbc": [{"model": "pcvm", "engines": ["ep"], "sims": 10, "draws": 9}]})[0]
+    done = CellResult(cell, cell.key(), 1.5, result=sbc_result)
+    stored = json.loads(json.dumps(done.to_json()))
+    assert set(stored) == {"kind", "cell", "key", "seconds", "summary"}  # the cell file's layout
+    again = CellResult.from_json(stored)
+    assert again == done and isinstance(again.result, SBCResult)
+    failed = CellResult(cell, cell.key(), None, failed="ValueError: bad")
+    assert CellResult.from_json(failed.to_json()) == failed
+    with pytest.raises(ValueError, match="either a result or the reason"):
+        CellResult(cell, cell.key(), 1.0)
+    with pytest.raises(ValueError, match="kind 'poll', which this zoo does not run"):
+        CellResult.from_json({**stored, "kind": "poll"})
+    with pytest.raises(ValueError, match="written by a newer zoo"):
+        CellResult.from_json({**stored, "summary": {**stored["summary"], "format": 2}})
+
+
+def test_a_study_result_names_its_failed_cells():
+    cell = Cell("compare", frozen_params({"model": "pcvm", "data": "ripley", "split": 1}))
+    result = StudyResult(config={}, cells=(CellResult(cell, "k", None, failed="ValueError: bad"),), ran=1,
+                         reused=0, out_dir="out")
+    assert result.failed == [("compare pcvm ripley split 1", "ValueError: bad")]

@@ -1,0 +1,120 @@
+"""What an SBC or posterior SBC run returns: :class:`SBCResult`, frozen and typed, with its
+counts in :class:`SBCCounts`; ``to_json`` / ``from_json`` in a versioned layout
+(``base/result_format.py``), so that a result stored by a study is read back as the same
+object, or refused with a reason.
+
+The judge's views of the ranks (the uniformity test, what the run could detect, coverage,
+contraction: ``validation/judge/rank_uniformity.py``, ``rank_power.py``, ``sbc_verdict.py``)
+are the judge's own JSON, kept as read-only mappings: their keys are documented where the
+judge makes them, and the report wing (``validation/report/sbc_report.py``) reads them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from ..base.result_format import check_format, check_parts, frozen, stamp, thawed
+from ..judge.sbc_verdict import NOT_APPLICABLE
+from .sbc_simulation import SBCSettings
+
+#: the layout of a stored SBC result; bump it when a field changes meaning
+SBC_RESULT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SBCCounts:
+    """How a run's simulations went: ``n_sims`` in all, ``ok`` ranked, ``failed`` fits (not
+    ranked), ``point`` estimates (no draws to rank), ``redraws`` prior draws discarded,
+    ``not_converged`` fits that said so, and the median seconds of one fit (None without)."""
+
+    n_sims: int
+    ok: int
+    failed: int
+    point: int
+    redraws: int
+    not_converged: int
+    fit_seconds_median: float | None
+
+
+@dataclass(frozen=True)
+class SBCResult:
+    """One SBC (or posterior SBC) run of one engine on one model.
+
+    status: ``calibrated``, ``miscalibrated``, ``too few to call`` or ``not applicable``
+    (validation/judge/sbc_verdict.py), with ``reason`` in words (ending with what the run could
+    detect). kind: None for SBC from the prior, ``"posterior SBC"`` for posterior SBC (then
+    ``conditioning`` says on what). settings: the run's :class:`SBCSettings`. design: the
+    simulated design's sizes and the problem's keywords; spec: the frozen model judged (its
+    JSON); variant: the model variant the engine approximates (None: the model itself).
+    counts, failure_messages: how the fits went. uniformity, power, coverage, contraction:
+    the judge's views of the ranks (read-only JSON); glossary: what each ranked quantity is;
+    ranks: (simulations, quantities). key, folder, reused, wall_seconds: where its
+    simulations are stored, how many a rerun reused, and the seconds it ran. A run that did
+    not start (no proper prior, an engine SBC does not apply to) has a status and a reason
+    and little else."""
+
+    model: str
+    engine: str
+    settings: SBCSettings
+    status: str
+    reason: str
+    kind: str | None = None
+    variant: str | None = None
+    design: Mapping[str, Any] | None = None
+    spec: Mapping[str, Any] | None = None
+    conditioning: Mapping[str, Any] | None = None
+    counts: SBCCounts | None = None
+    failure_messages: tuple[str, ...] = ()
+    uniformity: Mapping[str, Any] | None = None
+    power: Mapping[str, Any] | None = None
+    glossary: Mapping[str, str] = field(default_factory=dict)
+    ranks: tuple[tuple[int, ...], ...] | None = None
+    coverage: Mapping[str, Any] | None = None
+    contraction: Mapping[str, Any] | None = None
+    key: str | None = None
+    folder: str | None = None
+    reused: int = 0
+    wall_seconds: float | None = None
+
+    def __post_init__(self):
+        # the JSON parts frozen all the way down, whatever the caller handed in
+        for name in ("design", "spec", "conditioning", "uniformity", "power", "glossary", "coverage",
+                     "contraction", "ranks", "failure_messages"):
+            object.__setattr__(self, name, frozen(getattr(self, name)))
+
+    @property
+    def applicable(self) -> bool:
+        """Whether the run ranked anything: False for ``not applicable``."""
+        return self.status != NOT_APPLICABLE
+
+    @property
+    def quantity_names(self) -> list[str]:
+        """The ranked quantities, in the order of the ranks' columns ([] without a test)."""
+        return [q["name"] for q in self.uniformity["quantities"]] if self.uniformity else []
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON object, stamped with :data:`SBC_RESULT_FORMAT`."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["settings"] = asdict(self.settings)
+        d["counts"] = None if self.counts is None else asdict(self.counts)
+        return stamp(thawed(d), SBC_RESULT_FORMAT)
+
+    @classmethod
+    def from_json(cls, d: Any) -> "SBCResult":
+        """The result a stored JSON object holds; ValueError in one line naming what is wrong
+        (a newer or unknown format, a part this zoo does not know, a missing one)."""
+        check_format(d, "SBC result", current=SBC_RESULT_FORMAT,
+                     required=("model", "engine", "settings", "status", "reason"))
+        known = {f.name for f in fields(cls)}
+        check_parts(d, "SBC result", known)
+        kw = {k: v for k, v in d.items() if k in known}
+        try:
+            kw["settings"] = SBCSettings(**d["settings"])
+            if d.get("counts") is not None:
+                kw["counts"] = SBCCounts(**d["counts"])
+        except TypeError as err:
+            raise ValueError(f"not a stored SBC result: {err}") from None
+        return cls(**kw)
+
+
+__all__ = ["SBCResult", "SBCCounts", "SBC_RESULT_FORMAT"]

@@ -52,17 +52,9 @@ from zoo.validation.judge.modes import basins
 from zoo.validation.judge.verdict import verdict
 from zoo.validation.records import registry
 from zoo.validation.runs.compare import timed_fit
-from zoo.validation.runs.reference_table import (
-    agreement_text,
-    ess_rate_text,
-    fmt,
-    load_or_run,
-    machine,
-    median_agreement,
-    reference_used_text,
-    run_every_sampler,
-    tried_text,
-)
+from zoo.validation.report.reference_table_report import (agreement_text, ess_rate_text, fmt, reference_used_text,
+                                                          tried_text)
+from zoo.validation.runs.reference_table import load_or_run, machine, median_agreement, run_every_sampler
 
 MODEL = "bblr"
 DATA = ("pima", "liver", "breast_wisconsin", "heart")

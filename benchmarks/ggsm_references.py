@@ -46,12 +46,8 @@ import zoo
 from zoo.models.ggsm_probit import Q_GRID
 from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
 from zoo.validation.runs.compare import CompareConfig, compare, default_references
-from zoo.validation.runs.reference_table import (
-    load_or_run,
-    median_agreement,
-    tried_record,
-    tried_text,
-)
+from zoo.validation.report.reference_table_report import tried_text
+from zoo.validation.runs.reference_table import load_or_run, median_agreement, tried_record
 
 PRIORS = {"proper": {"a": 1.0, "b": 1.0}, "paper": {"a": 1e-3, "b": 1e-3}}
 DESIGNS = ("ggig_linear", "ggig_linear_weak")

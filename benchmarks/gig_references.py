@@ -35,7 +35,8 @@ import numpy as np
 import zoo
 from zoo.validation.base.atomic import write_text_atomic
 from zoo.validation.runs.compare import CompareConfig, compare, default_references
-from zoo.validation.runs.reference_table import load_or_run, tried_record, tried_text
+from zoo.validation.report.reference_table_report import tried_text
+from zoo.validation.runs.reference_table import load_or_run, tried_record
 
 K_GRID = (1.0, 0.5, 0.1, 0.01, 1e-6)
 N_RELEVANT = 10  # Horii's beta* = (0 x 90, 2 x 10): the last ten coefficients

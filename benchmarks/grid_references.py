@@ -47,17 +47,9 @@ from zoo.validation.judge.metrics import posterior_metrics
 from zoo.validation.judge.verdict import verdict
 from zoo.validation.records import registry
 from zoo.validation.runs.compare import timed_fit
-from zoo.validation.runs.reference_table import (
-    agreement_text,
-    ess_rate_text,
-    fmt,
-    load_or_run,
-    machine,
-    median_agreement,
-    reference_used_text,
-    run_every_sampler,
-    tried_text,
-)
+from zoo.validation.report.reference_table_report import (agreement_text, ess_rate_text, fmt, reference_used_text,
+                                                          tried_text)
+from zoo.validation.runs.reference_table import load_or_run, machine, median_agreement, run_every_sampler
 
 MODEL = "grid-rvm"
 CASES = {"digits": ("digits_even_odd", {}), "esl": ("esl_mixture", {}), "esl-noise2": ("esl_mixture", {"noise": 2})}

@@ -2,12 +2,15 @@
 beside the published ones.
 
     from zoo import reproductions as reproduce
+    from zoo.validation.report.reproduction_report import write_reproduction_report
     reproduce.ENTRIES                      # name -> Entry
-    reproduce.run("ggig-table1", out="zoo-reproduce", reps=3, jobs=2)
+    result = reproduce.run(reproduce.ReproductionConfig("ggig-table1", reps=3), out="zoo-reproduce", jobs=2)
+    write_reproduction_report(result)      # <out>/ggig-table1/table.md
 
-Each entry writes ``<out>/<entry name>/table.md`` and ``table.json`` (our numbers, the
-paper's, and a reproduced / NOT reproduced marker with its criterion) and keeps its
-finished units of work in ``<out>/<entry name>/cells/`` (see :mod:`.cells`), so an
+A run returns a ``ReproductionResult`` (``validation/runs/reproduction_result.py``: our numbers,
+the paper's, and a reproduced / NOT reproduced marker with its criterion) and stores it as
+``<out>/<entry name>/table.json``; the report wing writes ``table.md`` from it. Each entry keeps
+its finished units of work in ``<out>/<entry name>/cells/`` (see :mod:`.cells`), so an
 interrupted run resumes where it stopped. Cells depend on the options that shape them
 (sizes, grids, seed) through their keys; changing ``--reps`` only adds or reuses cells.
 """
@@ -18,15 +21,19 @@ import numbers
 import os
 import sys
 import time
-from typing import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
-from ..validation.base.atomic import write_json_atomic, write_text_atomic
+from ..validation.base.atomic import write_json_atomic
 from ..validation.runs.limits import REPETITIONS
+from ..validation.runs.reproduction_result import ReproductionResult
 from . import bblr_fig7, bblr_kernel, bblr_table14, bblr_uci, bblr_w1a, ggig, gridrvm, horii
 from .cells import CellsFailed, CellStore, CellTask
 from .entry import Entry, Option, RunContext
 
-__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "get_entry", "check", "run", "CellStore", "CellTask", "CellsFailed"]
+__all__ = ["Option", "Entry", "ENTRIES", "RunContext", "ReproductionConfig", "ReproductionResult", "get_entry", "check",
+           "run", "CellStore", "CellTask", "CellsFailed"]
 
 
 def _entries() -> dict[str, Entry]:
@@ -74,23 +81,46 @@ def check(name: str, *, reps: int | None = None, jobs: int = 1, seed: int = 0, *
     return entry, reps, entry.checked(reps, options)
 
 
-def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs: int = 1, seed: int = 0,
-        jax_cache: str | None = None, log: Callable[[str], None] | None = None, progress: bool = False,
-        device: str | None = None, **options) -> dict:
-    """Run entry ``name``; write ``<out>/<name>/table.md`` and ``table.json``.
+@dataclass(frozen=True)
+class ReproductionConfig:
+    """One reproduction, described: the ``entry``'s name, its repetitions (None: the entry's
+    default), the run's seed, and the entry's own ``options`` (CLI text or Python values; see
+    ``ENTRIES[entry].options``; missing ones take their defaults). Checked when made
+    (:func:`check`): ValueError in one line naming the problem, before anything runs."""
 
-    ``options`` are the entry's own (see ``ENTRIES[name].options``); missing ones take
-    their defaults. jobs > 1: the cells run on a Dask LocalCluster of that many worker
-    processes (see :mod:`.cells`), whose workers share the JAX compilation cache
-    ``jax_cache`` if given. progress: a progress bar with an ETA on stderr. device: where
-    the run computed, in words (``zoo.devices.describe``), stated under the settings. Returns the
-    table.json object plus "files" (the paths written). Raises ValueError for an unknown
-    entry, an unknown option or a bad value. Cells that raise do not end the run: the
-    other cells of their step finish and are kept, and the table files say which cells
-    failed and why (``"complete": False``, ``"failed"``: cell and reason) in place of the
-    table (see :class:`.cells.CellsFailed`).
+    entry: str
+    reps: int | None = None
+    seed: int = 0
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        self.checked()
+
+    def checked(self, jobs: int = 1) -> tuple[Entry, int, dict]:
+        """(the entry, its repetitions, its options parsed), as :func:`check` gives them."""
+        return check(self.entry, reps=self.reps, jobs=jobs, seed=self.seed, **self.options)
+
+
+def run(config: ReproductionConfig, *, out: str = "zoo-reproduce", jobs: int = 1, jax_cache: str | None = None,
+        log: Callable[[str], None] | None = None, progress: bool = False,
+        device: str | None = None) -> ReproductionResult:
+    """Run the reproduction ``config`` describes; store its result as ``<out>/<entry>/table.json``.
+
+    jobs > 1: the cells run on a Dask LocalCluster of that many worker processes (see
+    :mod:`.cells`), whose workers share the JAX compilation cache ``jax_cache`` if given.
+    progress: a progress bar with an ETA on stderr. device: where the run computed, in words
+    (``zoo.devices.describe``), stated under the settings. Returns the
+    :class:`ReproductionResult`; its report (``table.md``) is written by
+    ``validation/report/reproduction_report.write_reproduction_report``. Raises ValueError
+    for a bad --jobs. Cells that raise do not end the run: the other cells of their step
+    finish and are kept, and the result says which cells failed and why (``complete`` False,
+    ``failed``: cell and reason) in place of the table (see :class:`.cells.CellsFailed`).
     """
-    entry, reps, parsed = check(name, reps=reps, jobs=jobs, seed=seed, **options)
+    if not isinstance(config, ReproductionConfig):
+        raise TypeError(f"run takes a ReproductionConfig, got {type(config).__name__}")
+    entry, reps, parsed = config.checked(jobs)
+    name, seed = config.entry, config.seed
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out_dir = os.path.join(os.fspath(out), name)
     module, _, func = entry.run.partition(":")
@@ -103,27 +133,13 @@ def run(name: str, *, out: str = "zoo-reproduce", reps: int | None = None, jobs:
             table = getattr(importlib.import_module(module), func)(ctx)
         except CellsFailed as err:
             table = _incomplete_table(err)
-    wall = time.perf_counter() - t0
-    settings = {"reps": reps, "seed": int(seed), "jobs": jobs, **parsed}
-    header = [
-        f"# {name}: our numbers beside the paper's",
-        "",
-        entry.description,
-        "",
-        "Settings of this run: " + ", ".join(f"{k} = {_show(v)}" for k, v in settings.items()),
-        f"(defaults: {entry.default_sizes}).",
-        f"Cells: {store.computed} computed in this run, {store.reused} found on disk; wall time of this "
-        f"run {wall:.0f} s with {jobs} job(s).",
-        *([f"Computed on: {device}."] if device else []),
-        "",
-    ]
-    result = {"entry": name, "settings": settings, "defaults": entry.default_sizes,
-              "cells_computed": store.computed, "cells_reused": store.reused,
-              "wall_seconds_this_run": wall, **({"device": device} if device else {}), **table["json"]}
-    files = {"table.md": os.path.join(out_dir, "table.md"), "table.json": os.path.join(out_dir, "table.json")}
-    write_text_atomic(files["table.md"], "\n".join(header) + table["markdown"].rstrip() + "\n")
-    write_json_atomic(result, files["table.json"])
-    return {**result, "files": files}
+    result = ReproductionResult(
+        entry=name, description=entry.description, settings={"reps": reps, "seed": int(seed), "jobs": jobs, **parsed},
+        defaults=entry.default_sizes, cells_computed=store.computed, cells_reused=store.reused,
+        wall_seconds_this_run=time.perf_counter() - t0, markdown=table["markdown"], table=table["json"],
+        device=device, folder=out_dir)
+    write_json_atomic(result.to_json(), os.path.join(out_dir, "table.json"))
+    return result
 
 
 def _incomplete_table(err: CellsFailed) -> dict:
@@ -138,7 +154,3 @@ def _incomplete_table(err: CellsFailed) -> dict:
                 "| cell | reason |\n|---|---|\n" + rows + "\n")
     return {"markdown": markdown,
             "json": {"complete": False, "failed": [{"cell": key, "reason": reason} for key, reason in err.failed]}}
-
-
-def _show(v) -> str:
-    return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v) if isinstance(v, list) else str(v)

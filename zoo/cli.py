@@ -47,6 +47,7 @@ from zoo.validation.runs.engines import resolve_entry
 from zoo.validation.runs.fence import DEFAULT_ENGINE_TIME_LIMIT
 from zoo.validation.runs.limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DESIGN_POINTS, DRAWS, SIMULATIONS,
                                         check_count)
+from zoo.validation.report.reproduction_report import write_reproduction_report
 from zoo.validation.report.study_report import report_study
 from zoo.validation.report.sbc_report import (plot_sbc, plot_sbc_views, sbc_design_words, sbc_glossary,
                                               write_sbc_report)
@@ -249,21 +250,22 @@ def _cmd_reproduce(args) -> int:
         # --reps, --seed and the entry's options against what its protocol takes (sizes its
         # CV needs, splits its data have), before any cell runs and before the folders are
         # checked (reproduce.run checks them again); the folders are only written after the cells
-        reproduce.check(args.entry, reps=args.reps, jobs=args.jobs, seed=args.seed, **options)
+        config = reproduce.ReproductionConfig(args.entry, reps=args.reps, seed=args.seed, options=options)
+        config.checked(args.jobs)
         device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
-        result = reproduce.run(args.entry, out=args.out, reps=args.reps, jobs=args.jobs, seed=args.seed,
-                               jax_cache=jax_cache, progress=not args.no_progress and bars_fit(sys.stderr),
-                               device=devices.describe(device), **options)
+        result = reproduce.run(config, out=args.out, jobs=args.jobs, jax_cache=jax_cache,
+                               progress=not args.no_progress and bars_fit(sys.stderr), device=devices.describe(device))
     except ValueError as err:
         print(f"zoo reproduce {args.entry}: error: {err}", file=sys.stderr)
         return 2
-    with open(result["files"]["table.md"], encoding="utf-8") as fh:
+    report = write_reproduction_report(result)
+    with open(report, encoding="utf-8") as fh:
         print(fh.read())
-    print(f"table: {result['files']['table.md']} and {result['files']['table.json']}")
-    for failed in result.get("failed", []):  # the run went on past them; its status says so at the end
-        print(f"zoo reproduce {args.entry}: cell failed: {failed['cell']}: {failed['reason']}", file=sys.stderr)
-    return 1 if result.get("failed") else 0
+    print(f"table: {report} and {os.path.join(result.folder, 'table.json')}")
+    for cell, reason in result.failed:  # the run went on past them; its status says so at the end
+        print(f"zoo reproduce {args.entry}: cell failed: {cell}: {reason}", file=sys.stderr)
+    return 1 if result.failed else 0
 
 
 def _non_negative_seconds(text: str) -> float:

@@ -71,10 +71,11 @@ def test_every_computing_command_takes_the_device():
 
 def test_the_study_report_names_the_device(tmp_path):
     from zoo.validation.report.study_report import write_study_report
+    from zoo.validation.runs.study import StudyConfig
 
-    path = write_study_report({"name": "s"}, [], str(tmp_path), device="cpu (auto: small posteriors)")
+    path = write_study_report(StudyConfig("s", {}), [], str(tmp_path), device="cpu (auto: small posteriors)")
     assert "Device: cpu (auto: small posteriors)" in open(path).read()
-    path = write_study_report({"name": "s"}, [], str(tmp_path))
+    path = write_study_report(StudyConfig("s", {}), [], str(tmp_path))
     assert "Device:" not in open(path).read()
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from zoo import cli
 from zoo import reproductions as reproduce
+from zoo.validation.report.reproduction_report import write_reproduction_report
 from zoo.reproductions import bblr_fig7, bblr_table14
 
 QUIET = {"jobs": 1, "log": lambda msg: None}
@@ -44,8 +45,9 @@ def test_table14_tiny_run_judges_the_claims_from_its_own_numbers_and_resumes(tmp
     name = "bblr-table14"
     tiny = {"data": "statlog_heart", "max_train": 40, "svm_c_grid": "1", "svm_width_grid": "2",
             "kbblr_lam_grid": "1,10"}
-    result = reproduce.run(name, out=str(tmp_path), reps=2, **QUIET, **tiny)
-    assert result["cells_computed"] == 2 * 3  # splits x (BBLR2, SVM, KBBLR)
+    result = reproduce.run(reproduce.ReproductionConfig(name, reps=2, options=tiny), out=str(tmp_path), **QUIET)
+    assert result.cells_computed == 2 * 3  # splits x (BBLR2, SVM, KBBLR)
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (tmp_path / name / "table.md").read_text()
     stored = json.loads((tmp_path / name / "table.json").read_text())
     assert stored["paper"] == "lost" and md.count("(lost)") == 3
@@ -75,8 +77,8 @@ def test_table14_tiny_run_judges_the_claims_from_its_own_numbers_and_resumes(tmp
     # a Gaussian prior's mode: nonzero weights (the count the sparse prior's would be far below)
     assert all(c["n_nonzero"] >= c["n_large"] > 0 for c in kb)
 
-    again = reproduce.run(name, out=str(tmp_path), reps=2, **QUIET, **tiny)
-    assert again["cells_computed"] == 0 and again["claims"] == result["claims"]
+    again = reproduce.run(reproduce.ReproductionConfig(name, reps=2, options=tiny), out=str(tmp_path), **QUIET)
+    assert again.cells_computed == 0 and again.table["claims"] == result.table["claims"]
 
 
 def test_table14_paired_rule_on_known_differences():
@@ -99,10 +101,10 @@ def test_fig7_tiny_run_judges_the_curves_from_its_own_counts(tmp_path):
     verdicts are the slopes and fits recomputed here from the cells, and fig7.png is written."""
     name = "bblr-fig7"
     sizes = [30, 60, 120]
-    result = reproduce.run(name, out=str(tmp_path), reps=2, sizes="30,60,120", n_test=200, svm_c_grid="1",
-                           svm_width_grid="4", **QUIET)
-    assert result["cells_computed"] == 2 * 3 * 2
+    result = reproduce.run(reproduce.ReproductionConfig(name, reps=2, options={"sizes": "30,60,120", "n_test": 200, "svm_c_grid": "1", "svm_width_grid": "4"}), out=str(tmp_path), **QUIET)
+    assert result.cells_computed == 2 * 3 * 2
     stored = json.loads((tmp_path / name / "table.json").read_text())
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (tmp_path / name / "table.md").read_text()
     png = (tmp_path / name / "fig7.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
@@ -192,6 +194,6 @@ def test_fig7_subsets_are_nested_stratified_and_disjoint_from_the_test_set():
 ])
 def test_bad_options_are_refused_before_any_fit(tmp_path, name, reps, options, message):
     with pytest.raises(ValueError, match=message):
-        reproduce.run(name, out=str(tmp_path), reps=reps, **QUIET, **options)
+        reproduce.run(reproduce.ReproductionConfig(name, reps=reps, options=options), out=str(tmp_path), **QUIET)
     cells = tmp_path / name / "cells"
     assert not cells.exists() or not any(cells.iterdir())

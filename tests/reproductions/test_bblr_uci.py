@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from zoo import reproductions as reproduce
+from zoo.validation.report.reproduction_report import write_reproduction_report
 from zoo.reproductions import baselines, bblr_uci
 
 NAME = "bblr-uci"
@@ -18,7 +19,7 @@ TINY = {"data": "statlog_heart", "folds": 2, "lam_grid": "1", "noise": "far"}
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     out = tmp_path_factory.mktemp("bblr_uci")
-    result = reproduce.run(NAME, out=str(out), reps=1, jobs=1, log=lambda msg: None, **TINY)
+    result = reproduce.run(reproduce.ReproductionConfig(NAME, reps=1, options=TINY), out=str(out), jobs=1, log=lambda msg: None)
     return out, result
 
 
@@ -26,9 +27,10 @@ def tiny(tmp_path_factory):
 def test_tiny_run_writes_every_table_beside_the_paper(tiny):
     out, result = tiny
     folder = out / NAME
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (folder / "table.md").read_text()
     table = json.loads((folder / "table.json").read_text())
-    assert result["cells_computed"] == 1 + 2 * 2  # the training cell; clean and far x 2 folds
+    assert result.cells_computed == 1 + 2 * 2  # the training cell; clean and far x 2 folds
     assert table["conditions"] == ["clean", "far"] and table["n"] == {"statlog_heart": 270}
     # the paper's Heart numbers: Table 3 BBLR2, Table 5 BBLR3, Table 7 BBLR4, Table 8 noisy LR
     for number in ("| 26 |", "| 15.9 |", "| 15.2 |", "| 4.33 |"):
@@ -93,8 +95,8 @@ def test_noisy_points_are_training_points_and_the_rerun_fits_nothing(tiny):
             assert not set(c["noisy_points"]) & test
         for m in bblr_uci.TEST_METHODS:
             assert set(c["methods"][m]["wrong"]) <= test
-    again = reproduce.run(NAME, out=str(out), reps=1, jobs=1, log=lambda msg: None, **TINY)
-    assert again["cells_computed"] == 0 and again["cells_reused"] == result["cells_computed"]
+    again = reproduce.run(reproduce.ReproductionConfig(NAME, reps=1, options=TINY), out=str(out), jobs=1, log=lambda msg: None)
+    assert again.cells_computed == 0 and again.cells_reused == result.cells_computed
 
 
 def test_cv_folds_are_stratified_seeded_and_balanced():
@@ -142,12 +144,12 @@ def test_mcnemar_formula_and_bad_options():
     with pytest.raises(ValueError, match="data must be one of"):
         bblr_uci.pool("heart")
     with pytest.raises(ValueError, match="--noise must be comma-separated names from flip, far"):
-        reproduce.run(NAME, out="/nonexistent", reps=1, noise="gauss")
+        reproduce.run(reproduce.ReproductionConfig(NAME, reps=1, options={"noise": "gauss"}), out="/nonexistent")
     with pytest.raises(ValueError, match="--data must be comma-separated names from breast_wisconsin"):
-        reproduce.run(NAME, out="/nonexistent", reps=1, data="heart")
+        reproduce.run(reproduce.ReproductionConfig(NAME, reps=1, options={"data": "heart"}), out="/nonexistent")
     for bad in ("0", "-4", "inf", "four"):
         with pytest.raises(ValueError, match="--gamma must be a positive number; got"):
-            reproduce.run(NAME, out="/nonexistent", reps=1, gamma=bad)
+            reproduce.run(reproduce.ReproductionConfig(NAME, reps=1, options={"gamma": bad}), out="/nonexistent")
     with pytest.raises(ValueError, match="--folds must lie in 2..20"):
         bblr_uci.cv_folds(np.tile([0.0, 1.0], 10), 1, "liver", 0, 0)
 

@@ -55,9 +55,10 @@ def test_tables_mark_the_papers_claim_per_comparison_and_give_web8_no_verdict():
 def test_one_real_cell_on_the_shipped_split_and_its_resume(tmp_path):
     """LR alone (a few seconds): the predefined split's sizes, its test errors recomputed
     from the stored wrong points, and a rerun that fits nothing."""
-    run = dict(out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, methods="lr")
-    first = reproduce.run(NAME, **run)
-    assert first["cells_computed"] == 1
+    config = reproduce.ReproductionConfig(NAME, reps=1, options={"methods": "lr"})
+    run = dict(out=str(tmp_path), jobs=1, log=lambda msg: None)
+    first = reproduce.run(config, **run)
+    assert first.cells_computed == 1
     table = json.loads((tmp_path / NAME / "table.json").read_text())
     assert (table["n_train"], table["n_test"]) == (2477, 47272)
     (row,) = table["test"]
@@ -65,12 +66,12 @@ def test_one_real_cell_on_the_shipped_split_and_its_resume(tmp_path):
     assert row["errors"] == len(cell["wrong"]) and row["percent"] == pytest.approx(100 * len(cell["wrong"]) / 47272)
     # better than predicting the majority class everywhere (w1a.t: 2.98 % positives)
     assert row["percent"] < table["majority_error_percent"]
-    again = reproduce.run(NAME, **run)
-    assert again["cells_computed"] == 0
+    again = reproduce.run(config, **run)
+    assert again.cells_computed == 0
 
 
 def test_bad_options_are_named(tmp_path):
     with pytest.raises(ValueError, match="--reps must be 1"):
-        reproduce.run(NAME, out=str(tmp_path), reps=2, jobs=1, log=lambda msg: None, methods="lr")
+        reproduce.run(reproduce.ReproductionConfig(NAME, reps=2, options={"methods": "lr"}), out=str(tmp_path), jobs=1, log=lambda msg: None)
     with pytest.raises(ValueError, match="methods"):
-        reproduce.run(NAME, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, methods="nb")
+        reproduce.run(reproduce.ReproductionConfig(NAME, reps=1, options={"methods": "nb"}), out=str(tmp_path), jobs=1, log=lambda msg: None)

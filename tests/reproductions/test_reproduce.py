@@ -12,6 +12,7 @@ from processes import driver_text, signal_and_watch, start_driver, wait_until
 
 from zoo import cli
 from zoo import reproductions as reproduce
+from zoo.validation.report.reproduction_report import write_reproduction_report
 
 from repository import REPO
 
@@ -40,12 +41,14 @@ def test_registry_lists_the_ggig_and_horii_entries(capsys):
 @pytest.mark.parametrize("name", ENTRY_NAMES)
 @pytest.mark.long
 def test_tiny_run_writes_table_beside_the_paper_and_resumes(name, tmp_path):
-    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **TINY[name])
+    result = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options=TINY[name]), out=str(tmp_path), jobs=1, log=lambda msg: None)
     folder = tmp_path / name
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (folder / "table.md").read_text()
     table = json.loads((folder / "table.json").read_text())
     assert table["entry"] == name and table["settings"]["reps"] == 1
-    assert result["cells_computed"] > 0 and result["cells_reused"] == 0
+    assert reproduce.ReproductionResult.from_json(table) == result  # table.json reads back as the result
+    assert result.cells_computed > 0 and result.cells_reused == 0
     # every entry marks its numbers; "reproduced" alone would also match "NOT reproduced"
     verdicts = re.findall(r"NOT reproduced|(?<!NOT )reproduced|not run", md)
     assert verdicts, "the table states no verdict"
@@ -63,8 +66,8 @@ def test_tiny_run_writes_table_beside_the_paper_and_resumes(name, tmp_path):
     # a rerun over the same folder finds every cell and fits nothing
     cells = sorted((folder / "cells").glob("*.json"))
     stamps = {p: os.stat(p).st_mtime_ns for p in cells}
-    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **TINY[name])
-    assert again["cells_computed"] == 0 and again["cells_reused"] == result["cells_computed"]
+    again = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options=TINY[name]), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    assert again.cells_computed == 0 and again.cells_reused == result.cells_computed
     assert {p: os.stat(p).st_mtime_ns for p in sorted((folder / "cells").glob("*.json"))} == stamps
 
 
@@ -196,13 +199,13 @@ def test_reproduce_progress_has_an_eta(tmp_path, capsys):
 
 def test_unknown_entry_and_bad_arguments_give_clear_errors(tmp_path, capsys):
     with pytest.raises(ValueError, match="unknown reproduce entry 'nope'; available: ggig-feature-selection"):
-        reproduce.run("nope", out=str(tmp_path))
+        reproduce.run(reproduce.ReproductionConfig("nope"), out=str(tmp_path))
     with pytest.raises(ValueError, match="--reps must be a positive integer; got 0"):
-        reproduce.run("ggig-table1", out=str(tmp_path), reps=0)
+        reproduce.run(reproduce.ReproductionConfig("ggig-table1", reps=0), out=str(tmp_path))
     with pytest.raises(ValueError, match="--width-grid must be comma-separated positive numbers"):
-        reproduce.run("ggig-table1", out=str(tmp_path), reps=1, width_grid="0,1")
+        reproduce.run(reproduce.ReproductionConfig("ggig-table1", reps=1, options={"width_grid": "0,1"}), out=str(tmp_path))
     with pytest.raises(ValueError, match="has no option colour"):
-        reproduce.run("ggig-table1", out=str(tmp_path), reps=1, colour="red")
+        reproduce.run(reproduce.ReproductionConfig("ggig-table1", reps=1, options={"colour": "red"}), out=str(tmp_path))
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["reproduce", "nope"])
     assert exit_info.value.code == 2
@@ -217,24 +220,26 @@ def test_horii_table1_tiny_run_marks_the_paper_numbers_and_resumes(tmp_path):
     """One repetition of Horii's synthetic design with a small test set: VB (paper and
     proper hyper-prior), L1- and L2-LR, the table beside the paper's Table 1."""
     name = "horii-table1"
-    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, n_test=100)
+    result = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options={"n_test": 100}), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (tmp_path / name / "table.md").read_text()
     assert "0.1589" in md and "0.8195" in md and "0.3974" in md  # the paper's VB MSE / accuracy, L1 MSE
-    assert result["cells_computed"] == 4
-    methods = {r["method"]: r for r in result["rows"]}
+    assert result.cells_computed == 4
+    methods = {r["method"]: r for r in result.table["rows"]}
     assert set(methods) == {"vb", "vb-proper", "l1", "l2"}
     assert all(0 < r["mse"]["mean"] < 5 and 0.5 < r["accuracy"]["mean"] <= 1 for r in methods.values())
-    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, n_test=100)
-    assert again["cells_computed"] == 0
+    again = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options={"n_test": 100}), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    assert again.cells_computed == 0
 
 
 @pytest.mark.slow
 def test_horii_table2_runs_on_a1a(tmp_path):
     """a1a with its official test file (slow tier: L1- and L2-LR by cross-validation and VB
     at two priors on 1605 x 123, scored on 30956 test points)."""
-    result = reproduce.run("horii-table2", out=str(tmp_path), jobs=1, log=lambda msg: None, data="a1a")
-    rows = {r["method"]: r for r in result["rows"]}
+    result = reproduce.run(reproduce.ReproductionConfig("horii-table2", options={"data": "a1a"}), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    rows = {r["method"]: r for r in result.table["rows"]}
     assert set(rows) == {"vb", "vb-proper", "l1", "l2"} and rows["vb"]["n_test"] == 30956
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (tmp_path / "horii-table2" / "table.md").read_text()
     assert "0.8400" in md and "covtype" in md and "not run" in md
 
@@ -279,15 +284,16 @@ def test_registry_lists_the_gridrvm_entries(capsys):
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow if n == "gridrvm-fig3" else pytest.mark.long)
                                   for n in sorted(GRIDRVM_TINY)])
 def test_gridrvm_tiny_run_marks_every_claim_and_resumes(name, tmp_path):
-    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **GRIDRVM_TINY[name])
+    result = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options=GRIDRVM_TINY[name]), out=str(tmp_path), jobs=1, log=lambda msg: None)
     folder = tmp_path / name
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (folder / "table.md").read_text()
     table = json.loads((folder / "table.json").read_text())
     assert table["entry"] == name and table["settings"]["reps"] == 1
-    assert result["cells_computed"] > 0 and result["cells_reused"] == 0
+    assert result.cells_computed > 0 and result.cells_reused == 0
     assert table["stopping_rule"]["max_sweeps"] == GRIDRVM_TINY[name]["max_sweeps"]
     if name == "gridrvm-fig3":
-        assert result["cells_computed"] == 3 * 3 * 2                   # bases x methods x noise values
+        assert result.cells_computed == 3 * 3 * 2                   # bases x methods x noise values
         assert {(r["basis"], r["method"], r["noise"]) for r in table["rows"]} == {
             (b, m, k) for b in ("linear", "rbf", "per-dimension-rbf") for m in ("rvm", "p-grid", "s-grid")
             for k in (0, 1)}
@@ -317,32 +323,32 @@ def test_gridrvm_tiny_run_marks_every_claim_and_resumes(name, tmp_path):
     # a rerun over the same folder finds every cell and fits nothing
     cells = sorted((folder / "cells").glob("*.json"))
     stamps = {p: os.stat(p).st_mtime_ns for p in cells}
-    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **GRIDRVM_TINY[name])
-    assert again["cells_computed"] == 0 and again["cells_reused"] == result["cells_computed"]
+    again = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options=GRIDRVM_TINY[name]), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    assert again.cells_computed == 0 and again.cells_reused == result.cells_computed
     assert {p: os.stat(p).st_mtime_ns for p in sorted((folder / "cells").glob("*.json"))} == stamps
-    assert again["claims"] == table["claims"]
+    assert again.to_json()["claims"] == table["claims"]  # table: the JSON stored by the first run
 
 
 def test_gridrvm_bad_options_are_refused(tmp_path, capsys):
     fig3 = "gridrvm-fig3"
     for bad in ("0,-2", "2.5", "0,51", ""):
         with pytest.raises(ValueError, match="--noise must be comma-separated integers from 0 to 50"):
-            reproduce.run(fig3, out=str(tmp_path), reps=1, noise=bad)
+            reproduce.run(reproduce.ReproductionConfig(fig3, reps=1, options={"noise": bad}), out=str(tmp_path))
     with pytest.raises(ValueError, match="--bases must be comma-separated names from linear, rbf, per-dimension-rbf"):
-        reproduce.run(fig3, out=str(tmp_path), reps=1, bases="linear,quadratic")
+        reproduce.run(reproduce.ReproductionConfig(fig3, reps=1, options={"bases": "linear,quadratic"}), out=str(tmp_path))
     with pytest.raises(ValueError, match="--max-sweeps must be a positive integer"):
-        reproduce.run(fig3, out=str(tmp_path), reps=1, max_sweeps=0)
+        reproduce.run(reproduce.ReproductionConfig(fig3, reps=1, options={"max_sweeps": 0}), out=str(tmp_path))
     assert not any(tmp_path.iterdir())  # option errors come before anything is written
     assert cli.main(["reproduce", fig3, "--noise", "-1", "--out", str(tmp_path)]) == 2
     assert "--noise must be comma-separated integers from 0 to 50; got '-1'" in capsys.readouterr().err
 
     digits = "gridrvm-digits"
     with pytest.raises(ValueError, match="--sizes must all be at least 10"):
-        reproduce.run(digits, out=str(tmp_path), reps=1, sizes="6,60", relevance_size=60)
+        reproduce.run(reproduce.ReproductionConfig(digits, reps=1, options={"sizes": "6,60", "relevance_size": 60}), out=str(tmp_path))
     with pytest.raises(ValueError, match="--relevance-size must be one of the --sizes"):
-        reproduce.run(digits, out=str(tmp_path), reps=1, sizes="30,60")
+        reproduce.run(reproduce.ReproductionConfig(digits, reps=1, options={"sizes": "30,60"}), out=str(tmp_path))
     with pytest.raises(ValueError, match="exceeds the 1797 digit images"):
-        reproduce.run(digits, out=str(tmp_path), reps=1, sizes="30,1500", relevance_size=30)
+        reproduce.run(reproduce.ReproductionConfig(digits, reps=1, options={"sizes": "30,1500", "relevance_size": 30}), out=str(tmp_path))
     assert not list(tmp_path.glob("*/cells/*.json"))  # no fit ran
 
 
@@ -379,23 +385,24 @@ def test_bblr_kernel_tiny_run_marks_the_paper_counts_and_resumes(tmp_path):
     and a, b rule, and a rerun computes nothing."""
     name = "bblr-kernel"
     tiny = {"data": "statlog_heart,liver", "max_train": 60, "svm_c_grid": "1", "svm_width_grid": "2"}
-    result = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **tiny)
+    result = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options=tiny), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    write_reproduction_report(result)  # the report wing writes table.md from the result
     md = (tmp_path / name / "table.md").read_text()
-    assert result["cells_computed"] == 2 * 3  # data x (svm, kbblr counts, kbblr weak)
-    rows = {(r["data"], r["method"]): r for r in result["rows"]}
+    assert result.cells_computed == 2 * 3  # data x (svm, kbblr counts, kbblr weak)
+    rows = {(r["data"], r["method"]): r for r in result.table["rows"]}
     assert set(rows) == {(d, m) for d in ("statlog_heart", "liver") for m in ("svm", "kbblr-counts", "kbblr-weak")}
     assert rows[("statlog_heart", "svm")]["paper_count"] == 148 and rows[("liver", "kbblr-weak")]["paper_count"] == 111
     for r in rows.values():
         assert r["n_train"] == 60 and 0 <= r["error"]["mean"] <= 1
         assert r["verdict_count"] in ("reproduced", "NOT reproduced")
-    svm = [c for c in result["cells"] if c["method"] == "svm"]
+    svm = [c for c in result.table["cells"] if c["method"] == "svm"]
     assert all(c["C"] == 1.0 and c["width"] == pytest.approx(2.0) and 0 < c["n_kernel"] <= 60 for c in svm)
-    assert set(result["claims"]) == {f"kbblr-{ab}/{d}" for ab in ("counts", "weak") for d in ("statlog_heart", "liver")}
+    assert set(result.table["claims"]) == {f"kbblr-{ab}/{d}" for ab in ("counts", "weak") for d in ("statlog_heart", "liver")}
     # a count verdict per row, a ratio verdict per KBBLR row, a claim per KBBLR row, one overall per a, b rule
     assert len(re.findall(r"\*\*(?:NOT reproduced|reproduced)\*\*", md)) == 6 + 4 + 4 + 2
     assert "148" in md and "85" in md and "lost" in md
-    again = reproduce.run(name, out=str(tmp_path), reps=1, jobs=1, log=lambda msg: None, **tiny)
-    assert again["cells_computed"] == 0 and again["claims"] == result["claims"]
+    again = reproduce.run(reproduce.ReproductionConfig(name, reps=1, options=tiny), out=str(tmp_path), jobs=1, log=lambda msg: None)
+    assert again.cells_computed == 0 and again.table["claims"] == result.table["claims"]
 
 
 # ------------------------------------------------------------------------------------

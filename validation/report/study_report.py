@@ -15,7 +15,7 @@ import numpy as np
 from ..base.atomic import write_text_atomic
 from ..records import registry
 from ..runs.battery import DETECTORS
-from ..runs.study import CellResult, StudyResult
+from ..runs.study import CellResult, StudyConfig, StudyResult
 from ..runs.study_kinds import STUDY_KINDS
 from .sbc_report import coverage_line, plot_sbc, plot_sbc_views
 
@@ -85,13 +85,13 @@ def _generic_against_paper(r) -> list[str]:
     return out
 
 
-def write_study_report(config: dict[str, Any], cells: list[CellResult], out_dir: str,
+def write_study_report(config: StudyConfig, cells: list[CellResult], out_dir: str,
                        device: str | None = None) -> str:
     """OUT/report.md: the failed cells with their reasons, the compare cells as engine x
     data tables (pred_mae, verdicts), the SBC cells as a table with their figures, the
     defect batteries as detection tables."""
 
-    lines = [f"# Study: {config.get('name', 'unnamed')}", "",
+    lines = [f"# Study: {config.name or 'unnamed'}", "",
              f"{len(cells)} cells (`zoo study`; each stored under cells/ by its content key)", "",
              *([f"Device: {device} (each comparison's own report names the device its worker used).", ""]
                if device else [])]

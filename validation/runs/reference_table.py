@@ -1,8 +1,9 @@
 """Building blocks of the reference tables (benchmarks/ggsm_references.py,
 gig_references.py, grid_references.py, bblr_references.py): one JSON cell per setting,
 written atomically and skipped when it exists, each running every sampler of the model's
-reference chain, recording them and rendering them the same way, and the agreement of two
-references where both certify."""
+reference chain and recording them the same way, and the agreement of two references where
+both certify. Their table cells in words are the report wing's
+(``validation/report/reference_table_report.py``)."""
 from __future__ import annotations
 
 import os
@@ -22,18 +23,6 @@ def tried_record(summary: dict[str, Any]) -> dict[str, Any]:
             "divergences": summary["divergences"], "seconds": summary["seconds"],
             "draws_per_chain": summary["sampler"].get("num_samples_total"),
             "time_limit": summary.get("time_limit"), "failures": summary["failures"][:3]}
-
-
-def tried_text(tried: list[dict[str, Any]], sampler: str) -> str:
-    """One table cell: how ``sampler`` fared in a cell's ``tried`` records."""
-    t = next((t for t in tried if t["sampler"] == sampler), None)
-    if t is None:
-        return "not run"
-    if t.get("time_limit") is not None:
-        return f"ran out of time ({t['time_limit']:g} s)"
-    word = "certified" if t["certified"] else "no"
-    return (f"{word} (R-hat {t['rhat_max']:.3f}, ESS {t['ess_bulk_min']:.0f}, div {t['divergences']}, "
-            f"{t['seconds']:.0f} s)")
 
 
 def load_or_run(path: str, label: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -92,36 +81,9 @@ def run_every_sampler(model: str, spec, Phi, y, time_limit: float | None) -> tup
     return tried, runs
 
 
-def fmt(value, spec: str = ".3f") -> str:
-    """A number for a table cell, "-" for None."""
-    return "-" if value is None else format(value, spec)
-
-
-def ess_rate_text(tried: list[dict[str, Any]], sampler: str) -> str:
-    """The smallest bulk ESS per wall second of ``sampler`` in a cell's tried records ("-"
-    where it did not run or ran out of time)."""
-    t = next((t for t in tried if t["sampler"] == sampler), None)
-    if t is None or t.get("time_limit") is not None or not t.get("seconds"):
-        return "-"
-    return f"{t['ess_bulk_min'] / t['seconds']:.1f}"
-
-
 def machine() -> dict[str, Any]:
     """Where a cell ran."""
     import platform
 
     return {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
             "cpus": os.cpu_count()}
-
-
-def reference_used_text(reference: dict[str, Any]) -> str:
-    """A cell's reference column: the certified sampler `zoo compare` would use, or none."""
-    return f"**{reference['sampler']}**" if reference["certified"] else "**none certified**"
-
-
-def agreement_text(agreement: dict[str, Any] | None) -> str:
-    """The two samplers' agreement (:func:`median_agreement`), "-" unless both certified."""
-    if agreement is None:
-        return "-"
-    return (f"{agreement['max_abs_z_median']:.2f} ({agreement['n_abs_z_above_3']} of "
-            f"{agreement['n_coordinates']} > 3)")

@@ -57,7 +57,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import zoo
 
@@ -67,6 +67,7 @@ from ..base.atomic import write_json_atomic
 from ..base.signing import STUDY_CELL, read_signed_json, write_signed_json
 from ..base.code_digest import code_digest
 from ..base.processes import die_with_parent
+from ..base.result_format import frozen, thawed
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, check_time_limit
 from .engines import user_modules
 # what a study can run: its kinds of cells, one table (study_kinds.py)
@@ -169,11 +170,11 @@ class CellResult:
 
 @dataclass(frozen=True)
 class StudyResult:
-    """What :func:`run_study` returns: the study file's ``config``, its ``cells`` in order
+    """What :func:`run_study` returns: the study's ``config`` (:class:`StudyConfig`), its ``cells`` in order
     (:class:`CellResult`), how many were ``ran`` now and ``reused`` from an earlier run, the
     study's folder and how the device was chosen (for the report)."""
 
-    config: dict[str, Any]
+    config: StudyConfig
     cells: tuple[CellResult, ...]
     ran: int
     reused: int
@@ -243,7 +244,36 @@ def check_schema(config: dict[str, Any], *, where: str = "study") -> None:
                 raise ValueError(f"{here} lacks {', '.join(map(repr, missing))}")
 
 
-def load_config(path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StudyConfig:
+    """A study, described: its ``name`` (None: unnamed) and its ``blocks``, kind -> that kind's
+    ``[[kind]]`` tables in the file's order. Made by :meth:`from_dict` or :func:`load_config`,
+    which check it against the schema first; frozen all the way down. ``to_json`` is the
+    study file's own layout (what ``study.json`` records)."""
+
+    name: str | None
+    blocks: Mapping[str, tuple[Mapping[str, Any], ...]]
+
+    def __post_init__(self):
+        object.__setattr__(self, "blocks", frozen(self.blocks))
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any], *, where: str = "study") -> "StudyConfig":
+        """The study a parsed TOML file (or any mapping of its layout) describes; ValueError
+        naming the first key that is unknown, missing or of the wrong type."""
+        if isinstance(config, StudyConfig):
+            return config
+        if not isinstance(config, Mapping):
+            raise ValueError(f"{where}: a study is a table of [[block]]s, got {type(config).__name__}")
+        config = thawed(config)
+        check_schema(config, where=where)
+        return cls(config.get("name"), {kind: tuple(config[kind]) for kind in STUDY_KINDS if kind in config})
+
+    def to_json(self) -> dict[str, Any]:
+        return thawed({**({"name": self.name} if self.name is not None else {}), **self.blocks})
+
+
+def load_config(path) -> StudyConfig:
     """Read a study TOML file (or the name of a shipped one, e.g. "example")."""
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -260,20 +290,20 @@ def load_config(path) -> dict[str, Any]:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             # a binary file is not TOML either: the error names the file, as a syntax error does
             raise ValueError(f"study config {path}: not a TOML file: {err}") from err
-    check_schema(config, where=f"study config {path}")
-    return config
+    return StudyConfig.from_dict(config, where=f"study config {path}")
 
 
-def expand(config: dict[str, Any]) -> list[Cell]:
-    """Every cell of the study, in a stable order; checked against the schema and the
-    registry, so a typo fails before anything runs."""
-    check_schema(config)
-
+def expand(config: StudyConfig | Mapping[str, Any]) -> list[Cell]:
+    """Every cell of the study (a :class:`StudyConfig`, or a mapping of a study file's layout),
+    in a stable order; checked against the schema and the registry, so a typo fails before
+    anything runs."""
+    config = StudyConfig.from_dict(config)
     cells: list[Cell] = []
     for kind in STUDY_KINDS.values():
-        for i, block in enumerate(config.get(kind.name, [])):
+        for i, block in enumerate(config.blocks.get(kind.name, ())):
+            # the kinds read plain JSON (a params table is serialized into the cell's key)
             cells += [Cell(kind.name, frozen_params(params))
-                      for params in kind.expand(block, f"study: [[{kind.name}]] block {i + 1}")]
+                      for params in kind.expand(thawed(block), f"study: [[{kind.name}]] block {i + 1}")]
     if not cells:
         raise ValueError("study: the config names no cells (add "
                          + ", ".join(f"[[{k}]]" for k in STUDY_KINDS) + " blocks)")
@@ -476,7 +506,8 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
               progress: bool = True, client=None, jax_cache: str | None = None,
               device: str | None = None,
               engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> StudyResult:
-    """Run every cell of ``config`` (a dict or a TOML path) not yet done, on Dask.
+    """Run every cell of ``config`` (a :class:`StudyConfig`, a TOML path or the name of a
+    shipped study, or a mapping of a study file's layout) not yet done, on Dask.
 
     scheduler: address of an existing Dask scheduler ("tcp://host:8786"); None starts a
     LocalCluster of ``n_workers`` single-threaded worker processes (default: the number of
@@ -492,12 +523,13 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     from distributed import as_completed
 
     limit = check_time_limit(engine_time_limit, "engine_time_limit")
-    if not isinstance(config, dict):
+    if isinstance(config, (str, os.PathLike)):
         config = load_config(config)
+    config = StudyConfig.from_dict(config)
     cells = expand(config)
     out_dir = os.path.abspath(os.fspath(out_dir))
     os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
-    write_json_atomic({"config": config, "cells": [c.params | {"kind": c.kind, "key": c.key()} for c in cells]},
+    write_json_atomic({"config": config.to_json(), "cells": [c.params | {"kind": c.kind, "key": c.key()} for c in cells]},
                       os.path.join(out_dir, "study.json"))
     results: dict[int, CellResult] = {}
     for i, cell in enumerate(cells):
@@ -526,5 +558,5 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                        reused=len(cells) - len(todo), out_dir=out_dir, device=device)
 
 
-__all__ = ["Cell", "CellResult", "StudyResult", "read_cell", "load_config", "expand", "run_cell",
+__all__ = ["Cell", "CellResult", "StudyConfig", "StudyResult", "read_cell", "load_config", "expand", "run_cell",
            "run_study", "cell_path", "cluster_client", "die_with_parent", "read_cell_file"]

@@ -418,7 +418,7 @@ def test_every_reproduce_entry_checks_its_sizes_before_any_cell(tmp_path, monkey
 
     monkeypatch.setattr(reproduce, "CellStore", no_cells)
     with pytest.raises(ValueError) as err:
-        reproduce.run(name, out=str(tmp_path / "out"), reps=reps, jobs=1, **options)
+        reproduce.run(reproduce.ReproductionConfig(name, reps=reps, options=options), out=str(tmp_path / "out"), jobs=1)
     message = str(err.value)
     assert "\n" not in message and all(w in message for w in words), message
     assert not (tmp_path / "out").exists()

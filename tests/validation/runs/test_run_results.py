@@ -15,7 +15,7 @@ from zoo.validation.runs.battery_result import BatteryResult, BatteryRow, load_b
 from zoo.validation.runs.sbc import rank_summary
 from zoo.validation.runs.sbc_result import SBC_RESULT_FORMAT, SBCCounts, SBCResult
 from zoo.validation.runs.sbc_simulation import SBCSettings
-from zoo.validation.runs.study import Cell, CellResult, StudyResult, expand, frozen_params
+from zoo.validation.runs.study import Cell, CellResult, StudyConfig, StudyResult, expand, frozen_params
 
 from repository import REPO as REPOSITORY
 
@@ -113,6 +113,62 @@ def test_a_study_cell_reads_back_as_the_result_its_kind_returns(sbc_result):
 
 def test_a_study_result_names_its_failed_cells():
     cell = Cell("compare", frozen_params({"model": "pcvm", "data": "ripley", "split": 1}))
-    result = StudyResult(config={}, cells=(CellResult(cell, "k", None, failed="ValueError: bad"),), ran=1,
+    result = StudyResult(config=StudyConfig(None, {}), cells=(CellResult(cell, "k", None, failed="ValueError: bad"),), ran=1,
                          reused=0, out_dir="out")
     assert result.failed == [("compare pcvm ripley split 1", "ValueError: bad")]
+
+
+def _reproduction(**table):
+    from zoo.validation.runs.reproduction_result import ReproductionResult
+
+    return ReproductionResult(entry="ggig-table1", description="GGIG against its rivals", settings={
+        "reps": 1, "seed": 0, "jobs": 1, "sizes": [30, 60]}, defaults="reps 10", cells_computed=3, cells_reused=0,
+        wall_seconds_this_run=2.5, markdown="| method | error |\n", table=table or {"rows": [{"method": "ggig"}]},
+        folder="out/ggig-table1")
+
+
+def test_a_reproduction_reads_back_as_itself_and_its_report_is_rebuilt_from_it(tmp_path):
+    from zoo.validation.report.reproduction_report import reproduction_markdown, write_reproduction_report
+    from zoo.validation.runs.reproduction_result import REPRODUCTION_FORMAT, ReproductionResult
+
+    result = _reproduction()
+    stored = json.loads(json.dumps(result.to_json()))
+    assert stored["format"] == REPRODUCTION_FORMAT and stored["rows"] == [{"method": "ggig"}]  # table.json's layout
+    again = ReproductionResult.from_json(stored)
+    assert again == result and again.folder is None and again.complete and again.failed == []
+    text = reproduction_markdown(again)
+    assert text.startswith("# ggig-table1: our numbers beside the paper's") and "sizes = 30,60" in text
+    assert open(write_reproduction_report(again, tmp_path)).read() == text
+    failed = _reproduction(complete=False, failed=[{"cell": "t1/gj", "reason": "FloatingPointError: x"}])
+    assert not failed.complete and failed.failed == [("t1/gj", "FloatingPointError: x")]
+
+
+def test_a_stored_reproduction_this_zoo_cannot_rebuild_is_refused():
+    from zoo.validation.runs.reproduction_result import ReproductionResult
+
+    stored = _reproduction().to_json()
+    # a table.json written before results were typed: no stamp, no markdown to rebuild table.md from
+    old = {k: v for k, v in stored.items() if k not in ("format", "markdown", "description")}
+    with pytest.raises(ValueError, match="format 1, too old to read"):
+        ReproductionResult.from_json(old)
+    with pytest.raises(ValueError, match="written by a newer zoo"):
+        ReproductionResult.from_json({**stored, "format": 3})
+    with pytest.raises(ValueError, match="lacks 'markdown'"):
+        ReproductionResult.from_json({k: v for k, v in stored.items() if k != "markdown"})
+    with pytest.raises(ValueError, match="table uses the run's own key"):
+        _reproduction(settings={"mine": 1})
+
+
+def test_a_study_config_is_checked_when_made_frozen_and_written_in_the_files_layout():
+    from zoo.validation.runs.study import load_config
+
+    shipped = load_config("example")
+    assert isinstance(shipped, StudyConfig) and shipped.name == "example"
+    again = StudyConfig.from_dict(json.loads(json.dumps(shipped.to_json())))
+    assert again == shipped and expand(again) == expand(shipped)
+    with pytest.raises(TypeError):
+        shipped.blocks["sbc"][0]["sims"] = 10 ** 9  # read-only, all the way down
+    with pytest.raises(ValueError, match=r"unknown key 'smis' \(did you mean 'sims'\?\)"):
+        StudyConfig.from_dict({"sbc": [{"model": "pcvm", "smis": 10}]})
+    with pytest.raises(ValueError, match="a study is a table"):
+        StudyConfig.from_dict(["sbc"])

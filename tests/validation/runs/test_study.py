@@ -481,7 +481,7 @@ def test_zoo_study_says_which_cells_failed_and_exits_1(tmp_path, monkeypatch, ca
     failed = St.CellResult(St.Cell("compare", St.frozen_params({"model": "pcvm", "data": "ripley", "split": 0})),
                            "key", None, failed="ValueError: bad")
     monkeypatch.setattr("zoo.cli.run_study", lambda *a, **k: St.StudyResult(
-        config={}, cells=(failed,), ran=3, reused=0, out_dir=str(tmp_path / "out")))
+        config=St.StudyConfig(None, {}), cells=(failed,), ran=3, reused=0, out_dir=str(tmp_path / "out")))
     monkeypatch.setattr("zoo.cli.report_study", lambda out: "r.md")
     monkeypatch.setattr("zoo.cli._start_compiling", lambda folders: None)
     (tmp_path / "s.toml").write_text(TINY)
@@ -496,6 +496,7 @@ def test_every_kind_of_study_cell_has_its_report_section_and_a_missing_one_is_na
     order, and a kind without a section (planted: one removed) stops the report with its name
     instead of leaving its cells out unsaid."""
     from zoo.validation.report import study_report
+    from zoo.validation.runs.study import StudyConfig
     from zoo.validation.runs.study_kinds import STUDY_KINDS
 
     assert list(study_report.SECTIONS) == list(STUDY_KINDS)
@@ -503,4 +504,4 @@ def test_every_kind_of_study_cell_has_its_report_section_and_a_missing_one_is_na
         assert set(kind.schema) and kind.payload and kind.code_modules
     monkeypatch.delitem(study_report.SECTIONS, "sbc")
     with pytest.raises(ValueError, match="no section for cells of kind 'sbc'"):
-        study_report.write_study_report({"name": "s"}, [], str(tmp_path))
+        study_report.write_study_report(StudyConfig("s", {}), [], str(tmp_path))

@@ -38,6 +38,8 @@ elsewhere (Dask's own retry of lost tasks). A cell file that cannot be read back
 JSON, or not a finished cell of this key) is named in a warning and computed again. When
 every cell is done, the report wing's ``study_report.write_study_report`` gathers them in
 ``OUT/report.md`` (with SBC figures under ``OUT/figures/``); ``zoo study`` writes it.
+:func:`read_study` reads a stored study back (the cells ``study.json`` lists) for a report
+written again without running anything.
 
 The LocalCluster's workers live no longer than the process that started them
 (:func:`cluster_client`, which ``zoo reproduce --jobs N`` shares): on Ctrl-C the driver
@@ -529,8 +531,8 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
     cells = expand(config)
     out_dir = os.path.abspath(os.fspath(out_dir))
     os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
-    write_json_atomic({"config": config.to_json(), "cells": [c.params | {"kind": c.kind, "key": c.key()} for c in cells]},
-                      os.path.join(out_dir, "study.json"))
+    write_json_atomic({"config": config.to_json(), "cells": [c.params | {"kind": c.kind, "key": c.key()} for c in cells],
+                       "device": device}, os.path.join(out_dir, "study.json"))
     results: dict[int, CellResult] = {}
     for i, cell in enumerate(cells):
         found = read_cell(out_dir, cell)
@@ -558,5 +560,43 @@ def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int |
                        reused=len(cells) - len(todo), out_dir=out_dir, device=device)
 
 
-__all__ = ["Cell", "CellResult", "StudyConfig", "StudyResult", "read_cell", "load_config", "expand", "run_cell",
+def read_study(out_dir, *, device: str | None = None) -> StudyResult:
+    """The study stored in ``out_dir`` by :func:`run_study`, read back without running anything:
+    its config and its cells as ``study.json`` lists them (kind, description and key: the cells
+    that run computed, whatever code reads them now), each cell's result from its file, trusted
+    only when signed by this user as that cell (base/signing.py) and read by its kind's reader.
+    A cell without such a file is returned as failed with that reason. device: how the device
+    was chosen, for the report (None: as ``study.json`` recorded it). For
+    ``study_report.report_study``: a stored study reported again."""
+    path = os.path.join(os.fspath(out_dir), "study.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            stored = json.load(fh)
+        config = StudyConfig.from_dict(stored["config"], where=f"stored study {path}")
+        listed = [(c["kind"], c["key"], {k: v for k, v in c.items() if k not in ("kind", "key")})
+                  for c in stored["cells"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path}: not a stored study ({failure_line(err)})") from None
+    cells, found = [], 0
+    for kind, key, params in listed:
+        cell = Cell(kind, frozen_params(params))
+
+        def check(result, kind=kind, key=key) -> str | None:
+            if not isinstance(result, dict) or result.get("key") != key or result.get("kind") != kind:
+                return "not the cell study.json lists"
+            try:
+                CellResult.from_json(result)
+            except ValueError as err:
+                return str(err)
+            return None
+        result = read_cell_file(os.path.join(os.fspath(out_dir), "cells", f"{kind}-{key}.json"), check, stacklevel=2)
+        found += result is not None
+        cells.append(CellResult.from_json(result) if result is not None else CellResult(
+            cell, key, None, failed="no finished cell file (not run yet, or damaged): run the study"))
+    return StudyResult(config=config, cells=tuple(cells), ran=0, reused=found,
+                       out_dir=os.path.abspath(os.fspath(out_dir)),
+                       device=device if device is not None else stored.get("device"))
+
+
+__all__ = ["Cell", "CellResult", "StudyConfig", "StudyResult", "read_study", "read_cell", "load_config", "expand", "run_cell",
            "run_study", "cell_path", "cluster_client", "die_with_parent", "read_cell_file"]

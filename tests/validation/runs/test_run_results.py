@@ -172,3 +172,30 @@ def test_a_study_config_is_checked_when_made_frozen_and_written_in_the_files_lay
         StudyConfig.from_dict({"sbc": [{"model": "pcvm", "smis": 10}]})
     with pytest.raises(ValueError, match="a study is a table"):
         StudyConfig.from_dict(["sbc"])
+
+
+def test_a_stored_study_is_read_back_and_reported_again_without_running(tmp_path, sbc_result):
+    """study.json and one finished cell file, as run_study leaves them: read_study gives the
+    StudyResult back (the cell not yet run named as such), and the report is written from it."""
+    from zoo.validation.base.atomic import write_json_atomic
+    from zoo.validation.base.signing import STUDY_CELL, write_signed_json
+    from zoo.validation.report.study_report import report_study
+    from zoo.validation.runs.study import cell_path, read_study
+
+    config = StudyConfig.from_dict({"name": "stored", "sbc": [{"model": "pcvm", "engines": ["ep", "laplace"],
+                                                               "sims": 10, "draws": 9}]})
+    done, missing = expand(config)
+    listed = [c.params | {"kind": c.kind, "key": c.key()} for c in (done, missing)]  # as run_study lists them
+    write_json_atomic({"config": config.to_json(), "cells": listed, "device": "cpu (chosen)"}, tmp_path / "study.json")
+    write_signed_json(CellResult(done, done.key(), 2.0, result=sbc_result).to_json(), cell_path(tmp_path, done),
+                      STUDY_CELL)
+    study = read_study(tmp_path)
+    assert study.config == config and study.device == "cpu (chosen)" and (study.ran, study.reused) == (0, 1)
+    assert study.cells[0].result == sbc_result and study.cells[0].seconds == 2.0
+    assert study.failed == [(missing.label(), "no finished cell file (not run yet, or damaged): run the study")]
+    text = open(report_study(study)).read()
+    assert "# Study: stored" in text and "Device: cpu (chosen)" in text and "## Failed cells (1 of 2)" in text
+    assert "| pcvm | ep | 0 | miscalibrated" in text
+    (tmp_path / "study.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"study\.json: not a stored study \(KeyError"):
+        read_study(tmp_path)

@@ -119,7 +119,7 @@ def run(config: ReproductionConfig, *, out: str = "zoo-reproduce", jobs: int = 1
     """
     if not isinstance(config, ReproductionConfig):
         raise TypeError(f"run takes a ReproductionConfig, got {type(config).__name__}")
-    entry, reps, parsed = config.checked(jobs)
+    entry, reps, parsed = config.checked(jobs)  # the options parsed again (cheap: no fit) and --jobs
     name, seed = config.entry, config.seed
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out_dir = os.path.join(os.fspath(out), name)

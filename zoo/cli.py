@@ -247,11 +247,11 @@ def _cmd_reproduce(args) -> int:
     entry = reproduce.get_entry(args.entry)
     options = {o.name: getattr(args, o.name) for o in entry.options}
     try:  # bad sizes or folders end in one clear line, not a traceback
-        # --reps, --seed and the entry's options against what its protocol takes (sizes its
-        # CV needs, splits its data have), before any cell runs and before the folders are
-        # checked (reproduce.run checks them again); the folders are only written after the cells
+        # the config checks --reps, --seed and the entry's options against what its protocol
+        # takes (sizes its CV needs, splits its data have) when made: before any cell runs and
+        # before the folders are checked (--jobs argparse has checked); the folders are only
+        # written after the cells
         config = reproduce.ReproductionConfig(args.entry, reps=args.reps, seed=args.seed, options=options)
-        config.checked(args.jobs)
         device = devices.choose(args.device)
         jax_cache = _start_compiling([(args.out, "--out")])
         result = reproduce.run(config, out=args.out, jobs=args.jobs, jax_cache=jax_cache,

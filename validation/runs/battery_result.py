@@ -65,10 +65,6 @@ class BatteryResult:
         object.__setattr__(self, "defects", frozen(self.defects))
         object.__setattr__(self, "rows", tuple(self.rows))
 
-    def row(self, detector: str, defect: str) -> BatteryRow | None:
-        """The row of ``detector`` on ``defect``, None if the battery has none."""
-        return next((r for r in self.rows if r.detector == detector and r.defect == defect), None)
-
     def to_json(self) -> dict[str, Any]:
         """A JSON object, stamped with :data:`BATTERY_RESULT_FORMAT`."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}

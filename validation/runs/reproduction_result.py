@@ -58,13 +58,8 @@ class ReproductionResult:
         object.__setattr__(self, "table", frozen(self.table))
 
     @property
-    def complete(self) -> bool:
-        """False when cells of a step failed (then ``failed`` names them and there is no table)."""
-        return self.table.get("complete", True) is not False
-
-    @property
     def failed(self) -> list[tuple[str, str]]:
-        """(cell, reason) of every cell that failed."""
+        """(cell, reason) of every cell that failed ([] for a complete run)."""
         return [(f["cell"], f["reason"]) for f in self.table.get("failed", ())]
 
     def to_json(self) -> dict[str, Any]:

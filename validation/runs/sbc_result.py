@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from ..base.result_format import check_format, check_parts, frozen, stamp, thawed
-from ..judge.sbc_verdict import NOT_APPLICABLE
 from .sbc_simulation import SBCSettings
 
 #: the layout of a stored SBC result; bump it when a field changes meaning
@@ -81,16 +80,6 @@ class SBCResult:
         for name in ("design", "spec", "conditioning", "uniformity", "power", "glossary", "coverage",
                      "contraction", "ranks", "failure_messages"):
             object.__setattr__(self, name, frozen(getattr(self, name)))
-
-    @property
-    def applicable(self) -> bool:
-        """Whether the run ranked anything: False for ``not applicable``."""
-        return self.status != NOT_APPLICABLE
-
-    @property
-    def quantity_names(self) -> list[str]:
-        """The ranked quantities, in the order of the ranks' columns ([] without a test)."""
-        return [q["name"] for q in self.uniformity["quantities"]] if self.uniformity else []
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object, stamped with :data:`SBC_RESULT_FORMAT`."""

@@ -313,7 +313,11 @@ def expand(config: StudyConfig | Mapping[str, Any]) -> list[Cell]:
 
 
 def cell_path(out_dir, cell: Cell) -> str:
-    return os.path.join(os.fspath(out_dir), "cells", f"{cell.kind}-{cell.key()}.json")
+    return _cell_file(out_dir, cell.kind, cell.key())
+
+
+def _cell_file(out_dir, kind: str, key: str) -> str:
+    return os.path.join(os.fspath(out_dir), "cells", f"{kind}-{key}.json")
 
 
 #: errors that the same cell would raise again on every try (a bad value, a user engine
@@ -483,11 +487,12 @@ def read_cell_file(path: str, check, domain: str = STUDY_CELL, *, stacklevel: in
     return result
 
 
-def _study_cell_problem(cell: Cell):
+def _cell_problem(kind: str, key: str):
+    """The check :func:`read_cell_file` applies to the stored cell of ``kind`` and ``key``."""
     def check(result) -> str | None:
         if not isinstance(result, dict):
             return f"a {type(result).__name__}, not a cell"
-        if result.get("key") != cell.key() or result.get("kind") != cell.kind:
+        if result.get("key") != key or result.get("kind") != kind:
             return "not the cell of this key"
         try:
             CellResult.from_json(result)  # a result its kind's reader refuses is no finished cell
@@ -497,11 +502,21 @@ def _study_cell_problem(cell: Cell):
     return check
 
 
-def read_cell(out_dir, cell: Cell) -> CellResult | None:
-    """The stored result of ``cell`` in the study folder ``out_dir`` (:func:`read_cell_file`
-    with this cell's checks), None where there is none to trust."""
-    found = read_cell_file(cell_path(out_dir, cell), _study_cell_problem(cell), stacklevel=4)
+def _study_cell_problem(cell: Cell):
+    return _cell_problem(cell.kind, cell.key())
+
+
+def _stored_cell(out_dir, kind: str, key: str) -> CellResult | None:
+    """The stored cell ``cells/<kind>-<key>.json`` of the study folder ``out_dir``, None where
+    there is none to trust (:func:`read_cell_file` with :func:`_cell_problem`)."""
+    found = read_cell_file(_cell_file(out_dir, kind, key), _cell_problem(kind, key), stacklevel=4)
     return None if found is None else CellResult.from_json(found)
+
+
+def read_cell(out_dir, cell: Cell) -> CellResult | None:
+    """The stored result of ``cell`` (keyed by this code) in the study folder ``out_dir``,
+    None where there is none to trust."""
+    return _stored_cell(out_dir, cell.kind, cell.key())
 
 
 def run_study(config, out_dir, *, scheduler: str | None = None, n_workers: int | None = None,
@@ -579,20 +594,11 @@ def read_study(out_dir, *, device: str | None = None) -> StudyResult:
         raise ValueError(f"{path}: not a stored study ({failure_line(err)})") from None
     cells, found = [], 0
     for kind, key, params in listed:
-        cell = Cell(kind, frozen_params(params))
-
-        def check(result, kind=kind, key=key) -> str | None:
-            if not isinstance(result, dict) or result.get("key") != key or result.get("kind") != kind:
-                return "not the cell study.json lists"
-            try:
-                CellResult.from_json(result)
-            except ValueError as err:
-                return str(err)
-            return None
-        result = read_cell_file(os.path.join(os.fspath(out_dir), "cells", f"{kind}-{key}.json"), check, stacklevel=2)
+        result = _stored_cell(out_dir, kind, key)
         found += result is not None
-        cells.append(CellResult.from_json(result) if result is not None else CellResult(
-            cell, key, None, failed="no finished cell file (not run yet, or damaged): run the study"))
+        cells.append(result if result is not None else CellResult(
+            Cell(kind, frozen_params(params)), key, None,
+            failed="no finished cell file (not run yet, or damaged): run the study"))
     return StudyResult(config=config, cells=tuple(cells), ran=0, reused=found,
                        out_dir=os.path.abspath(os.fspath(out_dir)),
                        device=device if device is not None else stored.get("device"))

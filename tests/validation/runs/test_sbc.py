@@ -228,7 +228,7 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     # and 30 a mean 0.44 and 0.48 sd off, an sd x0.67 and x0.65, are detected 80% of the
     # time: benchmarks/results/sbc_power.md), so a run inside its bands is a verdict here,
     # never "too few to call"
-    assert summary.status in (rank_uniformity.CALIBRATED, rank_uniformity.MISCALIBRATED, sbc_verdict.NOT_APPLICABLE), summary.reason
+    assert summary.status != sbc_verdict.TOO_FEW, summary.reason
     assert summary.reason
     if summary.status != sbc_verdict.NOT_APPLICABLE:
         assert summary.power["useful"] and summary.reason.endswith(summary.power["line"])

@@ -46,12 +46,12 @@ def row(summary: SBCResult) -> dict:
            "coverage_line": sbc_report.coverage_line(summary)}
     contraction = summary.contraction
     if contraction:
-        qs = contraction["quantities"]
-        out["z_sd_median"] = float(np.median([q["z_sd"] for q in qs if q["z_sd"] is not None]))
-        out["share_abs_z_above_2_median"] = float(np.median([q["share_abs_z_above_2"] for q in qs
-                                                             if q["share_abs_z_above_2"] is not None]))
-        out["contraction_median"] = float(np.median([q["contraction_median"] for q in qs
-                                                     if q["contraction_median"] is not None]))
+        qs = contraction.quantities
+        out["z_sd_median"] = float(np.median([q.z_sd for q in qs if q.z_sd is not None]))
+        out["share_abs_z_above_2_median"] = float(np.median([q.share_abs_z_above_2 for q in qs
+                                                             if q.share_abs_z_above_2 is not None]))
+        out["contraction_median"] = float(np.median([q.contraction_median for q in qs
+                                                     if q.contraction_median is not None]))
     return out
 
 

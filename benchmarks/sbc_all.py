@@ -121,9 +121,9 @@ def pooled(rows) -> str:
     summary = summarize(sims, quantity_names(spec, problem.Phi, problem.Phi_new), SBCSettings(n_sims=len(sims)),
                         model=rows[0]["model"], engine=rows[0]["engine"])
     lines = [f"{head}: {summary.reason}"]
-    lines += [f"  {q['name']}: {100 * q['share_below_half']:.0f}% below the median, "
-              f"{100 * q['share_in_outer_tenths']:.0f}% in the outer tenths, excess {q['excess']:+.2f}"
-              for q in (summary.uniformity or {}).get("quantities", [])]
+    lines += [f"  {q.name}: {100 * q.share_below_half:.0f}% below the median, "
+              f"{100 * q.share_in_outer_tenths:.0f}% in the outer tenths, excess {q.excess:+.2f}"
+              for q in (summary.uniformity.quantities if summary.uniformity is not None else ())]
     return "\n".join(lines)
 
 

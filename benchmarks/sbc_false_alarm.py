@@ -42,7 +42,7 @@ BATTERY_DEFECTS = (("cov x 0.5", {"sd_factor": 0.5 ** 0.5}), ("cov x 2", {"sd_fa
 def cell(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
     rng = np.random.default_rng(seed)
     flagged = sum(uniformity(conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, **defect), N_DRAWS,
-                             seed=seed + r)["status"] == MISCALIBRATED for r in range(reps))
+                             seed=seed + r).status == MISCALIBRATED for r in range(reps))
     lo, hi = wilson_interval(flagged, reps)
     return {"n_sims": n_sims, "k": k, "replicates": reps, "flagged": flagged, "rate": flagged / reps,
             "ci95": [lo, hi], **defect}

@@ -41,7 +41,7 @@ def measured(n_sims: int, k: int, reps: int, seed: int, **defect) -> dict:
     """How often the full test flags K quantities, the first with ``defect``."""
     rng = np.random.default_rng(seed)
     flagged = sum(rank_uniformity.uniformity(rank_uniformity.conjugate_normal_ranks(rng, n_sims, N_DRAWS, k, defective=1, **defect), N_DRAWS,
-                                 seed=seed + r)["status"] == rank_uniformity.MISCALIBRATED for r in range(reps))
+                                 seed=seed + r).status == rank_uniformity.MISCALIBRATED for r in range(reps))
     lo, hi = wilson_interval(flagged, reps)
     return {"flagged": flagged, "replicates": reps, "rate": flagged / reps, "ci95": [lo, hi]}
 
@@ -54,12 +54,12 @@ def row(n_sims: int, k: int, reps: int) -> dict:
     power = rank_power.detectable_defects(n_sims, N_DRAWS, k)
     seconds = time.perf_counter() - t1
     checks = {}
-    for name, defect in (("mean_shift_sd", {"shift": power["mean_shift_sd"]}),
-                         ("sd_factor_narrow", {"sd_factor": power["sd_factor_narrow"]}),
-                         ("sd_factor_wide", {"sd_factor": power["sd_factor_wide"]})):
+    for name, defect in (("mean_shift_sd", {"shift": power.mean_shift_sd}),
+                         ("sd_factor_narrow", {"sd_factor": power.sd_factor_narrow}),
+                         ("sd_factor_wide", {"sd_factor": power.sd_factor_wide})):
         value = next(iter(defect.values()))
         checks[name] = None if value is None else measured(n_sims, k, reps, seed=1000 * n_sims + k, **defect)
-    return {**{key: power[key] for key in ("n_sims", "n_quantities", "n_draws", "mean_shift_sd", "sd_factor_narrow",
+    return {**{key: getattr(power, key) for key in ("n_sims", "n_quantities", "n_draws", "mean_shift_sd", "sd_factor_narrow",
                                           "sd_factor_wide", "useful", "line")},
             "band_seconds": t1 - t0, "seconds": seconds, "check": checks}
 

@@ -86,7 +86,7 @@ def test_rank_summary_and_its_figure():
                              for how in ({}, {"sd_factor": 0.5})])
     summary = rank_summary(ranks, ["exact", "sd x 0.5"], 99, settings=settings, model="conjugate normal",
                            engine="two engines")
-    inside = {q["name"]: q["inside"] for q in summary.uniformity["quantities"]}
+    inside = {q.name: q.inside for q in summary.uniformity.quantities}
     assert summary.status == MISCALIBRATED and inside == {"exact": True, "sd x 0.5": False}
     fig = sbc_figure(summary)
     assert axis_label_problems(fig) == []

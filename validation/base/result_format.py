@@ -9,8 +9,11 @@ formats were stamped carry none and are read as format 1, the layout they have.
 """
 from __future__ import annotations
 
+from dataclasses import MISSING, asdict, fields
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
+
+T = TypeVar("T")
 
 
 def check_format(d: Any, what: str, *, current: int, oldest: int = 1, required: tuple[str, ...] = ()) -> int:
@@ -42,8 +45,8 @@ def stamp(d: Mapping[str, Any], version: int) -> dict[str, Any]:
 
 def frozen(value: Any) -> Any:
     """A JSON value that cannot be changed in place: objects as read-only mappings, arrays as
-    tuples, all the way down - the parts of a frozen result that stay JSON (the judge's views,
-    a model's spec), so that a reader cannot alter the result it was handed."""
+    tuples, all the way down - the parts of a frozen result that stay JSON (a model's spec, a
+    simulated design), so that a reader cannot alter the result it was handed."""
     if isinstance(value, Mapping):
         return MappingProxyType({k: frozen(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
@@ -68,4 +71,28 @@ def check_parts(d: Mapping[str, Any], what: str, known) -> None:
         raise ValueError(f"not a stored {what} this zoo reads: unknown part(s) {', '.join(map(repr, unknown))}")
 
 
-__all__ = ["check_format", "check_parts", "stamp", "frozen", "thawed"]
+def record_json(record) -> dict[str, Any]:
+    """A frozen dataclass (with frozen dataclasses, tuples and read-only mappings inside) as
+    plain JSON: its fields in their declared order, so that what a typed result writes is the
+    layout its untyped predecessor wrote, key for key."""
+    return thawed(asdict(record))
+
+
+def record_from_json(cls: type[T], d: Any, what: str, **parts: Callable[[Any], Any]) -> T:
+    """The frozen dataclass ``cls`` a JSON object ``d`` holds - a part of a stored result (one
+    quantity's line of a test, a view), not a result itself, so it carries no format of its
+    own: the result holding it is versioned. Every field without a default must be there and
+    no key may be unknown (ValueError naming it, with ``what`` for the message); ``parts``:
+    field -> function building that field's typed value from its JSON (a nested record);
+    other fields are frozen (:func:`frozen`)."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"not a stored {what}: a {type(d).__name__}, not a JSON object")
+    check_parts(d, what, [f.name for f in fields(cls)])
+    missing = [f.name for f in fields(cls)
+               if f.name not in d and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise ValueError(f"not a stored {what}: it lacks {', '.join(map(repr, missing))}")
+    return cls(**{k: (parts[k](v) if k in parts and v is not None else frozen(v)) for k, v in d.items()})
+
+
+__all__ = ["check_format", "check_parts", "stamp", "frozen", "thawed", "record_json", "record_from_json"]

@@ -10,11 +10,13 @@ therefore says what it could have seen, and a run too small to see a gross defec
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 from scipy.special import betaincinv, ndtr, ndtri
 
+from ..base.result_format import record_from_json, record_json
 from .rank_uniformity import FALSE_ALARM, eval_points, simultaneous_band
 
 
@@ -134,16 +136,57 @@ def _detectable(n_sims: int, n_draws: int, n_quantities: int, false_alarm: float
     return (shift, None if narrow is None else float(np.exp(-narrow)), None if wide is None else float(np.exp(wide)))
 
 
-def power_useful(power: dict[str, Any]) -> bool:
-    """Whether a run with this power may call an engine calibrated (:data:`USELESS`)."""
-    shift, narrow = power["mean_shift_sd"], power["sd_factor_narrow"]
+@dataclass(frozen=True)
+class RankPower:
+    """What a run of ``n_sims`` simulations, ``n_draws`` draws and ``n_quantities`` quantities
+    could have seen (:func:`detectable_defects`): the smallest mean shift (in posterior sds)
+    and sd factors (narrow, below 1; wide, above 1) of one quantity that the uniformity test
+    detects with ``probability`` (None: not even the largest searched), that probability's
+    Monte Carlo sd, how it was computed (``replicates``, ``seed``, ``method`` in words),
+    whether a run this size may call an engine calibrated (``useful``), the power in one
+    ``line``, and - set by the verdict where the run was too small - the simulations a useful
+    run of this L and K needs (``simulations_needed``; None otherwise)."""
+
+    probability: float
+    probability_mc_sd: float
+    mean_shift_sd: float | None
+    sd_factor_narrow: float | None
+    sd_factor_wide: float | None
+    n_sims: int
+    n_draws: int
+    n_quantities: int
+    false_alarm: float
+    replicates: int
+    seed: int
+    method: str
+    useful: bool
+    line: str
+    simulations_needed: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return record_json(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> "RankPower":
+        return record_from_json(cls, d, "SBC power")
+
+    def detected_sizes(self) -> tuple[list[str], list[str]]:
+        """The defects in words: (those detected, those not detected even at the largest size)."""
+        return _detected_sizes(self.mean_shift_sd, self.sd_factor_narrow, self.sd_factor_wide)
+
+
+def _useful(mean_shift_sd: float | None, sd_factor_narrow: float | None) -> bool:
+    """Whether a run that detects these smallest defects may call an engine calibrated
+    (:data:`USELESS`)."""
+    shift, narrow = mean_shift_sd, sd_factor_narrow
     return (shift is not None and shift <= USELESS["mean_shift_sd"]
             and narrow is not None and narrow >= USELESS["sd_factor_narrow"])
 
 
-def detected_sizes(power: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The power's defects in words: (those detected, those not even at the largest size)."""
-    shift, narrow, wide = power["mean_shift_sd"], power["sd_factor_narrow"], power["sd_factor_wide"]
+def _detected_sizes(shift: float | None, narrow: float | None, wide: float | None) -> tuple[list[str], list[str]]:
+    """The smallest defects detected (a mean shift in posterior sds, the narrow and wide sd
+    factors; None: not detected) in words: (those detected, those not even at the largest
+    size)."""
     seen, missed = [], []
     if shift is not None:
         seen.append(f"a mean off by {shift:.2f} posterior sd")
@@ -162,17 +205,18 @@ def detected_sizes(power: dict[str, Any]) -> tuple[list[str], list[str]]:
     return seen, missed
 
 
-def power_line(power: dict[str, Any]) -> str:
-    """The power of a run in one line."""
-    seen, missed = detected_sizes(power)
-    head = f"with {power['n_sims']} simulations this test detects ({100 * power['probability']:.0f}% of the time)"
+def _power_line(n_sims: int, shift: float | None, narrow: float | None, wide: float | None) -> str:
+    """The power of a run of ``n_sims`` simulations in one line (the sizes as
+    :func:`_detected_sizes` takes them)."""
+    seen, missed = _detected_sizes(shift, narrow, wide)
+    head = f"with {n_sims} simulations this test detects ({100 * POWER_PROBABILITY:.0f}% of the time)"
     if not seen:
         return f"{head} no {' and no '.join(missed)} in one quantity"
     return f"{head} {' or '.join(seen)} in any one quantity" + (f", but no {' and no '.join(missed)}" if missed else "")
 
 
 def detectable_defects(n_sims: int, n_draws: int, n_quantities: int,
-                       false_alarm: float = FALSE_ALARM) -> dict[str, Any]:
+                       false_alarm: float = FALSE_ALARM) -> RankPower:
     """The power of a run of S = ``n_sims`` simulations, L = ``n_draws`` draws and K =
     ``n_quantities`` quantities: the smallest mean shift (in posterior sds) and sd factors
     (narrow, below 1; wide, above 1) of ONE quantity that the uniformity test detects with
@@ -180,32 +224,30 @@ def detectable_defects(n_sims: int, n_draws: int, n_quantities: int,
     by :func:`detection_rate` with bisection on the size; cached, so a summary pays for it
     once per (S, L, K, false_alarm)."""
     shift, narrow, wide = _detectable(int(n_sims), int(n_draws), int(n_quantities), float(false_alarm))
-    power = {"probability": POWER_PROBABILITY,
-             "probability_mc_sd": float(np.sqrt(POWER_PROBABILITY * (1 - POWER_PROBABILITY) / POWER_REPLICATES)),
-             "mean_shift_sd": shift, "sd_factor_narrow": narrow, "sd_factor_wide": wide,
-             "n_sims": int(n_sims), "n_draws": int(n_draws), "n_quantities": int(n_quantities),
-             "false_alarm": float(false_alarm), "replicates": POWER_REPLICATES, "seed": POWER_SEED,
-             "method": ("one quantity's ranks off by a normal mean shift or sd factor (as conjugate_normal_ranks "
+    return RankPower(
+        probability=POWER_PROBABILITY,
+        probability_mc_sd=float(np.sqrt(POWER_PROBABILITY * (1 - POWER_PROBABILITY) / POWER_REPLICATES)),
+        mean_shift_sd=shift, sd_factor_narrow=narrow, sd_factor_wide=wide,
+        n_sims=int(n_sims), n_draws=int(n_draws), n_quantities=int(n_quantities),
+        false_alarm=float(false_alarm), replicates=POWER_REPLICATES, seed=POWER_SEED,
+        method=("one quantity's ranks off by a normal mean shift or sd factor (as conjugate_normal_ranks "
                         "plants them), their exact PIT distribution against the same simultaneous band of level "
                         "1 - false_alarm / K; the other K - 1 quantities exact and their chance alarms not "
                         f"counted (the conservative, hardest case); {POWER_REPLICATES} replicates with common "
-                        f"random numbers (seed {POWER_SEED}), bisection on the size")}
-    power["useful"] = power_useful(power)
-    power["line"] = power_line(power)
-    return power
+                f"random numbers (seed {POWER_SEED}), bisection on the size"),
+        useful=_useful(shift, narrow), line=_power_line(int(n_sims), shift, narrow, wide))
 
 
-def simulations_needed(n_draws: int, n_quantities: int, false_alarm: float = FALSE_ALARM) -> dict[str, Any] | None:
+def simulations_needed(n_draws: int, n_quantities: int, false_alarm: float = FALSE_ALARM) -> RankPower | None:
     """The power at the smallest S of :data:`SIMS_GRID` whose power is useful
-    (:func:`power_useful`), None if none is."""
+    (``useful``), None if none is."""
     for s in SIMS_GRID:
         power = detectable_defects(s, n_draws, n_quantities, false_alarm)
-        if power["useful"]:
+        if power.useful:
             return power
     return None
 
 
 
-__all__ = ["POWER_PROBABILITY", "POWER_REPLICATES", "POWER_SEED", "MAX_SHIFT_SD", "MAX_SD_FACTOR", "USELESS",
-           "SIMS_GRID", "pit_cdf", "detection_rate", "detectable_defects", "power_useful", "detected_sizes",
-           "power_line", "simulations_needed"]
+__all__ = ["RankPower", "POWER_PROBABILITY", "POWER_REPLICATES", "POWER_SEED", "MAX_SHIFT_SD", "MAX_SD_FACTOR", "USELESS",
+           "SIMS_GRID", "pit_cdf", "detection_rate", "detectable_defects", "simulations_needed"]

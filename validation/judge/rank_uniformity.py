@@ -24,11 +24,13 @@ the test and its power is ``sbc_verdict.py``.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
 
+from ..base.result_format import record_from_json, record_json
 from .rates import wilson_interval
 
 #: family-wise false-alarm rate of the uniformity test for calibrated ranks
@@ -64,8 +66,65 @@ def pit_values(ranks: np.ndarray, n_draws: int, rng: np.random.Generator) -> np.
     return (ranks + rng.uniform(size=ranks.shape)) / (n_draws + 1)
 
 
+@dataclass(frozen=True, kw_only=True)
+class QuantityUniformity:
+    """One quantity's line of the uniformity test: ``inside`` its band or not, ``excess`` (how
+    far its ECDF went past the band at worst, in units of the band's half-width; <= 0 inside),
+    the shares of its PIT values in the lowest and highest tenths, both, and below one half,
+    the two shape scores of :func:`failure_shape`, and ``shape`` in words where it failed
+    (None inside: a lean inside the band is chance).
+
+    Results stored before the shape was read (the layout of benchmarks/results/sbc_all.json)
+    hold only the name, inside, excess and the outer-tenths and below-half shares: read back,
+    the one-tenth shares, the scores and the shape are None - not recorded, not zero."""
+
+    name: str
+    inside: bool
+    excess: float
+    share_in_lower_tenth: float | None = None
+    share_in_upper_tenth: float | None = None
+    share_in_outer_tenths: float
+    share_below_half: float
+    shift_score: float | None = None
+    spread_score: float | None = None
+    shape: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return record_json(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> "QuantityUniformity":
+        return record_from_json(cls, d, "quantity of a uniformity test")
+
+
+@dataclass(frozen=True)
+class UniformityTest:
+    """The uniformity test of (S, K) ranks (:func:`uniformity`): ``status`` (:data:`CALIBRATED`
+    or :data:`MISCALIBRATED`), the run's sizes, the family-wise ``false_alarm`` rate and the
+    ``band_level`` each quantity's band has (1 - false_alarm / K), one
+    :class:`QuantityUniformity` per quantity, and the ``worst`` three that failed, worst first."""
+
+    status: str
+    n_sims: int
+    n_draws: int
+    n_quantities: int
+    false_alarm: float
+    band_level: float
+    quantities: tuple[QuantityUniformity, ...]
+    worst: tuple[QuantityUniformity, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return record_json(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> "UniformityTest":
+        def lines(v):
+            return tuple(QuantityUniformity.from_json(q) for q in v)
+        return record_from_json(cls, d, "uniformity test", quantities=lines, worst=lines)
+
+
 def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = None,
-               false_alarm: float = FALSE_ALARM, seed: int = 0) -> dict[str, Any]:
+               false_alarm: float = FALSE_ALARM, seed: int = 0) -> UniformityTest:
     """The uniformity test of (S, K) ranks in 0..``n_draws``: per quantity, does the PIT
     ECDF stay inside the simultaneous band of level 1 - false_alarm / K?
 
@@ -90,17 +149,17 @@ def uniformity(ranks: np.ndarray, n_draws: int, *, names: list[str] | None = Non
         below = float(np.mean(u[:, k] < 0.5))
         inside = bool(worst[k] <= 0.0)
         shape = failure_shape(low, high, below, S)
-        per.append({"name": names[k], "inside": inside, "excess": float(worst[k]),
-                    "share_in_lower_tenth": low, "share_in_upper_tenth": high,
-                    "share_in_outer_tenths": low + high, "share_below_half": below,
-                    "shift_score": shape["shift_score"], "spread_score": shape["spread_score"],
-                    # words only where the test failed: a lean inside the band is chance
-                    "shape": None if inside else shape["shape"]})
-    failed = [p for p in per if not p["inside"]]
+        per.append(QuantityUniformity(
+            name=names[k], inside=inside, excess=float(worst[k]), share_in_lower_tenth=low,
+            share_in_upper_tenth=high, share_in_outer_tenths=low + high, share_below_half=below,
+            shift_score=shape.shift_score, spread_score=shape.spread_score,
+            # words only where the test failed: a lean inside the band is chance
+            shape=None if inside else shape.shape))
+    failed = [p for p in per if not p.inside]
     status = MISCALIBRATED if failed else CALIBRATED
-    return {"status": status, "n_sims": S, "n_draws": n_draws, "n_quantities": K, "false_alarm": false_alarm,
-            "band_level": 1.0 - false_alarm / K, "quantities": per,
-            "worst": sorted(failed, key=lambda p: -p["excess"])[:3]}
+    return UniformityTest(status=status, n_sims=S, n_draws=n_draws, n_quantities=K, false_alarm=false_alarm,
+                          band_level=1.0 - false_alarm / K, quantities=tuple(per),
+                          worst=tuple(sorted(failed, key=lambda p: -p.excess)[:3]))
 
 
 def conjugate_normal_ranks(rng: np.random.Generator, n_sims: int, n_draws: int, n_quantities: int, *,
@@ -137,7 +196,17 @@ TOO_WIDE = "too wide"
 NO_SIMPLE_SHAPE = "no simple shape"
 
 
-def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FailureShape:
+    """A quantity's rank distribution in words (``shape``) and the two scores they were chosen
+    by (:func:`failure_shape`)."""
+
+    shape: str
+    shift_score: float
+    spread_score: float
+
+
+def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> FailureShape:
     """A quantity's rank distribution in words, from the shares of its PIT values in the
     lowest tenth (``lower``), the highest tenth (``upper``) and below one half
     (``below``) over ``n_sims`` simulations.
@@ -175,16 +244,16 @@ def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> dict
         words.append(SHIFTED_UP if shift > 0 else SHIFTED_DOWN)
     if abs(spread) >= SHAPE_SCORE:
         words.append(TOO_NARROW if spread > 0 else TOO_WIDE)
-    return {"shape": " and ".join(words) if words else NO_SIMPLE_SHAPE,
-            "shift_score": float(shift), "spread_score": float(spread)}
+    return FailureShape(shape=" and ".join(words) if words else NO_SIMPLE_SHAPE,
+                        shift_score=float(shift), spread_score=float(spread))
 
 
-def describe_failure(q: dict[str, Any]) -> str:
+def describe_failure(q: QuantityUniformity) -> str:
     """A failing quantity of :func:`uniformity` in words: its shape (:func:`failure_shape`)
     and the shares it was read from."""
-    shape = q["shape"] or NO_SIMPLE_SHAPE
-    return (f"{q['name']} ({shape}: {100 * q['share_below_half']:.0f}% of truths below the posterior median, "
-            f"{100 * q['share_in_lower_tenth']:.0f}% / {100 * q['share_in_upper_tenth']:.0f}% in the lowest / "
+    shape = q.shape or NO_SIMPLE_SHAPE
+    return (f"{q.name} ({shape}: {100 * q.share_below_half:.0f}% of truths below the posterior median, "
+            f"{100 * q.share_in_lower_tenth:.0f}% / {100 * q.share_in_upper_tenth:.0f}% in the lowest / "
             "highest tenth of ranks; 50%, 10% / 10% if calibrated)")
 
 
@@ -195,8 +264,53 @@ def describe_failure(q: dict[str, Any]) -> str:
 COVERAGE_LEVELS = (0.5, 0.8, 0.9, 0.95)
 
 
+@dataclass(frozen=True)
+class CoverageLevel:
+    """The share of simulations whose truth lies in the central interval of level ``nominal``,
+    with its pointwise 95% Wilson ``interval`` (lower, upper)."""
+
+    nominal: float
+    coverage: float
+    interval: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class QuantityCoverage:
+    """One quantity's coverage at each level of :data:`COVERAGE_LEVELS`."""
+
+    name: str
+    levels: tuple[CoverageLevel, ...]
+
+    def at(self, nominal: float) -> CoverageLevel | None:
+        """The coverage at level ``nominal``; None where the view has no such level."""
+        return next((c for c in self.levels if c.nominal == nominal), None)
+
+
+@dataclass(frozen=True)
+class CoverageView:
+    """The coverage of central intervals (:func:`coverage_view`): the nominal ``levels``, the
+    run's size, the interval's kind in words, the ``band_level`` of the uniformity test's band
+    that holds the whole curve, and one :class:`QuantityCoverage` per quantity."""
+
+    levels: tuple[float, ...]
+    n_sims: int
+    interval: str
+    band_level: float
+    quantities: tuple[QuantityCoverage, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return record_json(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> "CoverageView":
+        def quantity(q):
+            return record_from_json(QuantityCoverage, q, "quantity of a coverage view", levels=lambda v: tuple(
+                record_from_json(CoverageLevel, c, "level of a coverage view") for c in v))
+        return record_from_json(cls, d, "coverage view", quantities=lambda v: tuple(quantity(q) for q in v))
+
+
 def coverage_view(ranks: np.ndarray, n_draws: int, names: list[str], *, false_alarm: float = FALSE_ALARM,
-                  seed: int = 0) -> dict[str, Any]:
+                  seed: int = 0) -> CoverageView:
     """Empirical coverage of central posterior intervals against their nominal level.
 
     The truth lies in the central interval of level p exactly when its PIT value u does,
@@ -216,13 +330,45 @@ def coverage_view(ranks: np.ndarray, n_draws: int, names: list[str], *, false_al
         for p in COVERAGE_LEVELS:
             hits = int(np.sum(w[:, k] <= p))
             lo, hi = wilson_interval(hits, S)
-            levels.append({"nominal": p, "coverage": hits / S, "interval": [lo, hi]})
-        per.append({"name": names[k], "levels": levels})
-    return {"levels": list(COVERAGE_LEVELS), "n_sims": S, "interval": "pointwise 95% Wilson",
-            "band_level": 1.0 - false_alarm / K, "quantities": per}
+            levels.append(CoverageLevel(nominal=p, coverage=hits / S, interval=(lo, hi)))
+        per.append(QuantityCoverage(name=names[k], levels=tuple(levels)))
+    return CoverageView(levels=COVERAGE_LEVELS, n_sims=S, interval="pointwise 95% Wilson",
+                        band_level=1.0 - false_alarm / K, quantities=tuple(per))
 
 
-def contraction_view(truth, post_mean, post_sd, names: list[str]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class QuantityContraction:
+    """One quantity's z-scores and contraction summarized over the simulations (None where
+    no simulation had a finite value)."""
+
+    name: str
+    z_mean: float | None
+    z_sd: float | None
+    share_abs_z_above_2: float | None
+    contraction_median: float | None
+
+
+@dataclass(frozen=True)
+class ContractionView:
+    """Posterior contraction against z-score (:func:`contraction_view`): ``z`` and
+    ``contraction`` as (simulations, quantities) rows (NaN where undefined), one
+    :class:`QuantityContraction` per quantity, and what the truths' spread is in words."""
+
+    z: tuple[tuple[float, ...], ...]
+    contraction: tuple[tuple[float, ...], ...]
+    quantities: tuple[QuantityContraction, ...]
+    truth_spread: str
+
+    def to_json(self) -> dict[str, Any]:
+        return record_json(self)
+
+    @classmethod
+    def from_json(cls, d: Any) -> "ContractionView":
+        return record_from_json(cls, d, "contraction view", quantities=lambda v: tuple(
+            record_from_json(QuantityContraction, q, "quantity of a contraction view") for q in v))
+
+
+def contraction_view(truth, post_mean, post_sd, names: list[str]) -> ContractionView | None:
     """Posterior contraction against z-score, per simulation and quantity (Betancourt's
     view of what the fits learn): z = (posterior mean - truth) / posterior sd, and
     contraction = 1 - posterior variance / variance of the truths over the simulations (the
@@ -241,17 +387,22 @@ def contraction_view(truth, post_mean, post_sd, names: list[str]) -> dict[str, A
     per = []
     for k, name in enumerate(names):
         zk = z[:, k][np.isfinite(z[:, k])]
-        per.append({"name": name, "z_mean": float(zk.mean()) if zk.size else None,
-                    "z_sd": float(zk.std(ddof=1)) if zk.size > 1 else None,
-                    "share_abs_z_above_2": float(np.mean(np.abs(zk) > 2.0)) if zk.size else None,
-                    "contraction_median": float(np.nanmedian(contraction[:, k]))
-                    if np.isfinite(contraction[:, k]).any() else None})
-    return {"z": np.round(z, 5).tolist(), "contraction": np.round(contraction, 5).tolist(), "quantities": per,
-            "truth_spread": "variance of the truths over the simulations"}
+        per.append(QuantityContraction(
+            name=name, z_mean=float(zk.mean()) if zk.size else None,
+            z_sd=float(zk.std(ddof=1)) if zk.size > 1 else None,
+            share_abs_z_above_2=float(np.mean(np.abs(zk) > 2.0)) if zk.size else None,
+            contraction_median=float(np.nanmedian(contraction[:, k])) if np.isfinite(contraction[:, k]).any()
+            else None))
+
+    def rows(a):
+        return tuple(tuple(row) for row in np.round(a, 5).tolist())
+    return ContractionView(z=rows(z), contraction=rows(contraction), quantities=tuple(per),
+                           truth_spread="variance of the truths over the simulations")
 
 
 
 __all__ = ["FALSE_ALARM", "CALIBRATED", "MISCALIBRATED", "eval_points", "simultaneous_band", "pit_values",
-           "uniformity", "conjugate_normal_ranks", "failure_shape", "describe_failure", "SHIFTED_UP",
-           "SHIFTED_DOWN", "TOO_NARROW", "TOO_WIDE", "NO_SIMPLE_SHAPE", "COVERAGE_LEVELS", "coverage_view",
-           "contraction_view"]
+           "uniformity", "UniformityTest", "QuantityUniformity", "conjugate_normal_ranks", "failure_shape",
+           "FailureShape", "describe_failure", "SHIFTED_UP", "SHIFTED_DOWN", "TOO_NARROW", "TOO_WIDE",
+           "NO_SIMPLE_SHAPE", "COVERAGE_LEVELS", "coverage_view", "CoverageView", "QuantityCoverage",
+           "CoverageLevel", "contraction_view", "ContractionView", "QuantityContraction"]

@@ -10,12 +10,14 @@ returned point estimates) to the reason this module writes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from .rank_power import POWER_PROBABILITY, SIMS_GRID, USELESS, detectable_defects, detected_sizes, simulations_needed
-from .rank_uniformity import CALIBRATED, FALSE_ALARM, MISCALIBRATED, describe_failure, uniformity
+from ..base.result_format import record_json
+from .rank_power import POWER_PROBABILITY, SIMS_GRID, USELESS, RankPower, detectable_defects, simulations_needed
+from .rank_uniformity import CALIBRATED, FALSE_ALARM, MISCALIBRATED, UniformityTest, describe_failure, uniformity
 
 #: the ranks stayed inside their bands, but the run was too small to have seen a gross
 #: defect (:data:`USELESS`): not a verdict of "calibrated"
@@ -26,43 +28,58 @@ NOT_APPLICABLE = "not applicable"
 MIN_RANKED = 10
 
 
+@dataclass(frozen=True)
+class RankVerdict:
+    """The verdict of a set of ranks (:func:`rank_verdict`): ``status``, ``reason`` in words,
+    the uniformity test that decided it and the run's power (with ``simulations_needed`` set
+    where the run was too small)."""
+
+    status: str
+    reason: str
+    uniformity: UniformityTest
+    power: RankPower
+
+    def to_json(self) -> dict[str, Any]:
+        return record_json(self)
+
+
 def rank_verdict(ranks, n_draws: int, names: list[str], *, false_alarm: float = FALSE_ALARM,
-                 seed: int = 0) -> dict[str, Any]:
+                 seed: int = 0) -> RankVerdict:
     """The verdict of (S, K) ranks in 0..``n_draws`` (S >= :data:`MIN_RANKED`): ``status``
     (:data:`CALIBRATED`, :data:`MISCALIBRATED` or :data:`TOO_FEW`), ``reason`` in words,
     the uniformity test, and the run's power with ``simulations_needed`` (the S a useful run
     of this L and K needs, where the run was too small; else None). The reason does not end
-    with the power line: the runner appends its own notes first, then ``power["line"]``."""
+    with the power line: the runner appends its own notes first, then ``power.line``."""
     ranks = np.asarray(ranks)
     S = len(ranks)
     if S < MIN_RANKED:
         raise ValueError(f"the uniformity test needs at least {MIN_RANKED} ranked simulations; got {S}")
     test = uniformity(ranks, n_draws, names=names, false_alarm=false_alarm, seed=seed)
-    K = test["n_quantities"]
+    K = test.n_quantities
     power = detectable_defects(S, n_draws, K, false_alarm)
-    inside = (f"the ranks of all {K} quantities stay inside their simultaneous {100 * test['band_level']:.2f}% "
+    inside = (f"the ranks of all {K} quantities stay inside their simultaneous {100 * test.band_level:.2f}% "
               f"bands over {S} simulations ({100 * false_alarm:g}% family-wise false-alarm rate)")
     needed = None
-    if test["status"] == MISCALIBRATED:
+    if test.status == MISCALIBRATED:
         # a detection keeps its false-alarm rate at any S: it stands however small the run
         status = MISCALIBRATED
-        reason = ("miscalibrated: " + "; ".join(describe_failure(q) for q in test["worst"])
-                  + f" ({sum(not q['inside'] for q in test['quantities'])} of {K} quantities "
+        reason = ("miscalibrated: " + "; ".join(describe_failure(q) for q in test.worst)
+                  + f" ({sum(not q.inside for q in test.quantities)} of {K} quantities "
                   f"outside their bands over {S} simulations)")
-    elif power["useful"]:
+    elif power.useful:
         status = CALIBRATED
         reason = f"calibrated: {inside}"
     else:
         status = TOO_FEW
         enough = simulations_needed(n_draws, K, false_alarm)
-        needed = None if enough is None else enough["n_sims"]
+        needed = None if enough is None else enough.n_sims
         reason = (f"{TOO_FEW}: {inside}, but a run this small misses a mean off by "
                   f"{USELESS['mean_shift_sd']:g} posterior sd or an sd x{USELESS['sd_factor_narrow']:g} more than "
                   f"{100 * (1 - POWER_PROBABILITY):.0f}% of the time; "
-                  + (f"{needed} simulations would be enough (they detect {' or '.join(detected_sizes(enough)[0])} "
+                  + (f"{needed} simulations would be enough (they detect {' or '.join(enough.detected_sizes()[0])} "
                      f"{100 * POWER_PROBABILITY:.0f}% of the time)" if enough is not None else
                      f"not even {SIMS_GRID[-1]} simulations would be enough with {K} quantities"))
-    return {"status": status, "reason": reason, "uniformity": test, "power": {**power, "simulations_needed": needed}}
+    return RankVerdict(status=status, reason=reason, uniformity=test, power=replace(power, simulations_needed=needed))
 
 
-__all__ = ["rank_verdict", "CALIBRATED", "MISCALIBRATED", "TOO_FEW", "NOT_APPLICABLE", "MIN_RANKED"]
+__all__ = ["rank_verdict", "RankVerdict", "CALIBRATED", "MISCALIBRATED", "TOO_FEW", "NOT_APPLICABLE", "MIN_RANKED"]

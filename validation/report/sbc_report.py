@@ -33,15 +33,14 @@ def coverage_line(summary: SBCResult, level: float = 0.9) -> str | None:
     """One line: the median over quantities of the empirical coverage of central intervals
     of nominal ``level``, and the quantity furthest from it with its Wilson interval."""
     view = summary.coverage
-    if not view or level not in view["levels"]:
+    if view is None or level not in view.levels:
         return None
-    i = view["levels"].index(level)
-    rows = [(q["name"], q["levels"][i]) for q in view["quantities"]]
-    median = float(np.median([r["coverage"] for _, r in rows]))
-    name, worst = max(rows, key=lambda r: abs(r[1]["coverage"] - level))
-    lo, hi = worst["interval"]
+    rows = [(q.name, q.at(level)) for q in view.quantities]
+    median = float(np.median([r.coverage for _, r in rows]))
+    name, worst = max(rows, key=lambda r: abs(r[1].coverage - level))
+    lo, hi = worst.interval
     return (f"{100 * level:g}% central intervals cover the truth in {100 * median:.0f}% of simulations "
-            f"(median over quantities); furthest: {name} {100 * worst['coverage']:.0f}% "
+            f"(median over quantities); furthest: {name} {100 * worst.coverage:.0f}% "
             f"[{100 * lo:.0f}, {100 * hi:.0f}]")
 
 
@@ -66,11 +65,11 @@ def sbc_figure(summary: SBCResult, *, max_quantities: int = 8):
     test = summary.uniformity
     ranks = np.asarray(summary.ranks)
     S, K = ranks.shape
-    L = test["n_draws"]
+    L = test.n_draws
     shown = _shown_quantities(summary, max_quantities)
     u = pit_values(ranks, L, np.random.default_rng(summary.settings.seed))
     x = eval_points(S)
-    lower, upper = simultaneous_band(S, test["band_level"])
+    lower, upper = simultaneous_band(S, test.band_level)
     bins = min(20, L + 1)
     edges = np.linspace(-0.5, L + 0.5, bins + 1)
     p_bin = np.diff(edges) / (L + 1)
@@ -78,12 +77,12 @@ def sbc_figure(summary: SBCResult, *, max_quantities: int = 8):
     fig = ShownFigure(figsize=(9.5, 0.6 + 2.0 * len(shown)))
     axes = fig.subplots(len(shown), 2, squeeze=False, sharex="col")
     for row, k in enumerate(shown):
-        q = test["quantities"][k]
-        colour = "tab:blue" if q["inside"] else "tab:red"
+        q = test.quantities[k]
+        colour = "tab:blue" if q.inside else "tab:red"
         ax = axes[row, 0]
         ax.axhspan(lo_c, hi_c, color="0.85")
         ax.hist(ranks[:, k], bins=edges, color=colour)
-        ax.set_ylabel(f"{q['name']}\nsimulations", fontsize=8)
+        ax.set_ylabel(f"{q.name}\nsimulations", fontsize=8)
         ax = axes[row, 1]
         ax.fill_between(x, lower - x, upper - x, color="0.88", step="mid")
         ax.step(x, lower - x, where="mid", color="0.45", lw=0.7)
@@ -101,7 +100,7 @@ def sbc_figure(summary: SBCResult, *, max_quantities: int = 8):
         ax.set_ylabel("ECDF(u) - u", fontsize=8)
         if row == 0:
             axes[row, 0].set_title("rank histogram (grey: 99% of a uniform bar)", fontsize=9)
-            ax.set_title(f"PIT-ECDF minus uniform, simultaneous {100 * test['band_level']:.2f}% band", fontsize=9)
+            ax.set_title(f"PIT-ECDF minus uniform, simultaneous {100 * test.band_level:.2f}% band", fontsize=9)
     axes[-1, 0].set_xlabel(f"rank of the true value among L = {L} posterior draws")
     axes[-1, 1].set_xlabel("fractional rank u")
     fig.suptitle(f"SBC {summary.model} / {summary.engine}: {summary.status} "
@@ -113,8 +112,8 @@ def sbc_figure(summary: SBCResult, *, max_quantities: int = 8):
 def _shown_quantities(summary: SBCResult, max_quantities: int) -> list[int]:
     """The quantities a figure shows: those outside their bands first (worst first), then
     the others in order, up to ``max_quantities``."""
-    qs = summary.uniformity["quantities"]
-    return sorted(range(len(qs)), key=lambda k: (qs[k]["inside"], -qs[k]["excess"]))[:max_quantities]
+    qs = summary.uniformity.quantities
+    return sorted(range(len(qs)), key=lambda k: (qs[k].inside, -qs[k].excess))[:max_quantities]
 
 
 def sbc_views_figure(summary: SBCResult, *, max_quantities: int = 8):
@@ -134,20 +133,20 @@ def sbc_views_figure(summary: SBCResult, *, max_quantities: int = 8):
     ranks = np.asarray(summary.ranks)
     S, K = ranks.shape
     shown = _shown_quantities(summary, max_quantities)
-    u = pit_values(ranks, test["n_draws"], np.random.default_rng(summary.settings.seed))
+    u = pit_values(ranks, test.n_draws, np.random.default_rng(summary.settings.seed))
     w = np.abs(2.0 * u - 1.0)
     x = eval_points(S)
-    lower, upper = simultaneous_band(S, test["band_level"])
+    lower, upper = simultaneous_band(S, test.band_level)
     fig = ShownFigure(figsize=(10.0, 4.2))
     ax_cov, ax_con = fig.subplots(1, 2)
     ax_cov.fill_between(x, lower - x, upper - x, color="0.88", step="mid",
-                        label=f"simultaneous {100 * test['band_level']:.2f}% band")
+                        label=f"simultaneous {100 * test.band_level:.2f}% band")
     colours = [f"C{i % 10}" for i in range(len(shown))]
     for colour, k in zip(colours, shown):
-        q = test["quantities"][k]
+        q = test.quantities[k]
         cover = (w[:, k][:, None] <= x[None, :]).mean(0)
-        ax_cov.step(x, cover - x, where="mid", color=colour, lw=1.6 if not q["inside"] else 0.9,
-                    label=q["name"] + ("" if q["inside"] else " (outside its band)"))
+        ax_cov.step(x, cover - x, where="mid", color=colour, lw=1.6 if not q.inside else 0.9,
+                    label=q.name + ("" if q.inside else " (outside its band)"))
     ax_cov.axhline(0.0, color="0.4", lw=0.5)
     ax_cov.set_xlabel("nominal level of the central interval")
     ax_cov.set_ylabel("empirical coverage - nominal")
@@ -158,10 +157,10 @@ def sbc_views_figure(summary: SBCResult, *, max_quantities: int = 8):
         ax_con.text(0.5, 0.5, "no posterior means and sds with these ranks\n(ranks given alone, or simulations of an older format)",
                     ha="center", va="center", transform=ax_con.transAxes, fontsize=8)
     else:
-        z, contraction = np.asarray(view["z"], dtype=float), np.asarray(view["contraction"], dtype=float)
+        z, contraction = np.asarray(view.z, dtype=float), np.asarray(view.contraction, dtype=float)
         for colour, k in zip(colours, shown):
             ax_con.plot(contraction[:, k], z[:, k], "o", ms=2.5, alpha=0.6, color=colour,
-                        label=test["quantities"][k]["name"])
+                        label=test.quantities[k].name)
         for level in (-2.0, 2.0):
             ax_con.axhline(level, color="0.5", lw=0.6, ls="--")
         ax_con.axhline(0.0, color="0.4", lw=0.5)

@@ -8,7 +8,6 @@ A stored study is reported again from its cell files alone.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 

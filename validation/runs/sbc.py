@@ -380,18 +380,18 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
     ranks = np.array([r["ranks"] for r in ok])
     n_draws = ok[0]["n_draws"]
     verdict = rank_verdict(ranks, n_draws, names, false_alarm=settings.false_alarm, seed=settings.seed)
-    reason = verdict["reason"]
+    reason = verdict.reason
     if failed:
         reason += (f"; {len(failed)} of {len(results)} fits failed and are missing from the ranks, "
                    "which can bias them")
-    reason += f"; {verdict['power']['line']}"
+    reason += f"; {verdict.power.line}"
     # the contraction view needs each simulation's truth and posterior mean and sd, which
     # simulations of format 1 (and ranks given alone) do not have
     contraction = (contraction_view([r["truth"] for r in ok], [r["post_mean"] for r in ok],
                                     [r["post_sd"] for r in ok], names)
                    if all("post_mean" in r for r in ok) else None)
-    return SBCResult(**head, status=verdict["status"], reason=reason, failure_messages=failures,
-                     uniformity=verdict["uniformity"], power=verdict["power"],
+    return SBCResult(**head, status=verdict.status, reason=reason, failure_messages=failures,
+                     uniformity=verdict.uniformity, power=verdict.power,
                      glossary=quantity_glossary(names), ranks=ranks.tolist(),
                      coverage=coverage_view(ranks, n_draws, names, false_alarm=settings.false_alarm,
                                             seed=settings.seed),

@@ -3,10 +3,11 @@ counts in :class:`SBCCounts`; ``to_json`` / ``from_json`` in a versioned layout
 (``base/result_format.py``), so that a result stored by a study is read back as the same
 object, or refused with a reason.
 
-The judge's views of the ranks (the uniformity test, what the run could detect, coverage,
-contraction: ``validation/judge/rank_uniformity.py``, ``rank_power.py``, ``sbc_verdict.py``)
-are the judge's own JSON, kept as read-only mappings: their keys are documented where the
-judge makes them, and the report wing (``validation/report/sbc_report.py``) reads them.
+The judge's views of the ranks are the judge's own typed records, documented where the judge
+makes them: the uniformity test (:class:`UniformityTest`, ``validation/judge/rank_uniformity.py``),
+what the run could detect (:class:`RankPower`, ``rank_power.py``), coverage
+(:class:`CoverageView`) and contraction (:class:`ContractionView`). Their JSON is the layout
+the judge's dicts had before they were typed, key for key, so results stored before read back.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from ..base.result_format import check_format, check_parts, frozen, stamp, thawed
+from ..judge.rank_power import RankPower
+from ..judge.rank_uniformity import ContractionView, CoverageView, UniformityTest
 from .sbc_simulation import SBCSettings
 
 #: the layout of a stored SBC result; bump it when a field changes meaning
@@ -46,7 +49,7 @@ class SBCResult:
     simulated design's sizes and the problem's keywords; spec: the frozen model judged (its
     JSON); variant: the model variant the engine approximates (None: the model itself).
     counts, failure_messages: how the fits went. uniformity, power, coverage, contraction:
-    the judge's views of the ranks (read-only JSON); glossary: what each ranked quantity is;
+    the judge's views of the ranks (typed records, see above); glossary: what each ranked quantity is;
     ranks: (simulations, quantities). key, folder, reused, wall_seconds: where its
     simulations are stored, how many a rerun reused, and the seconds it ran. A run that did
     not start (no proper prior, an engine SBC does not apply to) has a status and a reason
@@ -64,12 +67,12 @@ class SBCResult:
     conditioning: Mapping[str, Any] | None = None
     counts: SBCCounts | None = None
     failure_messages: tuple[str, ...] = ()
-    uniformity: Mapping[str, Any] | None = None
-    power: Mapping[str, Any] | None = None
+    uniformity: UniformityTest | None = None
+    power: RankPower | None = None
     glossary: Mapping[str, str] = field(default_factory=dict)
     ranks: tuple[tuple[int, ...], ...] | None = None
-    coverage: Mapping[str, Any] | None = None
-    contraction: Mapping[str, Any] | None = None
+    coverage: CoverageView | None = None
+    contraction: ContractionView | None = None
     key: str | None = None
     folder: str | None = None
     reused: int = 0
@@ -77,8 +80,7 @@ class SBCResult:
 
     def __post_init__(self):
         # the JSON parts frozen all the way down, whatever the caller handed in
-        for name in ("design", "spec", "conditioning", "uniformity", "power", "glossary", "coverage",
-                     "contraction", "ranks", "failure_messages"):
+        for name in ("design", "spec", "conditioning", "glossary", "ranks", "failure_messages"):
             object.__setattr__(self, name, frozen(getattr(self, name)))
 
     def to_json(self) -> dict[str, Any]:
@@ -86,6 +88,8 @@ class SBCResult:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["settings"] = asdict(self.settings)
         d["counts"] = None if self.counts is None else asdict(self.counts)
+        for name in _VIEWS:
+            d[name] = None if d[name] is None else d[name].to_json()
         return stamp(thawed(d), SBC_RESULT_FORMAT)
 
     @classmethod
@@ -103,7 +107,17 @@ class SBCResult:
                 kw["counts"] = SBCCounts(**d["counts"])
         except TypeError as err:
             raise ValueError(f"not a stored SBC result: {err}") from None
+        for name, view in _VIEWS.items():
+            if d.get(name) is not None:
+                try:
+                    kw[name] = view.from_json(d[name])
+                except ValueError as err:
+                    raise ValueError(f"not a stored SBC result: its {name}: {err}") from None
         return cls(**kw)
+
+
+#: the judge's views an SBC result holds, each with the type that reads its JSON
+_VIEWS = {"uniformity": UniformityTest, "power": RankPower, "coverage": CoverageView, "contraction": ContractionView}
 
 
 __all__ = ["SBCResult", "SBCCounts", "SBC_RESULT_FORMAT"]

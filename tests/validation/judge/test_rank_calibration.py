@@ -23,7 +23,7 @@ def test_uniformity_test_false_alarm_rate_is_the_stated_one():
     # must be within 3 binomial standard errors (3 x 0.011) of the nominal 5% (less the
     # Bonferroni slack: 1 - (1 - 0.005)^10 = 4.9% for independent quantities)
     rng = np.random.default_rng(11)
-    flagged = [rank_uniformity.uniformity(_exact_and_engine_ranks(rng, 100, 99, k=10), 99, seed=r)["status"] == rank_uniformity.MISCALIBRATED
+    flagged = [rank_uniformity.uniformity(_exact_and_engine_ranks(rng, 100, 99, k=10), 99, seed=r).status == rank_uniformity.MISCALIBRATED
                for r in range(400)]
     rate = float(np.mean(flagged))
     se = np.sqrt(0.049 * 0.951 / 400)
@@ -55,35 +55,35 @@ def test_uniformity_test_catches_and_names_a_broken_posterior(defect, words):
     # in about 3% of flagged runs (each score's two-sided 2-sd tail)
     rng = np.random.default_rng(5)
     test = rank_uniformity.uniformity(rank_uniformity.conjugate_normal_ranks(rng, 300, 99, 3, defective=1, **defect), 99)
-    assert test["status"] == rank_uniformity.MISCALIBRATED
-    flagged = test["worst"][0]
-    assert flagged["name"] == "q[0]" and flagged["shape"] == words
+    assert test.status == rank_uniformity.MISCALIBRATED
+    flagged = test.worst[0]
+    assert flagged.name == "q[0]" and flagged.shape == words
     assert rank_uniformity.describe_failure(flagged).startswith(f"q[0] ({words}:")
     if "shift" in defect and "sd_factor" not in defect:
         # one tail over-full, the other under-full: the direction the shift says
-        low, high = flagged["share_in_lower_tenth"], flagged["share_in_upper_tenth"]
+        low, high = flagged.share_in_lower_tenth, flagged.share_in_upper_tenth
         assert (low > 0.1 > high) if defect["shift"] > 0 else (high > 0.1 > low)
-        assert "too narrow" not in flagged["shape"] and "too wide" not in flagged["shape"]
+        assert "too narrow" not in flagged.shape and "too wide" not in flagged.shape
 
 
 def test_shape_scores_are_in_standard_errors_of_the_run():
     # the same shares are a clear shape at S = 1000 and none at S = 20: the cut-off is
     # SHAPE_SCORE binomial standard errors, not a fixed share. 60% below the median is
     # (0.6 - 0.5) / sqrt(0.25 / S) = 6.3 sds at S = 1000, 0.9 at S = 20
-    assert rank_uniformity.failure_shape(0.14, 0.07, 0.6, 1000)["shape"] == rank_uniformity.SHIFTED_UP
-    assert rank_uniformity.failure_shape(0.14, 0.07, 0.6, 20)["shape"] == rank_uniformity.NO_SIMPLE_SHAPE
+    assert rank_uniformity.failure_shape(0.14, 0.07, 0.6, 1000).shape == rank_uniformity.SHIFTED_UP
+    assert rank_uniformity.failure_shape(0.14, 0.07, 0.6, 20).shape == rank_uniformity.NO_SIMPLE_SHAPE
     # both tenths over-full and an even median: narrow; both under-full: wide
-    assert rank_uniformity.failure_shape(0.2, 0.2, 0.5, 300)["shape"] == rank_uniformity.TOO_NARROW
-    assert rank_uniformity.failure_shape(0.03, 0.03, 0.5, 300)["shape"] == rank_uniformity.TOO_WIDE
+    assert rank_uniformity.failure_shape(0.2, 0.2, 0.5, 300).shape == rank_uniformity.TOO_NARROW
+    assert rank_uniformity.failure_shape(0.03, 0.03, 0.5, 300).shape == rank_uniformity.TOO_WIDE
     # a pure shift's one-sided pile (the lowest tenth 16%, the highest 6%: what a 0.3-sd
     # shift gives) is not a spread defect, though the outer tenths hold 22%
     score = rank_uniformity.failure_shape(0.16, 0.06, 0.62, 300)
-    assert score["shape"] == rank_uniformity.SHIFTED_UP and abs(score["spread_score"]) < 1.0
+    assert score.shape == rank_uniformity.SHIFTED_UP and abs(score.spread_score) < 1.0
     # grid-rvm's vb-s-grid w[11] (23% in the outer tenths, 48% below the median at S =
     # 100; split here 12% / 11%): a band exceeded with no clear shape names no direction
-    assert rank_uniformity.failure_shape(0.12, 0.11, 0.48, 100)["shape"] == rank_uniformity.NO_SIMPLE_SHAPE
+    assert rank_uniformity.failure_shape(0.12, 0.11, 0.48, 100).shape == rank_uniformity.NO_SIMPLE_SHAPE
     # an empty tenth (every truth in the middle) still gives a finite score
-    assert np.isfinite(rank_uniformity.failure_shape(0.0, 0.0, 0.5, 10)["spread_score"])
+    assert np.isfinite(rank_uniformity.failure_shape(0.0, 0.0, 0.5, 10).spread_score)
 
 
 def test_power_is_the_detection_rate_the_uniformity_test_reaches():
@@ -95,12 +95,12 @@ def test_power_is_the_detection_rate_the_uniformity_test_reaches():
     # sds (3 x 2.4% = 7.2%) of 0.8
     S_, L, K = 100, 99, 11
     power = rank_power.detectable_defects(S_, L, K)
-    assert power["probability"] == 0.8 and power["replicates"] == rank_power.POWER_REPLICATES
+    assert power.probability == 0.8 and power.replicates == rank_power.POWER_REPLICATES
     rng = np.random.default_rng(17)
-    for defect in ({"shift": power["mean_shift_sd"]}, {"sd_factor": power["sd_factor_narrow"]},
-                   {"sd_factor": power["sd_factor_wide"]}):
+    for defect in ({"shift": power.mean_shift_sd}, {"sd_factor": power.sd_factor_narrow},
+                   {"sd_factor": power.sd_factor_wide}):
         hits = [rank_uniformity.uniformity(rank_uniformity.conjugate_normal_ranks(rng, S_, L, 1, **defect), L, false_alarm=0.05 / K,
-                             seed=r)["status"] == rank_uniformity.MISCALIBRATED for r in range(400)]
+                             seed=r).status == rank_uniformity.MISCALIBRATED for r in range(400)]
         assert abs(np.mean(hits) - 0.8) < 0.072, (defect, np.mean(hits))
     # the exact PIT cdf that the power simulation draws from, against the empirical one
     # of 200,000 ranks (shift and narrowing together): the largest gap over the test's 99
@@ -111,8 +111,8 @@ def test_power_is_the_detection_rate_the_uniformity_test_reaches():
     empirical = (u[:, None] <= x[None, :]).mean(0)
     assert np.abs(empirical - rank_power.pit_cdf(x, L, 0.3, 0.6)).max() < 4 * 0.0011
     # power grows with S; the line is deterministic and cached
-    assert rank_power.detectable_defects(20, L, K)["mean_shift_sd"] > power["mean_shift_sd"]
-    assert rank_power.detectable_defects(S_, L, K) == power and power["line"] == rank_power.power_line(power)
+    assert rank_power.detectable_defects(20, L, K).mean_shift_sd > power.mean_shift_sd
+    assert rank_power.detectable_defects(S_, L, K) == power
 
 
 def test_the_verdict_of_ranks_calibrated_too_few_or_miscalibrated():
@@ -122,18 +122,18 @@ def test_the_verdict_of_ranks_calibrated_too_few_or_miscalibrated():
     rng = np.random.default_rng(3)
     small = sbc_verdict.rank_verdict(rank_uniformity.conjugate_normal_ranks(rng, 20, 99, 5), 99,
                                      [f"q{k}" for k in range(5)])
-    assert small["uniformity"]["status"] == rank_uniformity.CALIBRATED
-    assert small["status"] == sbc_verdict.TOO_FEW
-    assert small["power"]["simulations_needed"] == rank_power.simulations_needed(99, 5)["n_sims"]
-    assert small["power"]["line"] == rank_power.detectable_defects(20, 99, 5)["line"]
+    assert small.uniformity.status == rank_uniformity.CALIBRATED
+    assert small.status == sbc_verdict.TOO_FEW
+    assert small.power.simulations_needed == rank_power.simulations_needed(99, 5).n_sims
+    assert small.power.line == rank_power.detectable_defects(20, 99, 5).line
     big = sbc_verdict.rank_verdict(rank_uniformity.conjugate_normal_ranks(rng, 200, 99, 5), 99,
                                    [f"q{k}" for k in range(5)])
-    assert big["status"] == sbc_verdict.CALIBRATED and big["power"]["simulations_needed"] is None
-    assert big["reason"].startswith("calibrated: the ranks of all 5 quantities")
+    assert big.status == sbc_verdict.CALIBRATED and big.power.simulations_needed is None
+    assert big.reason.startswith("calibrated: the ranks of all 5 quantities")
     # a posterior half as wide in every quantity is miscalibrated, with its shape in words
     bad = sbc_verdict.rank_verdict(rank_uniformity.conjugate_normal_ranks(rng, 200, 99, 5, sd_factor=0.5), 99,
                                    [f"q{k}" for k in range(5)])
-    assert bad["status"] == sbc_verdict.MISCALIBRATED and "too narrow" in bad["reason"]
+    assert bad.status == sbc_verdict.MISCALIBRATED and "too narrow" in bad.reason
 
 
 def test_the_verdict_refuses_too_few_ranked_simulations():
@@ -150,11 +150,11 @@ def test_contraction_view_of_an_exact_normal_posterior():
     theta = rng.standard_normal(500)
     x = theta + rng.standard_normal(500)
     truth, mean = theta[:, None], (x / 2)[:, None]
-    view = rank_uniformity.contraction_view(truth, mean, np.full_like(mean, np.sqrt(0.5)), ["theta"])["quantities"][0]
-    assert abs(view["z_mean"]) < 4 * 1 / np.sqrt(500)
-    assert abs(view["z_sd"] - 1.0) < 0.15
-    assert abs(view["contraction_median"] - 0.5) < 0.1
+    view = rank_uniformity.contraction_view(truth, mean, np.full_like(mean, np.sqrt(0.5)), ["theta"]).quantities[0]
+    assert abs(view.z_mean) < 4 * 1 / np.sqrt(500)
+    assert abs(view.z_sd - 1.0) < 0.15
+    assert abs(view.contraction_median - 0.5) < 0.1
     # a posterior twice too narrow: z's sd about 2, contraction overstated
     narrow = rank_uniformity.contraction_view(truth, mean, np.full_like(mean, np.sqrt(0.5) / 2),
-                                              ["theta"])["quantities"][0]
-    assert narrow["z_sd"] > 1.7 and narrow["contraction_median"] > 0.8
+                                              ["theta"]).quantities[0]
+    assert narrow.z_sd > 1.7 and narrow.contraction_median > 0.8

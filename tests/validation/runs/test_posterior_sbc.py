@@ -76,11 +76,11 @@ def test_an_engine_that_ignores_the_new_data_is_caught_by_the_log_likelihood(cas
     summary = ps.run_posterior_sbc(ps.PosteriorSBCConfig("pcvm", ignores_new_data, case=case, settings=sbc_simulation.SBCSettings(n_sims=40)),
                                    out_dir=tmp_path)
     assert summary.status == rank_uniformity.MISCALIBRATED, summary.reason
-    worst = summary.uniformity["worst"][0]
-    assert worst["name"] == "log_lik"
+    worst = summary.uniformity.worst[0]
+    assert worst.name == "log_lik"
     # the truth's log-likelihood lies above the draws' median in most simulations (half of
     # them if calibrated; 0.3 is 2.5 standard errors below a half at 40 simulations)
-    assert worst["share_below_half"] < 0.3
+    assert worst.share_below_half < 0.3
 
 
 @pytest.mark.long
@@ -93,11 +93,11 @@ def test_too_narrow_ep_is_flagged_and_its_coverage_falls_short(case, tmp_path):
                                    out_dir=tmp_path)
     assert summary.status == rank_uniformity.MISCALIBRATED, summary.reason
     assert "too narrow" in summary.reason
-    at_90 = [q["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)] for q in summary.coverage["quantities"]]
-    assert np.median([c["coverage"] for c in at_90]) < 0.9
-    assert min(c["interval"][1] for c in at_90) < 0.9
+    at_90 = [q.at(0.9) for q in summary.coverage.quantities]
+    assert np.median([c.coverage for c in at_90]) < 0.9
+    assert min(c.interval[1] for c in at_90) < 0.9
     # contraction view: z-scores spread wider than a calibrated fit's (sd about 2)
-    z_sd = [q["z_sd"] for q in summary.contraction["quantities"] if q["name"].startswith("w[")]
+    z_sd = [q.z_sd for q in summary.contraction.quantities if q.name.startswith("w[")]
     assert np.median(z_sd) > 1.3
 
 
@@ -127,11 +127,11 @@ def test_coverage_view_of_exact_and_narrow_ranks():
     rng = np.random.default_rng(5)
     exact = sbc.rank_summary(rank_uniformity.conjugate_normal_ranks(rng, 400, 99, 2), ["a", "b"], 99)
     narrow = sbc.rank_summary(rank_uniformity.conjugate_normal_ranks(rng, 400, 99, 2, sd_factor=0.5, defective=1), ["a", "b"], 99)
-    for q in exact.coverage["quantities"]:
-        for level in q["levels"]:
-            assert level["interval"][0] <= level["nominal"] <= level["interval"][1], (q["name"], level)
-    a90 = narrow.coverage["quantities"][0]["levels"][rank_uniformity.COVERAGE_LEVELS.index(0.9)]
-    assert a90["interval"][1] < 0.75
+    for q in exact.coverage.quantities:
+        for level in q.levels:
+            assert level.interval[0] <= level.nominal <= level.interval[1], (q.name, level)
+    a90 = narrow.coverage.quantities[0].at(0.9)
+    assert a90.interval[1] < 0.75
     assert "furthest: a" in sbc_report.coverage_line(narrow)
     # ranks alone carry no posterior means: the contraction view says it has nothing
     assert narrow.contraction is None and sbc_report.sbc_views_figure(narrow) is not None

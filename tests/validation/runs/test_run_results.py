@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (float64)
-from zoo.validation.judge.rank_uniformity import conjugate_normal_ranks
+from zoo.validation.judge.rank_power import RankPower
+from zoo.validation.judge.rank_uniformity import CoverageView, UniformityTest, conjugate_normal_ranks
 from zoo.validation.runs.battery_result import BatteryResult, BatteryRow, load_batteries
 from zoo.validation.runs.sbc import rank_summary
 from zoo.validation.runs.sbc_result import SBC_RESULT_FORMAT, SBCCounts, SBCResult
@@ -33,16 +34,21 @@ def test_an_sbc_result_reads_back_as_itself_through_json(sbc_result):
     assert again == sbc_result
     assert again.to_json() == stored
     assert isinstance(again.counts, SBCCounts) and isinstance(again.settings, SBCSettings)
-    assert [q["name"] for q in again.uniformity["quantities"]] == ["a", "b"] and again.status == "miscalibrated"
+    assert [q.name for q in again.uniformity.quantities] == ["a", "b"] and again.status == "miscalibrated"
+    # the judge's views come back as the judge's own types, not as JSON
+    assert (type(again.uniformity), type(again.power), type(again.coverage)) == (
+        UniformityTest, RankPower, CoverageView)
 
 
 def test_an_sbc_result_cannot_be_changed_in_place(sbc_result):
     with pytest.raises(dataclasses.FrozenInstanceError):
         sbc_result.status = "calibrated"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sbc_result.uniformity.status = "calibrated"  # the judge's view too, all the way down
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sbc_result.uniformity.quantities[0].inside = True
     with pytest.raises(TypeError):
-        sbc_result.uniformity["status"] = "calibrated"  # the judge's view too, all the way down
-    with pytest.raises(TypeError):
-        sbc_result.uniformity["quantities"][0]["inside"] = True
+        sbc_result.coverage.quantities[0].levels[0] = None  # tuples, not lists
     assert isinstance(sbc_result.ranks, tuple)
 
 
@@ -53,6 +59,14 @@ def test_an_sbc_result_cannot_be_changed_in_place(sbc_result):
     (lambda d: {k: v for k, v in d.items() if k != "status"}, "lacks 'status'"),
     (lambda d: {**d, "counts": {**d["counts"], "extra": 1}}, "not a stored SBC result"),
     (lambda d: [d], "not a JSON object"),
+    # the judge's views are read part by part: a line or a part missing or unknown is named
+    (lambda d: {**d, "uniformity": {**d["uniformity"], "quantities": [
+        {k: v for k, v in q.items() if k != "excess"} for q in d["uniformity"]["quantities"]]}},
+     "its uniformity: not a stored quantity of a uniformity test: it lacks 'excess'"),
+    (lambda d: {**d, "power": {**d["power"], "sd_factor_tiny": 0.1}}, "its power: not a stored SBC power this zoo "
+                                                                       "reads: unknown part(s) 'sd_factor_tiny'"),
+    (lambda d: {**d, "coverage": {**d["coverage"], "quantities": [{"name": "a"}]}},
+     "its coverage: not a stored quantity of a coverage view: it lacks 'levels'"),
 ])
 def test_a_stored_sbc_result_this_zoo_cannot_read_is_refused_with_the_reason(sbc_result, change, words):
     with pytest.raises(ValueError, match="SBC result") as caught:
@@ -64,6 +78,22 @@ def test_an_sbc_summary_stored_before_results_were_typed_reads_as_format_1(sbc_r
     """A study cell or sbc.json written before the stamp: the same keys, no "format"."""
     old = {k: v for k, v in sbc_result.to_json().items() if k != "format"}
     assert SBCResult.from_json(old) == sbc_result
+
+
+def test_an_sbc_result_stored_before_the_shape_of_a_failure_was_read_reads_with_those_parts_none(sbc_result):
+    """The layout of benchmarks/results/sbc_all.json: each quantity of the uniformity test with
+    only its name, inside, excess and the outer-tenths and below-half shares. Read back, what
+    was not recorded is None (not zero), and what was is kept."""
+    newer = ("share_in_lower_tenth", "share_in_upper_tenth", "shift_score", "spread_score", "shape")
+    stored = sbc_result.to_json()
+    old = {**stored, "uniformity": {**stored["uniformity"], **{part: [
+        {k: v for k, v in q.items() if k not in newer} for q in stored["uniformity"][part]]
+        for part in ("quantities", "worst")}}}
+    again = SBCResult.from_json(old)
+    assert again.uniformity.quantities == tuple(dataclasses.replace(q, **dict.fromkeys(newer))
+                                                for q in sbc_result.uniformity.quantities)
+    assert again.uniformity.quantities[0].inside is False  # the planted defect's line, kept
+    assert again.status == sbc_result.status and again.power == sbc_result.power
 
 
 @pytest.mark.parametrize("name", ["defect_battery.json", "distribution_battery.json"])

@@ -8,6 +8,7 @@ error of the number of replicates, stated where used.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import textwrap
@@ -20,7 +21,6 @@ import pytest
 import zoo  # noqa: F401  (float64)
 from zoo.cli import main
 from zoo.models.pcvm import PCVM
-from zoo.validation.base.result_format import frozen
 from zoo.validation.runs.sbc_result import SBCResult
 from zoo.validation.records import registry
 from zoo.validation.report import sbc_report
@@ -48,21 +48,21 @@ def test_too_few_simulations_to_call_is_not_calibrated():
                            sbc_simulation.SBCSettings(n_sims=n_sims, seed=seed), model="(planted)", engine="(planted)")
 
     small = run(10, 0)
-    assert small.uniformity["status"] == rank_uniformity.CALIBRATED  # inside every band ...
+    assert small.uniformity.status == rank_uniformity.CALIBRATED  # inside every band ...
     assert small.status == sbc_verdict.TOO_FEW  # ... and still not called calibrated
     assert small.reason.startswith(sbc_verdict.TOO_FEW) and "calibrated:" not in small.reason
-    assert not small.power["useful"] and small.power["sd_factor_narrow"] is None
+    assert not small.power.useful and small.power.sd_factor_narrow is None
     # the reason says how many would do: the smallest S of the grid with useful power
-    needed = small.power["simulations_needed"]
-    assert needed == rank_power.simulations_needed(99, 11)["n_sims"] and needed in rank_power.SIMS_GRID and needed > 10
+    needed = small.power.simulations_needed
+    assert needed == rank_power.simulations_needed(99, 11).n_sims and needed in rank_power.SIMS_GRID and needed > 10
     assert f"{needed} simulations would be enough" in small.reason
-    assert small.reason.endswith(small.power["line"])
+    assert small.reason.endswith(small.power.line)
     big = run(100, 0)
-    assert big.status == rank_uniformity.MISCALIBRATED and big.power["useful"]
+    assert big.status == rank_uniformity.MISCALIBRATED and big.power.useful
     assert "posterior shifted up" in big.reason
     # a detection stands at any S: the same defect flagged at S = 10 (at a seed where a
     # band is left) is miscalibrated, not too few
-    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s.uniformity["status"] == rank_uniformity.MISCALIBRATED)
+    flagged = next(s for s in (run(10, seed) for seed in range(1, 40)) if s.uniformity.status == rank_uniformity.MISCALIBRATED)
     assert flagged.status == rank_uniformity.MISCALIBRATED
 
 
@@ -123,18 +123,19 @@ def test_a_run_is_stored_per_simulation_and_resumes(tmp_path):
     first = S.run_sbc(S.SBCConfig("pcvm", "ep", settings=settings, problem=kwargs), out_dir=tmp_path)
     assert first.counts.ok == 12 and first.reused == 0
     # what a user reads off the summary: one rank in 0..L per simulation and quantity ...
-    names = [q["name"] for q in first.uniformity["quantities"]]
+    names = [q.name for q in first.uniformity.quantities]
     ranks = np.asarray(first.ranks)
     assert ranks.shape == (12, len(names)) and ranks.min() >= 0 and ranks.max() <= 19
     # ... a verdict that is the uniformity test's on exactly those ranks ...
     test = rank_uniformity.uniformity(ranks, 19, names=names, seed=3)
-    assert frozen(test) == first.uniformity  # the result keeps the judge's view, read-only
-    power = rank_power.detectable_defects(12, 19, test["n_quantities"])
-    expected = (rank_uniformity.MISCALIBRATED if test["status"] == rank_uniformity.MISCALIBRATED
-                else rank_uniformity.CALIBRATED if power["useful"] else sbc_verdict.TOO_FEW)
+    assert test == first.uniformity  # the result keeps the judge's view
+    power = rank_power.detectable_defects(12, 19, test.n_quantities)
+    expected = (rank_uniformity.MISCALIBRATED if test.status == rank_uniformity.MISCALIBRATED
+                else rank_uniformity.CALIBRATED if power.useful else sbc_verdict.TOO_FEW)
     assert first.status == expected
     # ... and the power line of this S, L and K, as a direct computation gives it
-    assert {k: first.power[k] for k in power} == power and first.reason.endswith(power["line"])
+    assert first.power == dataclasses.replace(power, simulations_needed=first.power.simulations_needed)
+    assert first.reason.endswith(power.line)
     assert set(first.glossary) >= {"f_new[k]", "log_lik"}
     files = sorted(f for f in os.listdir(first.folder) if f.endswith(".json"))
     assert len(files) == 12
@@ -231,7 +232,7 @@ def test_every_engine_gets_an_sbc_verdict_and_every_reference_sampler_is_calibra
     assert summary.status != sbc_verdict.TOO_FEW, summary.reason
     assert summary.reason
     if summary.status != sbc_verdict.NOT_APPLICABLE:
-        assert summary.power["useful"] and summary.reason.endswith(summary.power["line"])
+        assert summary.power.useful and summary.reason.endswith(summary.power.line)
     # the engines' own results, as benchmarks/results/sbc_all.json recorded them at this seed
     # and S: those whose ECDF left its band by more than one band half-width there are far
     # outside (not a boundary case a change of CPU could flip) and must stay miscalibrated;

@@ -24,8 +24,12 @@ from the weak prior), 2 = BBLR2 (from the class counts); lam = 1. prior ``gaussi
 model's N(0, I / lam); ``gauss-laplace`` is the sparse version's mixture prior (pi = 1/2,
 s2 = 1, ell = 0.1: the spec's defaults) on the same linear weights.
 
-One JSON per cell in ``<out>/cells/``, written atomically; a rerun skips finished cells,
-and the table lists every cell in the folder.
+One signed JSON per cell in ``<out>/cells/`` (validation/runs/reference_table.py: one
+``ReferenceCellConfig`` in, a typed ``ReferenceTableCell`` out), written atomically; a rerun
+skips finished cells, and the table lists every cell in the folder (those of other settings
+only where this user signed them). ``--table-only`` writes the table again from every cell
+stored in the folder (the committed ones included, which are unsigned) without computing
+anything.
 
     python benchmarks/bblr_references.py                                   # 8 cells
     python benchmarks/bblr_references.py --data pima --gammas 4 --configs 1 --priors gaussian,gauss-laplace
@@ -33,28 +37,17 @@ and the table lists every cell in the folder.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import glob
-import json
 import os
-import time
-import warnings
-
-import jax
-import jax.numpy as jnp
-import numpy as np
+import sys
 
 import zoo
 from zoo import data as datasets
 from zoo.validation.base.atomic import write_text_atomic
-from zoo.validation.judge.metrics import posterior_metrics
-from zoo.validation.judge.modes import basins
-from zoo.validation.judge.verdict import verdict
-from zoo.validation.records import registry
-from zoo.validation.runs.compare import timed_fit
-from zoo.validation.report.reference_table_report import (agreement_text, ess_rate_text, fmt, reference_used_text,
-                                                          tried_text)
-from zoo.validation.runs.reference_table import load_or_run, machine, median_agreement, run_every_sampler
+from zoo.validation.report.reference_table_report import (agreement_text, ess_rate_text, fmt, markdown_table,
+                                                          reference_used_text, tried_text)
+from zoo.validation.runs.reference_table import (ReferenceCellConfig, read_reference_table, run_reference_table,
+                                                 stored_cells)
+from zoo.validation.runs.reference_table_result import EngineNumbers, ModesFound, ReferenceTableCell
 
 MODEL = "bblr"
 DATA = ("pima", "liver", "breast_wisconsin", "heart")
@@ -65,95 +58,52 @@ DEFAULT_PRIORS = ("gaussian",)
 SAMPLERS = ("nuts", "parallel-tempering")
 
 
-def _cell_path(out, data, gamma, config, prior):
-    return os.path.join(out, "cells", f"{data}__g{gamma:g}__c{config}__{prior}.json")
+def cell_config(data: str, gamma: float, config: int, prior: str, time_limit: float | None) -> ReferenceCellConfig:
+    """The cell (data, gamma, BBLR config, prior): every sampler of the chain, SLA and the
+    Laplace Gaussian, and the modes (is SLA's answer the main one?)."""
+    return ReferenceCellConfig(
+        name=f"{data}__g{gamma:g}__c{config}__{prior}", label=f"{data} gamma={gamma:g} BBLR{config} {prior}",
+        coordinates={"data": data, "gamma": gamma, "config": config, "prior": prior}, model=MODEL, data=data,
+        params={"gamma": gamma, "config": float(config)}, samplers=SAMPLERS, engines=("sla", "laplace"),
+        time_limit=time_limit, every_sampler=True, spec_changes={} if prior == "gaussian" else {"prior": prior},
+        modes="sla")
 
 
-def run_cell(data: str, gamma: float, config: int, prior: str, time_limit: float | None) -> dict:
-    record = registry.get_model(MODEL)
-    split = datasets.load(data, 0, standardize=not record.raw_inputs)
-    prepared = registry.prepare(MODEL, split, {"gamma": gamma, "config": float(config)})
-    spec = prepared.spec if prior == "gaussian" else dataclasses.replace(prepared.spec, prior="gauss-laplace")
-    Phi, y = prepared.Phi_train, prepared.y_train
-    t0 = time.perf_counter()
-    tried, runs = run_every_sampler(MODEL, spec, Phi, y, time_limit)
-    reference = next((r for r in runs.values() if r.certified), None)
-    both = [r for r in runs.values() if r.certified]
-    agreement = (median_agreement(both[0].posterior, both[1].posterior, prepared.Phi_test)
-                 if len(both) == 2 else None)
-    y_test = np.asarray(prepared.y_test) > 0
-
-    def test_error(post):
-        return float(np.mean((np.asarray(post.predict_proba(prepared.Phi_test)) > 0.5) != y_test))
-
-    engines = {}
-    for name in ("sla", "laplace"):
-        entry = record.engine(name)
-        try:
-            posterior, warm, _ = timed_fit(entry.fit(), spec, Phi, y)
-        except Exception as err:  # noqa: BLE001 - a refusal is a result (Laplace: not positive definite)
-            engines[name] = {"failure": f"{type(err).__name__}: {err}"}
-            continue
-        row = {"seconds": warm, "test_error": test_error(posterior)}
-        if reference is not None and name == "laplace":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                m = posterior_metrics(posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
-                                      key=jax.random.PRNGKey(0))
-                row.update(sd_ratio_median=m["sd_ratio_median"], khat=m["khat"], pred_mae=m["pred_mae"],
-                           verdict=verdict(posterior, reference.posterior).status)
-        engines[name] = row
-
-    # the modes, from the draws of the reference (or, with none certified, of the run
-    # closest to it - marked as such)
-    source = reference or (min(runs.values(), key=lambda r: r.diagnostics["rhat_max"]) if runs else None)
-    modes = None
-    if source is not None:
-        sla_point = None
-        if "failure" not in engines["sla"]:
-            sla_point = record.engine("sla").fit()(spec, Phi, y).mean_flat()
-        Pj, yj = jnp.asarray(Phi), jnp.asarray(y, float)
-        b = basins(lambda w: spec.log_joint(w, Pj, yj), source.posterior.flat_draws(), point=sla_point)
-        modes = {"from": source.sampler, "certified": bool(source.certified), "n_modes": len(b["modes"]),
-                 "main_share": b["main_share"], "main_share_se": b["modes"][0]["share_se"] if b["modes"] else None,
-                 "n_failed": b["n_failed"], "n_starts": b["n_starts"],
-                 "sla_is_main_mode": None if sla_point is None else b["point"]["is_main_mode"]}
-        if reference is not None:
-            engines.setdefault("reference", {})["test_error"] = test_error(reference.posterior)
-    return {
-        "data": data, "gamma": gamma, "config": config, "prior": prior, "lam": float(spec.lam),
-        "gamma2_over_lam": float(spec.gamma ** 2 / spec.lam), "a": float(spec.a), "b": float(spec.b),
-        "n_train": int(Phi.shape[0]), "n_weights": int(Phi.shape[1]),
-        "reference": {"sampler": None if reference is None else reference.sampler, "certified": reference is not None},
-        "tried": tried, "agreement": agreement, "modes": modes, "engines": engines,
-        "wall_seconds": time.perf_counter() - t0,
-        "machine": machine(),
-    }
-
-
-def _modes_text(m):
+def _modes_text(m: ModesFound | None) -> str:
     if m is None:
         return "-"
-    if m["n_modes"] == 0:  # e.g. the Gauss-Laplace prior's cusp at 0: no Newton ascent converges
-        return f"none found ({m['n_failed']} of {m['n_starts']} ascents reached no proper mode)"
-    share = f"{m['main_share']:.2f} ± {m['main_share_se']:.2f}"
-    main = {True: "yes", False: "**no**", None: "-"}[m["sla_is_main_mode"]]
-    caveat = "" if m["certified"] else f" (from uncertified {m['from']})"
-    return f"{m['n_modes']} / {share} / {main}{caveat}"
+    if m.n_modes == 0:  # e.g. the Gauss-Laplace prior's cusp at 0: no Newton ascent converges
+        return f"none found ({m.n_failed} of {m.n_starts} ascents reached no proper mode)"
+    share = f"{m.main_share:.2f} ± {m.main_share_se:.2f}"
+    main = {True: "yes", False: "**no**", None: "-"}[m.point_is_main_mode]
+    caveat = "" if m.certified else f" (from uncertified {m.sampler})"
+    return f"{m.n_modes} / {share} / {main}{caveat}"
 
 
-def _engine_text(e):
+def _engine_text(e: EngineNumbers | None) -> str:
     if e is None:
         return "-"
-    if "failure" in e:
-        return "failed: " + e["failure"].split(":")[0]
-    return fmt(e.get("test_error"))
+    if e.failure is not None:
+        return "failed: " + e.failure.split(":")[0]
+    return fmt(e.test_error)
 
 
-def table(cells: list[dict]) -> str:
-    lines = [
-        "# BBLR: which reference sampler certifies, by data set, gamma, configuration and prior",
-        "",
+def table(cells: list[ReferenceTableCell]) -> str:
+    rows = []
+    for c in cells:
+        where = c.coordinates
+        lap = c.engine("laplace")
+        measured = lap or EngineNumbers("laplace")
+        rows.append([f"{where['data']} ({c.n_train}, {c.n_weights})",
+                     f"{where['gamma']:g} ({c.spec['gamma'] ** 2 / c.spec['lam']:g})", f"BBLR{where['config']}",
+                     where["prior"], tried_text(c.tried, "nuts"), ess_rate_text(c.tried, "nuts"),
+                     tried_text(c.tried, "parallel-tempering"), ess_rate_text(c.tried, "parallel-tempering"),
+                     reference_used_text(c.reference), agreement_text(c.agreement), _modes_text(c.modes),
+                     f"{_engine_text(c.engine('sla'))} / {_engine_text(lap)} / {fmt(c.reference_test_error)}",
+                     fmt(measured.sd_ratio_median, ".2f"), fmt(measured.khat, ".2f"), fmt(measured.pred_mae, ".4f"),
+                     measured.verdict or "-"])
+    return markdown_table(
+        "BBLR: which reference sampler certifies, by data set, gamma, configuration and prior",
         "Split 0, lam = 1 (the posterior depends on gamma^2 / lam: DERIVATIONS.md §6.2); every sampler of the chain "
         "NUTS -> parallel-tempering is run (the first certified one is the reference `zoo compare` uses), no cache, "
         "seconds include compilation; min ESS/s = smallest bulk ESS per wall second. Agreement: largest |z| of the "
@@ -161,26 +111,14 @@ def table(cells: list[dict]) -> str:
         "flow to / the largest basin's share ± its standard error / whether SLA's answer is that main mode "
         "(validation/judge/modes.py). Laplace's sd ratio (median), k-hat (joint), pred_mae and verdict only against a "
         "certified reference.",
-        "",
-        "| data (N, M) | gamma (gamma^2/lam) | config | prior | NUTS | min ESS/s | parallel tempering | min ESS/s | "
-        "reference | agreement | modes / main share / SLA main | test error: SLA / Laplace / reference | "
-        "Laplace sd ratio | k-hat | pred_mae | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in cells:
-        used, agree = reference_used_text(c["reference"]), agreement_text(c.get("agreement"))
-        e = c["engines"]
-        lap = e.get("laplace", {})
-        lines.append(
-            f"| {c['data']} ({c['n_train']}, {c['n_weights']}) | {c['gamma']:g} ({c['gamma2_over_lam']:g}) | "
-            f"BBLR{c['config']} | {c['prior']} | "
-            f"{tried_text(c['tried'], 'nuts')} | {ess_rate_text(c['tried'], 'nuts')} | "
-            f"{tried_text(c['tried'], 'parallel-tempering')} | {ess_rate_text(c['tried'], 'parallel-tempering')} | "
-            f"{used} | {agree} | {_modes_text(c.get('modes'))} | "
-            f"{_engine_text(e.get('sla'))} / {_engine_text(lap)} / {_engine_text(e.get('reference'))} | "
-            f"{fmt(lap.get('sd_ratio_median'), '.2f')} | {fmt(lap.get('khat'), '.2f')} | "
-            f"{fmt(lap.get('pred_mae'), '.4f')} | {lap.get('verdict', '-')} |")
-    return "\n".join(lines) + "\n"
+        ["data (N, M)", "gamma (gamma^2/lam)", "config", "prior", "NUTS", "min ESS/s", "parallel tempering",
+         "min ESS/s", "reference", "agreement", "modes / main share / SLA main",
+         "test error: SLA / Laplace / reference", "Laplace sd ratio", "k-hat", "pred_mae", "verdict"], rows)
+
+
+def _order(c: ReferenceTableCell):
+    where = c.coordinates
+    return (where["prior"], where["config"], where["gamma"], DATA.index(where["data"]) if where["data"] in DATA else 99)
 
 
 def _choices(text, known, what, ap, cast=str):
@@ -204,6 +142,9 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=600.0,
                     help="wall-clock seconds per reference sampler (default 600); a sampler that runs out is "
                          "recorded as such")
+    ap.add_argument("--table-only", action="store_true",
+                    help="write table.md from every cell stored in --out, computing nothing (each read as stored, "
+                         "signed or not); a missing or unreadable cell is named and nothing is written")
     args = ap.parse_args(argv)
     data = _choices(args.data, datasets.names(), "data set", ap)
     gammas = _choices(args.gammas, None, "gamma", ap, float)
@@ -211,19 +152,24 @@ def main(argv=None) -> int:
         ap.error("gammas must be positive")
     configs = _choices(args.configs, (1, 2), "configuration", ap, int)
     priors = _choices(args.priors, PRIORS, "prior", ap)
-    zoo.enable_compilation_cache()
-    for prior in priors:
-        for config in configs:
-            for gamma in gammas:
-                for d in data:
-                    load_or_run(_cell_path(args.out, d, gamma, config, prior), f"{d} gamma={gamma:g} BBLR{config} {prior}",
-                                lambda: run_cell(d, gamma, config, prior, args.time_limit))
-    cells = []
-    for path in sorted(glob.glob(os.path.join(args.out, "cells", "*.json"))):
-        with open(path) as fh:
-            cells.append(json.load(fh))
-    cells.sort(key=lambda c: (c["prior"], c["config"], c["gamma"], DATA.index(c["data"]) if c["data"] in DATA else 99))
-    text = table(cells)
+    cell_configs = [cell_config(d, gamma, config, prior, args.time_limit)
+                    for prior in priors for config in configs for gamma in gammas for d in data]
+    if args.table_only:
+        try:
+            result = read_reference_table(cell_configs, args.out)
+            others = stored_cells(args.out, signed=False, skip=result.names)
+        except ValueError as err:
+            print(f"bblr_references.py --table-only: {err}", file=sys.stderr)
+            return 2
+    else:
+        zoo.enable_compilation_cache()
+        result = run_reference_table(cell_configs, args.out)
+        others = stored_cells(args.out, signed=True, skip=result.names)
+    # the table lists every cell in the folder: those of this run, then the others stored there
+    # (read as the run reads them: signed by this user, or with --table-only as stored), in the
+    # order of the table's coordinates (then of their names, as the folder lists them)
+    named = {**others, **dict(zip(result.names, result.cells))}
+    text = table([named[n] for n in sorted(named, key=lambda n: (_order(named[n]), n))])
     write_text_atomic(os.path.join(args.out, "table.md"), text)
     print(text)
     return 0

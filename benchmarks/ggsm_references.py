@@ -17,12 +17,15 @@ doubling, and slice-Gibbs 4 x (1000 + 2500), two doublings, on split 0 of
 
 Priors: ``proper`` a = b = 1 (the compare default) and ``paper`` a = b = 1e-3.
 
-Per cell it records: each sampler tried (certified or not, worst R-hat, smallest ESS,
-divergences, seconds), which one is the reference, which moments exist, and the speed of
-``mm`` (warm seconds, one call after compilation, as `zoo compare` times every engine)
-against the reference's warm seconds, plus pred_mae of mm and mm-laplace where the
-reference is certified. One JSON per cell in ``<out>/cells/``, written atomically; a rerun
-with the same ``--out`` skips finished cells. The table goes to ``<out>/table.md``.
+Per cell it records (validation/runs/reference_table.py: one ``ReferenceCellConfig`` in, a
+typed ``ReferenceTableCell`` out): each sampler tried (certified or not, worst R-hat,
+smallest ESS, divergences, seconds), which one is the reference, which moments exist, and
+the speed of ``mm`` (warm seconds, one call after compilation, as `zoo compare` times every
+engine) against the reference's warm seconds, plus pred_mae of mm and mm-laplace where the
+reference is certified. One signed JSON per cell in ``<out>/cells/``, written atomically; a
+rerun with the same ``--out`` skips finished cells. The table goes to ``<out>/table.md``;
+``--table-only`` writes it again from the stored cells (the committed ones included, which
+are unsigned) without computing anything.
 
 Cross-check. Where NUTS certifies, the slice-Gibbs sampler is run as well (its default
 settings) and the two certified references are compared on the real design: the largest
@@ -30,7 +33,8 @@ settings) and the two certified references are compared on the real design: the 
 median_Gibbs) / sqrt(mcse_NUTS^2 + mcse_Gibbs^2) with ArviZ's Monte Carlo standard error of
 the median (medians always exist; means may not, see above), and the mean |p_NUTS -
 p_Gibbs| of the test-set predictive probabilities. With ~50 coordinates, two correct
-samplers give a largest |z| around 2-3.
+samplers give a largest |z| around 2-3. The cross-check is part of the cell (its
+``agreement``), stored signed with it; a stored cell that lacks it gets it on the next run.
 
     python benchmarks/ggsm_references.py                       # all 20 cells (about 1-2 h)
     python benchmarks/ggsm_references.py --designs ggig_linear --priors proper --q 1
@@ -39,118 +43,61 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import time
+import sys
 
 import zoo
 from zoo.models.ggsm_probit import Q_GRID
-from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
-from zoo.validation.runs.compare import CompareConfig, compare, default_references
-from zoo.validation.report.reference_table_report import tried_text
-from zoo.validation.runs.reference_table import load_or_run, median_agreement, tried_record
+from zoo.validation.base.atomic import write_text_atomic
+from zoo.validation.report.reference_table_report import (fmt, markdown_table, moments_text, reference_used_text,
+                                                          tried_text)
+from zoo.validation.runs.reference_table import ReferenceCellConfig, read_reference_table, run_reference_table
+from zoo.validation.runs.reference_table_result import EngineNumbers, ReferenceTableCell
 
+MODEL = "ggsm-probit"
 PRIORS = {"proper": {"a": 1.0, "b": 1.0}, "paper": {"a": 1e-3, "b": 1e-3}}
 DESIGNS = ("ggig_linear", "ggig_linear_weak")
+#: tried in this order: the order that tells where NUTS certifies
+SAMPLERS = ("nuts", "slice-gibbs")
+ENGINES = ("mm", "mm-laplace")
 
 
-def _cell_path(out, design, prior, q):
-    return os.path.join(out, "cells", f"{design}__{prior}__q{q:g}.json")
+def cell_config(design: str, prior: str, q: float, time_limit: float | None = None,
+                cross_check: bool = True) -> ReferenceCellConfig:
+    """The cell (design, prior, q): the `zoo compare` protocol on split 0."""
+    return ReferenceCellConfig(
+        name=f"{design}__{prior}__q{q:g}", label=f"{design} {prior} q={q:g}",
+        coordinates={"design": design, "prior": prior, "q": q}, model=MODEL, data=design,
+        params={"q": q, **PRIORS[prior]}, samplers=SAMPLERS, engines=ENGINES, time_limit=time_limit,
+        cross_check=cross_check)
 
 
-def run_cell(design: str, prior: str, q: float, cache_dir: str | None, time_limit: float | None = None) -> dict:
-    import warnings
-
-    config = CompareConfig(model="ggsm-probit", data=design, engines=("mm", "mm-laplace"),
-                           params={"q": q, **PRIORS[prior]}, cache_dir=cache_dir,
-                           reference=default_references("ggsm-probit", ("nuts", "slice-gibbs"),
-                                                        time_limit=time_limit))
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # uncertified references are recorded, not warned about
-        comp = compare(config)
-    res = comp.result
-    ref = res.reference
-    engines = {}
-    for name, row in res.engines.items():
-        engines[name] = {
-            "failure": row.failure,
-            "seconds": row.seconds,
-            "speedup_vs_reference": row.speedup_vs_reference,
-            "pred_mae": row.metrics["pred_mae"] if ref.certified else None,
-            "sd_ratio_median": row.metrics["sd_ratio_median"] if ref.certified else None,
-            "std_mean_err_median": row.metrics["std_mean_err_median"] if ref.certified else None,
-            "n_basis": row.n_basis,
-        }
-    return {
-        "design": design, "prior": prior, "q": q, **PRIORS[prior],
-        "reference": {"sampler": ref.sampler_name, "certified": ref.certified,
-                      "rhat_max": ref.rhat_max, "ess_bulk_min": ref.ess_bulk_min,
-                      "ess_tail_min": ref.ess_tail_min, "seconds": ref.seconds,
-                      "warm_seconds": ref.warm_seconds, "from_cache": ref.from_cache},
-        "tried": [tried_record(t.to_json()) for t in res.references_tried],
-        "moments": res.moments,
-        "engines": engines,
-        "wall_seconds": time.perf_counter() - t0,
-        "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version(),
-                    "cpus": os.cpu_count()},
-    }
+def _cross_text(c: ReferenceTableCell) -> str:
+    x = c.agreement
+    if x is None:
+        return "-"
+    return (f"Gibbs {'certified' if x.certified[1] else 'NOT certified'}; max abs z of medians "
+            f"{x.max_abs_z_median:.2f} over {x.n_coordinates} ({x.n_abs_z_above_3} above 3); "
+            f"mean abs dp {x.pred_mae_between:.4f}")
 
 
-def cross_check(design: str, prior: str, q: float, cache_dir: str | None) -> dict:
-    """Run slice-Gibbs where NUTS certified and compare the two references (see above)."""
-    import warnings
-
-    from zoo import data as datasets
-    from zoo.validation.records import registry
-    from zoo.validation.references import run_reference
-
-    prepared = registry.prepare("ggsm-probit", datasets.load(design, 0), {"q": q, **PRIORS[prior]})
-    nuts_cfg, gibbs_cfg = default_references("ggsm-probit", ("nuts", "slice-gibbs"))
-    args = (prepared.spec, prepared.Phi_train, prepared.y_train)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        nuts = run_reference(*args, config=nuts_cfg, cache_dir=cache_dir)
-        gibbs = run_reference(*args, config=gibbs_cfg, cache_dir=cache_dir)
-    return {"nuts_certified": nuts.certified, "gibbs_certified": gibbs.certified,
-            "gibbs_rhat_max": gibbs.diagnostics["rhat_max"], "gibbs_seconds": gibbs.seconds,
-            **median_agreement(nuts.posterior, gibbs.posterior, prepared.Phi_test)}
-
-
-def _fmt(v, spec=".3f"):
-    return "-" if v is None else format(v, spec)
-
-
-def table(cells: list[dict]) -> str:
-    lines = [
-        "# GGSM probit: which reference sampler certifies",
-        "",
+def table(cells: list[ReferenceTableCell]) -> str:
+    rows = []
+    for c in cells:
+        where = c.coordinates
+        mm = c.engine("mm") or EngineNumbers("mm")
+        lap = c.engine("mm-laplace") or EngineNumbers("mm-laplace")
+        lap_mae = "failed" if lap.failure else fmt(lap.pred_mae, ".4f")
+        rows.append([where["design"], where["prior"], f"{where['q']:g}", tried_text(c.tried, "nuts"),
+                     tried_text(c.tried, "slice-gibbs"), reference_used_text(c.reference), moments_text(c.moments),
+                     fmt(mm.seconds, ".3f"), fmt(mm.speedup_vs_reference, ".0f"),
+                     f"{fmt(mm.pred_mae, '.4f')} / {lap_mae}", _cross_text(c)])
+    return markdown_table(
+        "GGSM probit: which reference sampler certifies",
         "Split 0; reference chain NUTS -> slice-Gibbs (the first certified one is the reference). "
         "Moments: which posterior moments of w exist on these data (see validation/records/ggsm_probit_record.py: moments). "
         "mm speed-up = reference warm seconds / mm warm seconds. pred_mae only against a certified reference.",
-        "",
-        "| design | prior | q | NUTS | slice-Gibbs | reference | moments of w | mm s | mm speed-up | pred_mae mm / mm-laplace | NUTS vs slice-Gibbs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in cells:
-        ref = c["reference"]
-        used = f"**{ref['sampler']}**" if ref["certified"] else "**none certified**"
-        m = c["moments"] or {}
-        moments = ("all" if m.get("sd_exists") else "mean, no sd" if m.get("mean_exists") else
-                   "none" if m.get("mean_exists") is False else "unknown")
-        mm = c["engines"].get("mm", {})
-        lap = c["engines"].get("mm-laplace", {})
-        lap_mae = "failed" if lap.get("failure") else _fmt(lap.get("pred_mae"), ".4f")
-        x = c.get("cross_check")
-        cross = "-" if x is None else (
-            f"Gibbs {'certified' if x['gibbs_certified'] else 'NOT certified'}; max abs z of medians "
-            f"{x['max_abs_z_median']:.2f} over {x['n_coordinates']} ({x['n_abs_z_above_3']} above 3); "
-            f"mean abs dp {x['pred_mae_between']:.4f}")
-        lines.append(
-            f"| {c['design']} | {c['prior']} | {c['q']:g} | {tried_text(c['tried'], 'nuts')} | {tried_text(c['tried'], 'slice-gibbs')} | {used} | "
-            f"{moments} | {_fmt(mm.get('seconds'), '.3f')} | {_fmt(mm.get('speedup_vs_reference'), '.0f')} | "
-            f"{_fmt(mm.get('pred_mae'), '.4f')} / {lap_mae} | {cross} |"
-        )
-    return "\n".join(lines) + "\n"
+        ["design", "prior", "q", "NUTS", "slice-Gibbs", "reference", "moments of w", "mm s", "mm speed-up",
+         "pred_mae mm / mm-laplace", "NUTS vs slice-Gibbs"], rows)
 
 
 def main(argv=None) -> int:
@@ -166,29 +113,28 @@ def main(argv=None) -> int:
                          "out is recorded as such")
     ap.add_argument("--no-cross-check", action="store_true",
                     help="do not run slice-Gibbs where NUTS certified (see Cross-check above)")
+    ap.add_argument("--table-only", action="store_true",
+                    help="write table.md from the cells stored in --out, computing nothing (each read as "
+                         "stored, signed or not); a missing or unreadable cell is named and nothing is written")
     args = ap.parse_args(argv)
-    zoo.enable_compilation_cache()
     designs = [d for d in args.designs.split(",") if d]
     priors = [p for p in args.priors.split(",") if p]
     unknown = [d for d in designs if d not in DESIGNS] + [p for p in priors if p not in PRIORS]
     if unknown:
         ap.error(f"unknown design or prior: {unknown}")
     qs = [float(v) for v in args.q.split(",") if v]
-    cells = []
-    for design in designs:
-        for prior in priors:
-            for q in qs:
-                cells.append(load_or_run(
-                    _cell_path(args.out, design, prior, q), f"{design} {prior} q={q:g}",
-                    lambda: run_cell(design, prior, q, args.cache_dir, args.time_limit)))
-    if not args.no_cross_check:
-        for i, cell in enumerate(cells):
-            if cell["reference"]["sampler"] == "nuts" and cell["reference"]["certified"] and "cross_check" not in cell:
-                print(f"cross-check {cell['design']} {cell['prior']} q={cell['q']:g} ...", flush=True)
-                cell = {**cell, "cross_check": cross_check(cell["design"], cell["prior"], cell["q"], args.cache_dir)}
-                write_json_atomic(cell, _cell_path(args.out, cell["design"], cell["prior"], cell["q"]))
-                cells[i] = cell
-    text = table(cells)
+    configs = [cell_config(design, prior, q, args.time_limit, cross_check=not args.no_cross_check)
+               for design in designs for prior in priors for q in qs]
+    if args.table_only:
+        try:
+            result = read_reference_table(configs, args.out)
+        except ValueError as err:
+            print(f"ggsm_references.py --table-only: {err}", file=sys.stderr)
+            return 2
+    else:
+        zoo.enable_compilation_cache()
+        result = run_reference_table(configs, args.out, cache_dir=args.cache_dir)
+    text = table(list(result.cells))
     write_text_atomic(os.path.join(args.out, "table.md"), text)
     print(text)
     return 0

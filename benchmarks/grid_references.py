@@ -24,8 +24,11 @@ Cases (the two of docs/grid-rvm.md; their sizes bracket the Woodbury crossover):
 
 Hyper-priors: ``proper`` a0 = b0 = c0 = d0 = 2 (the zoo's default) and ``paper`` 1e-6.
 
-One JSON per cell in ``<out>/cells/``, written atomically; a rerun skips finished cells.
-The table goes to ``<out>/table.md``.
+One signed JSON per cell in ``<out>/cells/`` (validation/runs/reference_table.py: one
+``ReferenceCellConfig`` in, a typed ``ReferenceTableCell`` out), written atomically; a rerun
+skips finished cells. The table goes to ``<out>/table.md``; ``--table-only`` writes it again
+from the stored cells (the committed ones included, which are unsigned) without computing
+anything.
 
     python benchmarks/grid_references.py                         # 12 cells, about 1-1.5 h
     python benchmarks/grid_references.py --cases digits --priors proper --variants p-grid
@@ -34,22 +37,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-import warnings
-
-import jax
-import numpy as np
+import sys
 
 import zoo
-from zoo import data as datasets
 from zoo.validation.base.atomic import write_text_atomic
-from zoo.validation.judge.metrics import posterior_metrics
-from zoo.validation.judge.verdict import verdict
-from zoo.validation.records import registry
-from zoo.validation.runs.compare import timed_fit
-from zoo.validation.report.reference_table_report import (agreement_text, ess_rate_text, fmt, reference_used_text,
-                                                          tried_text)
-from zoo.validation.runs.reference_table import load_or_run, machine, median_agreement, run_every_sampler
+from zoo.validation.report.reference_table_report import (agreement_text, ess_rate_text, fmt, markdown_table,
+                                                          moments_text, reference_used_text, tried_text)
+from zoo.validation.runs.reference_table import ReferenceCellConfig, read_reference_table, run_reference_table
+from zoo.validation.runs.reference_table_result import EngineNumbers, ReferenceTableCell
 
 MODEL = "grid-rvm"
 CASES = {"digits": ("digits_even_odd", {}), "esl": ("esl_mixture", {}), "esl-noise2": ("esl_mixture", {"noise": 2})}
@@ -57,93 +52,41 @@ DEFAULT_CASES = ("digits", "esl")
 PRIORS = {"proper": 2.0, "paper": 1e-6}
 VARIANTS = ("p-grid", "s-grid", "rvm")
 VB_ENGINE = {"p-grid": "vb", "s-grid": "vb-s-grid", "rvm": "vb-rvm"}
+SAMPLERS = ("nuts", "grid-gibbs")
 
 
-def _cell_path(out, case, prior, variant):
-    return os.path.join(out, "cells", f"{case}__{prior}__{variant}.json")
-
-
-def run_cell(case: str, prior: str, variant: str, time_limit: float | None) -> dict:
+def cell_config(case: str, prior: str, variant: str, time_limit: float | None) -> ReferenceCellConfig:
+    """The cell (case, prior, variant): every sampler of the chain on the variant's prior, and
+    the variant's VB."""
     data, extra = CASES[case]
-    params = {**{k: PRIORS[prior] for k in ("a0", "b0", "c0", "d0")}, **extra}
-    record = registry.get_model(MODEL)
-    split = datasets.load(data, 0, standardize=not record.raw_inputs)
-    prepared = registry.prepare(MODEL, split, params)
-    spec = prepared.spec if variant == "p-grid" else prepared.variants[variant]
-    moments = prepared.moments if variant == "p-grid" else prepared.variant_moments.get(variant)
-    Phi, y = prepared.Phi_train, prepared.y_train
-    t0 = time.perf_counter()
-    tried, runs = run_every_sampler(MODEL, spec, Phi, y, time_limit)
-    reference = next((r for r in runs.values() if r.certified), None)
-    both = [r for r in runs.values() if r.certified]
-    agreement = (median_agreement(both[0].posterior, both[1].posterior, prepared.Phi_test)
-                 if len(both) == 2 else None)
-
-    entry = record.engine(VB_ENGINE[variant])
-    posterior, warm, _ = timed_fit(entry.fit(), spec, Phi, y)
-    y_test = np.asarray(prepared.y_test) > 0
-
-    def test_error(post):
-        return float(np.mean((np.asarray(post.predict_proba(prepared.Phi_test)) > 0.5) != y_test))
-
-    vb = {"engine": entry.name, "seconds": warm, "converged": bool(posterior.info.converged),
-          "test_error": test_error(posterior)}
-    if reference is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            m = posterior_metrics(posterior, reference, Phi, y, prepared.Phi_test, prepared.y_test,
-                                  key=jax.random.PRNGKey(0), moments=moments)
-            v = verdict(posterior, reference.posterior, moments=moments)
-        vb.update(sd_ratio_median=m["sd_ratio_median"], khat=m["khat"], pred_mae=m["pred_mae"],
-                  reference_test_error=test_error(reference.posterior), verdict=v.status,
-                  null_reasons=m.get("null_reasons", {}))
-    return {
-        "case": case, "data": data, "params": params, "prior": prior, "variant": variant,
-        "n_train": int(Phi.shape[0]), "n_weights": int(Phi.shape[1]),
-        "reference": {"sampler": None if reference is None else reference.sampler,
-                      "certified": reference is not None},
-        "tried": tried,
-        "agreement": agreement,
-        "moments": moments,
-        "vb": vb,
-        "wall_seconds": time.perf_counter() - t0,
-        "machine": machine(),
-    }
+    return ReferenceCellConfig(
+        name=f"{case}__{prior}__{variant}", label=f"{case} {prior} {variant}",
+        coordinates={"case": case, "prior": prior, "variant": variant}, model=MODEL, data=data,
+        params={**{k: PRIORS[prior] for k in ("a0", "b0", "c0", "d0")}, **extra}, samplers=SAMPLERS,
+        engines=(VB_ENGINE[variant],), time_limit=time_limit, every_sampler=True,
+        variant=None if variant == "p-grid" else variant)
 
 
-def _moments_text(m):
-    if not m:
-        return "all"
-    if m.get("sd_exists"):
-        return "all"
-    return "mean, no sd" if m.get("mean_exists") else "none" if m.get("mean_exists") is False else "unknown"
-
-
-def table(cells: list[dict]) -> str:
-    lines = [
-        "# gridRVM: which reference sampler certifies, by case, hyper-prior and prior variant",
-        "",
+def table(cells: list[ReferenceTableCell]) -> str:
+    rows = []
+    for c in cells:
+        where = c.coordinates
+        vb = c.engine(VB_ENGINE[where["variant"]]) or EngineNumbers(VB_ENGINE[where["variant"]])
+        rows.append([f"{where['case']} ({c.n_train}, {c.n_weights})", where["prior"], where["variant"],
+                     tried_text(c.tried, "nuts"), ess_rate_text(c.tried, "nuts"), tried_text(c.tried, "grid-gibbs"),
+                     ess_rate_text(c.tried, "grid-gibbs"), reference_used_text(c.reference),
+                     agreement_text(c.agreement), moments_text(c.moments), fmt(vb.sd_ratio_median, ".2f"),
+                     fmt(vb.khat, ".2f"), fmt(vb.pred_mae, ".4f"), vb.verdict or "-",
+                     f"{fmt(vb.test_error, '.3f')} ({fmt(c.reference_test_error, '.3f')})"])
+    return markdown_table(
+        "gridRVM: which reference sampler certifies, by case, hyper-prior and prior variant",
         "Split 0; every sampler of the chain NUTS -> grid-gibbs is run (the first certified one is the "
         "reference `zoo compare` uses), no cache, seconds include compilation; min ESS/s = smallest bulk "
         "ESS per wall second. Agreement: largest |z| of the posterior medians between the two samplers "
         "where both certify (about 3 expected by chance over a few hundred coordinates). VB's sd ratio "
         "(median), k-hat (joint) and pred_mae only against a certified reference.",
-        "",
-        "| case (N, M) | prior | variant | NUTS | min ESS/s | grid-gibbs | min ESS/s | reference | agreement | "
-        "moments | VB sd ratio | VB k-hat | VB pred_mae | VB verdict | VB test error (reference) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in cells:
-        used, agree = reference_used_text(c["reference"]), agreement_text(c.get("agreement"))
-        vb = c["vb"]
-        lines.append(
-            f"| {c['case']} ({c['n_train']}, {c['n_weights']}) | {c['prior']} | {c['variant']} | "
-            f"{tried_text(c['tried'], 'nuts')} | {ess_rate_text(c['tried'], 'nuts')} | "
-            f"{tried_text(c['tried'], 'grid-gibbs')} | {ess_rate_text(c['tried'], 'grid-gibbs')} | {used} | {agree} | "
-            f"{_moments_text(c['moments'])} | {fmt(vb.get('sd_ratio_median'), '.2f')} | {fmt(vb.get('khat'), '.2f')} | "
-            f"{fmt(vb.get('pred_mae'), '.4f')} | {vb.get('verdict', '-')} | "
-            f"{fmt(vb['test_error'], '.3f')} ({fmt(vb.get('reference_test_error'), '.3f')}) |")
-    return "\n".join(lines) + "\n"
+        ["case (N, M)", "prior", "variant", "NUTS", "min ESS/s", "grid-gibbs", "min ESS/s", "reference", "agreement",
+         "moments", "VB sd ratio", "VB k-hat", "VB pred_mae", "VB verdict", "VB test error (reference)"], rows)
 
 
 def _choices(text, known, what, ap):
@@ -163,15 +106,25 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=300.0,
                     help="wall-clock seconds per reference sampler (default 300); a sampler that runs "
                          "out is recorded as such")
+    ap.add_argument("--table-only", action="store_true",
+                    help="write table.md from the cells stored in --out, computing nothing (each read as "
+                         "stored, signed or not); a missing or unreadable cell is named and nothing is written")
     args = ap.parse_args(argv)
-    zoo.enable_compilation_cache()
     cases = _choices(args.cases, CASES, "case", ap)
     priors = _choices(args.priors, PRIORS, "prior", ap)
     variants = _choices(args.variants, VARIANTS, "variant", ap)
-    cells = [load_or_run(_cell_path(args.out, case, prior, variant), f"{case} {prior} {variant}",
-                         lambda: run_cell(case, prior, variant, args.time_limit))
-             for prior in priors for case in cases for variant in variants]
-    text = table(cells)
+    configs = [cell_config(case, prior, variant, args.time_limit)
+               for prior in priors for case in cases for variant in variants]
+    if args.table_only:
+        try:
+            result = read_reference_table(configs, args.out)
+        except ValueError as err:
+            print(f"grid_references.py --table-only: {err}", file=sys.stderr)
+            return 2
+    else:
+        zoo.enable_compilation_cache()
+        result = run_reference_table(configs, args.out)
+    text = table(list(result.cells))
     write_text_atomic(os.path.join(args.out, "table.md"), text)
     print(text)
     return 0

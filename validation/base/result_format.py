@@ -9,7 +9,7 @@ formats were stamped carry none and are read as format 1, the layout they have.
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, fields
+from dataclasses import MISSING, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -75,24 +75,49 @@ def record_json(record) -> dict[str, Any]:
     """A frozen dataclass (with frozen dataclasses, tuples and read-only mappings inside) as
     plain JSON: its fields in their declared order, so that what a typed result writes is the
     layout its untyped predecessor wrote, key for key."""
-    return thawed(asdict(record))
+    def plain(v):
+        if is_dataclass(v) and not isinstance(v, type):
+            return {f.name: plain(getattr(v, f.name)) for f in fields(v)}
+        if isinstance(v, Mapping):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(record)
 
 
-def record_from_json(cls: type[T], d: Any, what: str, **parts: Callable[[Any], Any]) -> T:
+def record_fields(cls: type, d: Any, what: str, *, within: str | None = None) -> dict[str, Any]:
+    """JSON object ``d`` checked as the fields of frozen dataclass ``cls``: every field without
+    a default there and no key unknown; the keyword arguments, or ValueError in one line naming
+    what is wrong. ``what`` names the part; ``within``: the stored result it is part of, for
+    the message ("not a stored <within>: <what> lacks ..."; None: "not a stored <what>: it
+    lacks ...")."""
+    if not isinstance(d, Mapping):
+        raise ValueError(f"not a stored {within}: {what} is a {type(d).__name__}, not a JSON object" if within else
+                         f"not a stored {what}: a {type(d).__name__}, not a JSON object")
+    names = [f.name for f in fields(cls)]
+    unknown = ", ".join(map(repr, sorted(set(d) - set(names) - {"format"})))
+    if unknown:
+        raise ValueError(f"not a stored {within}: {what} has unknown part(s) {unknown}" if within else
+                         f"not a stored {what} this zoo reads: unknown part(s) {unknown}")
+    missing = ", ".join(repr(f.name) for f in fields(cls)
+                        if f.name not in d and f.default is MISSING and f.default_factory is MISSING)
+    if missing:
+        raise ValueError(f"not a stored {within}: {what} lacks {missing}" if within else
+                         f"not a stored {what}: it lacks {missing}")
+    return {k: v for k, v in d.items() if k != "format"}
+
+
+def record_from_json(cls: type[T], d: Any, what: str, *, within: str | None = None,
+                     **parts: Callable[[Any], Any]) -> T:
     """The frozen dataclass ``cls`` a JSON object ``d`` holds - a part of a stored result (one
     quantity's line of a test, a view), not a result itself, so it carries no format of its
-    own: the result holding it is versioned. Every field without a default must be there and
-    no key may be unknown (ValueError naming it, with ``what`` for the message); ``parts``:
+    own: the result holding it is versioned. Checked by :func:`record_fields`; ``parts``:
     field -> function building that field's typed value from its JSON (a nested record);
     other fields are frozen (:func:`frozen`)."""
-    if not isinstance(d, Mapping):
-        raise ValueError(f"not a stored {what}: a {type(d).__name__}, not a JSON object")
-    check_parts(d, what, [f.name for f in fields(cls)])
-    missing = [f.name for f in fields(cls)
-               if f.name not in d and f.default is MISSING and f.default_factory is MISSING]
-    if missing:
-        raise ValueError(f"not a stored {what}: it lacks {', '.join(map(repr, missing))}")
-    return cls(**{k: (parts[k](v) if k in parts and v is not None else frozen(v)) for k, v in d.items()})
+    kw = record_fields(cls, d, what, within=within)
+    return cls(**{k: (parts[k](v) if k in parts and v is not None else frozen(v)) for k, v in kw.items()})
 
 
-__all__ = ["check_format", "check_parts", "stamp", "frozen", "thawed", "record_json", "record_from_json"]
+__all__ = ["check_format", "check_parts", "stamp", "frozen", "thawed", "record_json", "record_fields", "record_from_json"]

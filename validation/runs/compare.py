@@ -15,6 +15,7 @@ reference is None with that reason, and ``result.reference`` says there is none 
 """
 from __future__ import annotations
 
+import multiprocessing
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -251,10 +252,7 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     interrupted = False
     for i, (entry, given) in enumerate(zip(entries, config.engines)):
         bar.set_postfix_str(f"engine {entry.name}")
-        # a user's engine named by its path runs in a process of its own under a time limit,
-        # which can be killed wherever it is stuck; one given as a callable (it may not be
-        # importable by name: a notebook's) runs here, under the in-process limit
-        isolated = config.engine_time_limit is not None and isinstance(given, str) and is_user_engine(given)
+        isolated = runs_isolated(given, config.engine_time_limit)
         try:
             row, posterior, key = _fenced_engine(entry, truth, key, config.engine_time_limit, isolated)
         except KeyboardInterrupt:
@@ -274,6 +272,18 @@ def compare(config: CompareConfig, *, progress: bool = False) -> Comparison:
     evidence_result = None if interrupted else _evidence(config, entries, posteriors, truth)
     result = _result(config, entries, truth, tried, rows, evidence_result, interrupted=interrupted)
     return Comparison(result, prepared, truth.reference, truth.variant_refs, posteriors, split, tried)
+
+
+def runs_isolated(given, time_limit: float | None) -> bool:
+    """Whether an engine given as ``given`` (a name, a path or a callable) is fitted in a child
+    process of its own (``fence.isolated_timed_fit``), which can be killed at ``time_limit``
+    wherever it is stuck: a user's engine named by its path, under a limit, where this process
+    may have children. One given as a callable (it may not be importable by name: a notebook's)
+    runs here, under the in-process limit, and so does every engine in a daemonic process - a
+    Dask worker running a study's cell, a multiprocessing pool's worker - which may not start
+    children (docs/trust.md: in SBC and studies the limit is in-process)."""
+    return (time_limit is not None and isinstance(given, str) and is_user_engine(given)
+            and not multiprocessing.current_process().daemon)
 
 
 def _fenced_engine(entry, truth: "_Truth", key, limit: float | None,

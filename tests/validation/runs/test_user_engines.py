@@ -239,3 +239,30 @@ def test_sbc_of_a_broken_user_engine_says_what_it_returned(fit, says):
     summary = run_sbc(SBCConfig("pcvm", fit, settings=SBCSettings(n_sims=10, n_draws=19)))
     assert summary.status == "not applicable" and summary.counts.failed == 10
     assert "the fits failed with: EngineReturnError: " in summary.reason and says in summary.reason
+
+
+def _in_a_daemonic_process(conn):
+    """The child of the test below: what compare decides for a user's engine by path, here."""
+    from zoo.validation.runs.compare import runs_isolated  # in the child: it imports the zoo itself
+    conn.send(runs_isolated("user_engines:shrunk", 900.0))
+
+
+def test_a_user_engine_by_path_is_fitted_in_process_where_this_process_may_have_no_children():
+    """A study's compare cell runs in a Dask worker, a daemonic process, which may not start
+    children: the engine's own child process failed every such row ('daemonic processes are not
+    allowed to have children'). There the limit is in-process (docs/trust.md); elsewhere a user's
+    engine named by its path still gets a process of its own under a limit, and a callable or a
+    run without a limit never does. The daemonic case is a real daemonic process."""
+    import multiprocessing
+
+    assert compare_module.runs_isolated("user_engines:shrunk", 900.0) is True
+    assert compare_module.runs_isolated("user_engines:shrunk", None) is False
+    assert compare_module.runs_isolated(user_engines.shrunk, 900.0) is False
+    assert compare_module.runs_isolated("ep", 900.0) is False
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_in_a_daemonic_process, args=(send,), daemon=True)
+    child.start()
+    assert receive.poll(120), "the daemonic child did not answer"
+    assert receive.recv() is False
+    child.join(30)

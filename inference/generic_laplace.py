@@ -82,7 +82,8 @@ from numpyro.infer.initialization import (
 from numpyro.infer.util import initialize_model
 from scipy.linalg import solve_triangular
 
-from ..models.checks import check_design, check_features, is_integer
+from ..models.base import as_jax, checked_problem, problem_sites, problem_shape
+from ..models.checks import check_features, is_integer
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 from .compile_cache import CompiledPrograms, SameObject, fit_rows, run_batched
 
@@ -313,7 +314,7 @@ def _newton_program(spec, model: "_Model", Phi, y, config) -> tuple[Any, float]:
         run = newton_program(model.objective, config.max_iter)
         return jax.jit(run).lower(model.x0, jnp.asarray(float(config.grad_tol)), Phi, y).compile()
 
-    return _PROGRAMS.get((SameObject(spec), "newton", model.layout, Phi.shape, config.max_iter), build)
+    return _PROGRAMS.get((SameObject(spec), "newton", model.layout, problem_shape(Phi), config.max_iter), build)
 
 
 def _draw_program(spec, model: "_Model", n_draws: int, Phi, y) -> tuple[Any, float]:
@@ -327,9 +328,9 @@ def _draw_program(spec, model: "_Model", n_draws: int, Phi, y) -> tuple[Any, flo
     def build():
         d = sum(model.layout.sizes)
         fn = jax.jit(jax.vmap(both, in_axes=(0, None, None)))
-        return fn.lower(jnp.zeros((n_draws, d), Phi.dtype), Phi, y).compile()
+        return fn.lower(jnp.zeros((n_draws, d), model.x0.dtype), Phi, y).compile()
 
-    return _PROGRAMS.get((SameObject(spec), "draws", model.layout, Phi.shape, n_draws), build)
+    return _PROGRAMS.get((SameObject(spec), "draws", model.layout, problem_shape(Phi), n_draws), build)
 
 
 # ---------------------------------------------------------------------------------
@@ -592,11 +593,11 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
     program, is :func:`fit_many` (also ``fit.many``).
     """
     spec, config = _settings(spec, config, spec_params)
-    Phi_np, y_np = check_design(Phi, y)
+    Phi_np, y_np = checked_problem(spec, Phi, y)
     if y_np is None:
         raise ValueError(f"{name}: labels y are required")
-    spec_sites = tuple(spec.sites(Phi_np.shape[1]))
-    Phi_j, y_j = jnp.asarray(Phi_np), jnp.asarray(y_np)
+    spec_sites = problem_sites(spec, Phi_np)
+    Phi_j, y_j = as_jax(Phi_np), as_jax(y_np)
 
     t_start = time.perf_counter()
     model = _initialize(spec, spec_sites, Phi_j, y_j, config, name)

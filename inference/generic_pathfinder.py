@@ -92,7 +92,8 @@ from numpyro.infer.initialization import init_to_median, init_to_uniform
 from numpyro.infer.util import initialize_model
 from scipy.special import logsumexp
 
-from ..models.checks import check_design, is_integer
+from ..models.base import as_jax, checked_problem, problem_sites, problem_shape
+from ..models.checks import is_integer
 from .compile_cache import CompiledPrograms, SameObject
 from .importance import corrected
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
@@ -263,7 +264,7 @@ def _model(spec, site_names, Phi_j, y_j, config: PathfinderConfig, init_key, str
     z0 = info0.param_info.z
     x0, unravel = ravel_pytree(z0)
     layout = tuple((k, tuple(np.shape(z0[k]))) for k in sorted(z0))  # ravel_pytree's (sorted) order
-    key = (SameObject(spec), "path", layout, Phi_j.shape, site_names, config.maxiter, config.maxcor,
+    key = (SameObject(spec), "path", layout, problem_shape(Phi_j), site_names, config.maxiter, config.maxcor,
            config.elbo_draws, config.n_draws, config.ftol, config.gtol, config.maxls)
 
     def build():
@@ -274,7 +275,7 @@ def _model(spec, site_names, Phi_j, y_j, config: PathfinderConfig, init_key, str
     # NumPyro's eager initialization, the first time a strategy runs on a spec and design
     # shape in this process (or on a call that compiles), is mostly JAX compiling its
     # operations one by one (seconds cold, ~0.02 s warm): counted with the compilation
-    seen = (SameObject(spec), Phi_j.shape, init_name)
+    seen = (SameObject(spec), problem_shape(Phi_j), init_name)
     if seconds > 0 or seen not in _INITIALIZED:
         seconds += init_seconds
     _INITIALIZED.get(seen, lambda: True)
@@ -382,12 +383,12 @@ def fit(spec, Phi, y, *, config: PathfinderConfig | None = None, paths: int | No
     """
     config, paths = _settings(config, paths)
     name = name or (ENGINE_NAME if paths == 1 else MULTI_ENGINE_NAME)
-    Phi_np, y_np = check_design(Phi, y)
+    Phi_np, y_np = checked_problem(spec, Phi, y)
     if y_np is None:
         raise ValueError(f"{name}: labels y are required")
-    sites = tuple(spec.sites(Phi_np.shape[1]))
+    sites = problem_sites(spec, Phi_np)
     site_names = tuple(s.name for s in sites)
-    Phi_j, y_j = jnp.asarray(Phi_np), jnp.asarray(y_np)
+    Phi_j, y_j = as_jax(Phi_np), as_jax(y_np)
     t_start = time.perf_counter()
     if paths == 1:
         return _fit_single(spec, sites, site_names, Phi_j, y_j, config, name, t_start)

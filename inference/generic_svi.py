@@ -61,7 +61,7 @@ from numpyro.infer.util import log_density
 from numpyro.infer.initialization import init_to_median
 from numpyro.optim import Adam
 
-from ..models.checks import check_design
+from ..models.base import as_jax, checked_problem, problem_sites, problem_shape
 from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
@@ -153,11 +153,11 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
     name = name or f"advi-{family}"
-    Phi_np, y_np = check_design(Phi, y)
+    Phi_np, y_np = checked_problem(spec, Phi, y)
     if y_np is None:
         raise ValueError(f"{name}: labels y are required")
-    sites = tuple(spec.sites(Phi_np.shape[1]))
-    Phi_j, y_j = jnp.asarray(Phi_np), jnp.asarray(y_np)
+    sites = problem_sites(spec, Phi_np)
+    Phi_j, y_j = as_jax(Phi_np), as_jax(y_np)
     t_start = time.perf_counter()
     compile_seconds = 0.0
 
@@ -179,7 +179,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         (state, total), losses = jax.lax.scan(step, (state, zeros), None, length=int(config.block))
         return state, losses, total
 
-    key = (SameObject(spec), "block", family, Phi_np.shape, config.step_size, config.num_particles, config.block,
+    key = (SameObject(spec), "block", family, problem_shape(Phi_np), config.step_size, config.num_particles, config.block,
            config.rank, config.init_scale, config.flow_layers)
     program, seconds = _PROGRAMS.get(key, lambda: jax.jit(run_block).lower(state, Phi_j, y_j).compile())
     compile_seconds += seconds
@@ -222,7 +222,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
         params = svi.get_params(state)
     else:
         params = svi.constrain_fn(jax.tree_util.tree_map(lambda t: t / averaged, total))
-    draw_key = (SameObject(spec), "draws", family, Phi_np.shape, config.n_draws, config.rank, config.flow_layers)
+    draw_key = (SameObject(spec), "draws", family, problem_shape(Phi_np), config.n_draws, config.rank, config.flow_layers)
     site_names = [s.name for s in sites]
 
     def one_draw(p, k, Phi_, y_):

@@ -43,7 +43,7 @@ import numpy as np
 from numpyro.infer.util import log_density
 from scipy.special import logsumexp
 
-from ..models.base import unflatten
+from ..models.base import as_jax, problem_shape, problem_sites, unflatten
 from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
@@ -78,7 +78,7 @@ SHAPE_PRIOR = 0.5
 # ----------------------------------------------------------------------------------------
 def support_mask(spec, Phi) -> np.ndarray:
     """Boolean per flat coordinate of ``spec``'s model on Phi: True where its support is >= 0."""
-    return np.concatenate([np.full(s.size, s.support == "nonnegative") for s in spec.sites(np.shape(Phi)[1])])
+    return np.concatenate([np.full(s.size, s.support == "nonnegative") for s in problem_sites(spec, Phi)])
 
 
 def inside_support(mask, theta) -> np.ndarray:
@@ -100,9 +100,8 @@ def log_joint_fn(spec, Phi, y):
     per spec object and design shape (the data are its arguments), so weighing the draws
     of many fits of one spec traces it once per number of draws.
     """
-    Phi = jnp.asarray(Phi)
-    y = jnp.asarray(y)
-    sites = tuple(spec.sites(Phi.shape[1]))
+    Phi, y = as_jax(Phi), as_jax(y)
+    sites = problem_sites(spec, Phi)
     own = getattr(spec, "log_density_sites", None)
 
     def build():
@@ -114,7 +113,7 @@ def log_joint_fn(spec, Phi, y):
 
         return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
 
-    fn, _ = _PROGRAMS.get((SameObject(spec), "log_joint", Phi.shape), build)
+    fn, _ = _PROGRAMS.get((SameObject(spec), "log_joint", problem_shape(Phi)), build)
     return lambda theta: fn(theta, Phi, y)
 
 

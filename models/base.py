@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -77,6 +78,49 @@ def unflatten(theta, sites: tuple[Site, ...]) -> dict[str, Any]:
     if start != theta.shape[-1]:
         raise ValueError(f"vector of length {theta.shape[-1]} does not match sites of total size {start}")
     return out
+
+
+# --------------------------------------------------------------------------------------
+# A model's problem: a classifier's (design, labels) or a general model's (data, observations)
+# --------------------------------------------------------------------------------------
+def is_classifier(spec) -> bool:
+    """Whether ``spec`` is a classifier: its model takes a design matrix and labels, its sites
+    depend on the design's width, and it predicts probabilities. The five models of the zoo
+    are; a general NumPyro model (``models/general.py``) is not (``classifier = False``)."""
+    return bool(getattr(spec, "classifier", True))
+
+
+def checked_problem(spec, Phi, y=None, *, name: str = "Phi"):
+    """(Phi, y) checked as ``spec``'s model takes them, as NumPy: a classifier's design matrix
+    and 0/1 labels (``checks.check_design``), or a general model's data arrays and observed
+    values by site (:meth:`GeneralSpec.checked`). ValueError in one line naming the problem."""
+    if is_classifier(spec):
+        from .checks import check_design  # checks imports scipy.sparse: only a classifier needs it
+
+        return check_design(Phi, y, name=name)
+    return spec.checked(Phi, y)
+
+
+def problem_sites(spec, Phi) -> tuple[Site, ...]:
+    """The latent sites of ``spec`` on ``Phi``: a classifier's depend on the design's width, a
+    general model's on nothing but itself."""
+    if is_classifier(spec):
+        return tuple(spec.sites(int(np.shape(Phi)[1])))
+    return tuple(spec.sites())
+
+
+def problem_shape(Phi) -> tuple:
+    """What compiled programs of one problem are keyed by: a design's shape, or each data
+    array's name, shape and dtype."""
+    if isinstance(Phi, dict):
+        return tuple((k, tuple(np.shape(v)), str(np.asarray(v).dtype)) for k, v in sorted(Phi.items()))
+    return tuple(np.shape(Phi))
+
+
+def as_jax(tree):
+    """A problem's arrays as JAX arrays, their dtypes kept (a general model's integer indices
+    stay integers): a design or labels, or a dict of them."""
+    return jax.tree_util.tree_map(jnp.asarray, tree)
 
 
 def total_size(sites: tuple[Site, ...]) -> int:

@@ -105,11 +105,14 @@ def package_versions() -> dict[str, str]:
     }
 
 
-def _array_digest(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a, dtype=np.float64)
+def _array_digest(a) -> str:
+    """A digest of an array's shape and values - or of a dict of them (a general model's data,
+    its observations), name by name."""
     h = hashlib.sha256()
-    h.update(repr(a.shape).encode())
-    h.update(a.tobytes())
+    for name, value in (sorted(a.items()) if isinstance(a, dict) else [("", a)]):
+        v = np.ascontiguousarray(value, dtype=np.float64)
+        h.update(f"{name}{v.shape!r}".encode() if name else repr(v.shape).encode())
+        h.update(v.tobytes())
     return h.hexdigest()
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from zoo import writable_folder as _writable  # the package root's folder check
 
 from ...inference.posterior import DrawsPosterior
-from ...models.checks import check_design
+from ...models.base import checked_problem, is_classifier, problem_sites
 from ..base import arviz_adapter as adapter
 from ..base.atomic import _jsonable
 from ..base.compile_timer import CompileTimer
@@ -80,8 +80,8 @@ def _reference_child(spec, Phi, y, config, cache_dir, parent_pid=None, key=None,
 
     die_with_parent(parent_pid)
 
-    Phi, y = check_design(Phi, y)
-    sites = tuple(spec.sites(Phi.shape[1]))
+    Phi, y = checked_problem(spec, Phi, y)
+    sites = problem_sites(spec, Phi)
     _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, False, mac_key=mac_key, deadline=deadline)
 
 
@@ -201,13 +201,20 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
     :func:`~zoo.validation.references.nuts.sampler_of`) on ``spec``'s posterior given
     (Phi, y), certified (or not) by :data:`CERTIFICATION`.
 
-    Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1).
+    Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1) - or, for a
+    general model (``models/general.py``), its data arrays and its observations by site.
     cache_dir: folder of the disk cache (None: no cache). A hit returns the stored
-    Reference with ``from_cache=True`` and the original run's timings.
+    Reference with ``from_cache=True`` and the original run's timings. A general model
+    whose function's source Python cannot show (typed at a prompt) is not cached: nothing
+    would tell its next version from this one.
     Raises :class:`ReferenceTimeout` when ``config.time_limit`` runs out first.
     """
-    Phi, y = check_design(Phi, y)
-    sites = tuple(spec.sites(Phi.shape[1]))
+    Phi, y = checked_problem(spec, Phi, y)
+    sites = problem_sites(spec, Phi)
+    if cache_dir is not None and not is_classifier(spec) and spec.code is None:
+        warnings.warn(f"model {spec.name}: its function's source cannot be read, so its reference is sampled "
+                      "but not cached")
+        cache_dir = None
     key = cache_key(spec, Phi, y, config)
     try:
         if cache_dir is None:
@@ -273,6 +280,24 @@ def _may_double(doublings: int, max_doublings: int, deadline, predicted_seconds:
                    f"{max(left, 0.0):.0f} s left")
 
 
+def _data_record(spec, Phi, y) -> dict:
+    """What a reference's provenance says of its data: digests and sizes."""
+    if is_classifier(spec):
+        return {"Phi_sha256": _array_digest(Phi), "y_sha256": _array_digest(y),
+                "n": int(Phi.shape[0]), "n_basis": int(Phi.shape[1])}
+    return {"data_sha256": _array_digest(Phi), "observations_sha256": _array_digest(y),
+            "shapes": {k: list(np.shape(v)) for k, v in {**Phi, **y}.items()}}
+
+
+def _stored_data(spec, Phi, y) -> dict:
+    """The data stored beside a reference's draws: a classifier's design and labels as
+    constant data; a general model's data arrays as constant data and its observations as
+    observed data (the groups InferenceData has for them)."""
+    if is_classifier(spec):
+        return {"constant_data": {"Phi": Phi, "y": y}}
+    return {"constant_data": dict(Phi), "observed": dict(y)}
+
+
 def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_key=None,
                      deadline=None) -> Reference:
     runner = sampler_of(config).runner(spec, Phi, y, config, progress)
@@ -329,8 +354,7 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_
         "python": platform.python_version(),
         "devices": jax.local_device_count(),
         "spec": spec.to_dict(),
-        "data": {"Phi_sha256": _array_digest(Phi), "y_sha256": _array_digest(y),
-                 "n": int(Phi.shape[0]), "n_basis": int(Phi.shape[1])},
+        "data": _data_record(spec, Phi, y),
         "cache_key": key,
         "seconds": seconds,
         "compile_seconds": compile_seconds,
@@ -342,7 +366,7 @@ def _run_and_certify(spec, Phi, y, config, cache_dir, key, sites, progress, mac_
     # every diagnosed site is stored (the certificate is recomputed from them on reading);
     # the certificate itself is not an attribute of the stored draws
     idata = adapter.draws_to_idata(
-        draws, diagnosed, constant_data={"Phi": Phi, "y": y}, sample_stats=runner.sample_stats(extra),
+        draws, diagnosed, **_stored_data(spec, Phi, y), sample_stats=runner.sample_stats(extra),
         attrs={"sampler": runner.name, "cache_key": key},
     )
     info = _fit_info(certified, failures, seconds, compile_seconds, sampler, diagnostics)
@@ -438,8 +462,8 @@ def cached_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(
 
     Never samples: a report can show a reference without paying for NUTS.
     """
-    Phi, y = check_design(Phi, y)
-    sites = tuple(spec.sites(Phi.shape[1]))
+    Phi, y = checked_problem(spec, Phi, y)
+    sites = problem_sites(spec, Phi)
     return _read_cache(cache_dir, cache_key(spec, Phi, y, config), spec, sites, config)
 
 

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from ...inference.posterior import DrawsPosterior
+from ...models.base import is_classifier, problem_sites
 from ..base import batched_diagnostics
 from ..base.compile_timer import CompileTimer
 from .certification import _certify_run, _diagnosed_sites, nuts_energy_checks
@@ -62,6 +63,11 @@ def _sample_stats(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return stats
 
 
+def _one_set(y):
+    """Labels or observations as a batch of one data set."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], y)
+
+
 class NutsRun(ReferenceRunner):
     """NUTS on ``spec.model``: a first run, then continuations of the same chains.
 
@@ -75,20 +81,23 @@ class NutsRun(ReferenceRunner):
     name = "numpyro.NUTS"
 
     def __init__(self, spec, Phi, y, config: ReferenceConfig, progress: bool):
-        self.Phi, self.y = np.asarray(Phi, dtype=float), np.asarray(y, dtype=float)
+        if is_classifier(spec):
+            self.Phi, self.y = np.asarray(Phi, dtype=float), np.asarray(y, dtype=float)
+        else:  # a general model's data and observations, checked by run_reference
+            self.Phi, self.y = dict(Phi), dict(y)
         # keep the measured sites and every site NUTS moves (not the deterministic ones):
         # all of them are diagnosed
-        measured = [s.name for s in spec.sites(self.Phi.shape[1])]
+        measured = [s.name for s in problem_sites(spec, self.Phi)]
         self.keep = tuple(dict.fromkeys(measured + sampled_site_names(spec, Phi, y)))
         self.method = effective_chain_method(config)
-        self.program = program_for(spec, *self.Phi.shape, NutsSettings.of(config), self.method, self.keep)
+        self.program = program_for(spec, self.Phi, self.y, NutsSettings.of(config), self.method, self.keep)
         self.key = as_numpy_key(jax.random.PRNGKey(config.seed))[None]
         self.states = None
         # draws of the last continuation piece beyond what was asked (see more)
         self._surplus: tuple[dict, dict] | None = None
 
     def first(self):
-        draws, extra, self.states = self.program.run_with_states(self.key, self.Phi, self.y[None])
+        draws, extra, self.states = self.program.run_with_states(self.key, self.Phi, _one_set(self.y))
         self._surplus = None
         return self._kept(draws, extra)
 
@@ -105,7 +114,7 @@ class NutsRun(ReferenceRunner):
         self._surplus = None
         have = 0 if not parts else _length(parts[0])
         while have < int(n_more):
-            draws, extra, self.states = self.program.continue_chains(self.states, self.Phi, self.y[None])
+            draws, extra, self.states = self.program.continue_chains(self.states, self.Phi, _one_set(self.y))
             parts.append(self._kept(draws, extra))
             have += _length(parts[-1])
         joined = tuple({k: np.concatenate([p[i][k] for p in parts], axis=1) for k in parts[0][i]} for i in (0, 1))
@@ -141,7 +150,7 @@ def nuts_posteriors(spec, Phi, ys, keys, *, config: ReferenceConfig, batch: int 
     different random stream; see ``nuts_program.py``); whatever the batch size, the same
     keys give the same draws on one machine and layout."""
     layout = default_layout(config.num_chains)
-    measured = tuple(spec.sites(np.shape(Phi)[1]))
+    measured = problem_sites(spec, Phi)
     settings = config.sampler_settings()
     with CompileTimer() as compiling:
         t0 = time.perf_counter()

@@ -39,6 +39,7 @@ from numpyro import handlers
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model
 
+from ...models.base import as_jax, is_classifier, problem_shape
 from ..base.code_digest import spec_key
 
 #: NumPyro's HMC-state fields kept per draw (numpyro names, as NutsRun's extra fields)
@@ -75,10 +76,12 @@ def sampled_site_names(spec, Phi, y) -> list[str]:
 
 
 class NutsProgram:
-    """NUTS on ``spec.model`` for data of shape (n, M), compiled once.
+    """NUTS on ``spec.model`` for data of one shape, compiled once.
 
     ``run(keys, Phi, ys)`` samples D data sets at once: ``Phi`` (n, M) shared, ``ys`` (D, n)
-    labels 0/1, ``keys`` (D, 2) one PRNG key per data set (its chains' keys are split from
+    labels 0/1 - or, for a general model (``models/general.py``), ``Phi`` its data arrays
+    shared and ``ys`` its observations by site, each with D data sets in front -, ``keys``
+    (D, 2) one PRNG key per data set (its chains' keys are split from
     it). Returns ``(draws, stats)``: draws {site: (D, chains, num_samples, *shape)} of the
     ``keep`` sites and every site the model samples (constrained), stats {field: (D, chains,
     num_samples)} of :data:`STATE_FIELDS` plus ``adapt_state.step_size``, all NumPy.
@@ -91,12 +94,11 @@ class NutsProgram:
     round differently from the others).
     """
 
-    def __init__(self, spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",
+    def __init__(self, spec, Phi0, y0, settings: NutsSettings, layout: str = "vectorized",
                  keep: tuple[str, ...] = ()):
+        """``Phi0``, ``y0``: one data set of the program's shape (:func:`program_for`); only its
+        structure is used."""
         self.spec, self.settings = spec, settings
-        # a data set of the right shape with both labels: only the structure is used
-        Phi0 = jnp.zeros((n, M))
-        y0 = jnp.zeros(n).at[0].set(1.0)
         info = initialize_model(jax.random.PRNGKey(0), spec.model, model_args=(Phi0,), model_kwargs={"y": y0},
                                 dynamic_args=True)
         potential_gen, postprocess_gen = info.potential_fn, info.postprocess_fn
@@ -187,14 +189,14 @@ class NutsProgram:
     def run_with_states(self, keys, Phi, ys):
         """As :meth:`run`, plus the chains' last states (a pytree with leading axes (D,
         chains), kept where JAX put them) for :meth:`continue_chains`."""
-        Phi, ys, keys = jnp.asarray(Phi, dtype=float), jnp.asarray(ys, dtype=float), jnp.asarray(keys)
+        Phi, ys, keys = _data(Phi), _data(ys), jnp.asarray(keys)
         if self.layout == "vectorized":
             return self._numpy(*self._run(keys, Phi, ys))
-        chain_keys = [jax.random.split(keys[d], self.settings.num_chains) for d in range(ys.shape[0])]
+        chain_keys = [jax.random.split(keys[d], self.settings.num_chains) for d in range(_count(ys))]
         if self.layout == "parallel":
-            parts = [self._chains(k, Phi, ys[d]) for d, k in enumerate(chain_keys)]
+            parts = [self._chains(k, Phi, _take(ys, d)) for d, k in enumerate(chain_keys)]
         else:
-            parts = [_stacked([self._chain(k, Phi, ys[d]) for k in ks]) for d, ks in enumerate(chain_keys)]
+            parts = [_stacked([self._chain(k, Phi, _take(ys, d)) for k in ks]) for d, ks in enumerate(chain_keys)]
         return self._numpy(*_stacked(parts))
 
     def continue_chains(self, states, Phi, ys):
@@ -202,15 +204,14 @@ class NutsProgram:
         :meth:`run_with_states` or this method returned them): the same Markov chains
         continued, with their adapted step sizes and mass matrices, by a second program
         compiled once per shape. Returns (draws, stats, states) as run_with_states."""
-        Phi, ys = jnp.asarray(Phi, dtype=float), jnp.asarray(ys, dtype=float)
+        Phi, ys = _data(Phi), _data(ys)
         if self.layout == "vectorized":
             return self._numpy(*self._continue(states, Phi, ys))
-        take = lambda tree, *i: jax.tree_util.tree_map(lambda a: a[i], tree)  # noqa: E731
         if self.layout == "parallel":
-            parts = [self._chains_continued(take(states, d), Phi, ys[d]) for d in range(ys.shape[0])]
+            parts = [self._chains_continued(_take(states, d), Phi, _take(ys, d)) for d in range(_count(ys))]
         else:
-            parts = [_stacked([self._chain_continued(take(states, d, c), Phi, ys[d])
-                               for c in range(self.settings.num_chains)]) for d in range(ys.shape[0])]
+            parts = [_stacked([self._chain_continued(_take(states, d, c), Phi, _take(ys, d))
+                               for c in range(self.settings.num_chains)]) for d in range(_count(ys))]
         return self._numpy(*_stacked(parts))
 
     @staticmethod
@@ -223,15 +224,42 @@ def _stacked(outs):
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *outs)
 
 
-def program_for(spec, n: int, M: int, settings: NutsSettings, layout: str = "vectorized",
+def _data(tree):
+    """Data or labels as JAX arrays: a classifier's as floats (labels 0/1), a general model's
+    dict of arrays with their dtypes (integer indices stay integers)."""
+    if isinstance(tree, dict):
+        return as_jax(tree)
+    return jnp.asarray(tree, dtype=float)
+
+
+def _take(tree, *index):
+    """Entry ``index`` of every array of a pytree (a data set of a batch, a chain's state)."""
+    return jax.tree_util.tree_map(lambda a: a[index], tree)
+
+
+def _count(ys) -> int:
+    """How many data sets a batch of labels (D, n) or of observations ({site: (D, ...)}) holds."""
+    return int(jax.tree_util.tree_leaves(ys)[0].shape[0])
+
+
+def program_for(spec, Phi, y, settings: NutsSettings, layout: str = "vectorized",
                 keep: tuple[str, ...] = ()) -> NutsProgram:
-    """The process's compiled program of this spec, shape and settings (built on first use;
-    JAX compiles it on its first call per batch size)."""
-    key = spec_key(spec, n, M, sorted(settings.__dict__.items()), layout, tuple(keep))
+    """The process's compiled program of this spec, data shape and settings (built on first
+    use; JAX compiles it on its first call per batch size). ``Phi``, ``y``: one data set of
+    that shape (a classifier's program is built on zeros of its design's shape with both
+    labels, a general model's on the data given)."""
+    key = spec_key(spec, problem_shape(Phi), problem_shape(y), sorted(settings.__dict__.items()), layout,
+                   tuple(keep))
     if key not in _PROGRAMS:
         if len(_PROGRAMS) >= _MAX_PROGRAMS:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        _PROGRAMS[key] = NutsProgram(spec, n, M, settings, layout, tuple(keep))
+        if is_classifier(spec):
+            n, M = np.shape(Phi)
+            # a data set of the right shape with both labels: only the structure is used
+            Phi0, y0 = jnp.zeros((n, M)), jnp.zeros(n).at[0].set(1.0)
+        else:
+            Phi0, y0 = as_jax(Phi), as_jax(y)
+        _PROGRAMS[key] = NutsProgram(spec, Phi0, y0, settings, layout, tuple(keep))
     return _PROGRAMS[key]
 
 
@@ -241,21 +269,28 @@ def sample_many(spec, Phi, ys, keys, config, *, batch: int | None = None, layout
     ``batch`` data sets per call of the compiled program (None: all at once). Returns one
     ``(draws, stats)`` per data set, draws {site: (chains, draws, *shape)} and stats
     {numpyro field: (chains, draws)} as :class:`NutsRun` gives them."""
-    Phi = np.asarray(Phi, dtype=float)
-    ys = np.asarray(ys, dtype=float)
     keys = np.asarray(keys)
-    if ys.ndim != 2 or ys.shape[1] != Phi.shape[0] or keys.shape[0] != ys.shape[0]:
-        raise ValueError(f"sample_many needs ys (D, n) and keys (D, 2) for Phi {Phi.shape}; "
-                         f"got ys {ys.shape}, keys {keys.shape}")
-    program = program_for(spec, Phi.shape[0], Phi.shape[1], NutsSettings.of(config), layout, tuple(keep))
-    size = ys.shape[0] if batch is None else max(1, int(batch))
+    if is_classifier(spec):
+        Phi = np.asarray(Phi, dtype=float)
+        ys = np.asarray(ys, dtype=float)
+        if ys.ndim != 2 or ys.shape[1] != Phi.shape[0] or keys.shape[0] != ys.shape[0]:
+            raise ValueError(f"sample_many needs ys (D, n) and keys (D, 2) for Phi {Phi.shape}; "
+                             f"got ys {ys.shape}, keys {keys.shape}")
+    else:
+        ys = {k: np.asarray(v) for k, v in ys.items()}
+        if keys.shape[0] != _count(ys):
+            raise ValueError(f"sample_many needs one key per data set: {_count(ys)} data sets, {keys.shape[0]} keys")
+    n_sets = _count(ys)
+    program = program_for(spec, Phi, _take(ys, 0), NutsSettings.of(config), layout, tuple(keep))
+    size = n_sets if batch is None else max(1, int(batch))
     out: list[tuple[dict, dict]] = []
-    for start in range(0, ys.shape[0], size):
-        draws, stats = program.run(keys[start:start + size], Phi, ys[start:start + size])
+    for start in range(0, n_sets, size):
+        part = jax.tree_util.tree_map(lambda a: a[start:start + size], ys)
+        draws, stats = program.run(keys[start:start + size], Phi, part)
         for d in range(next(iter(draws.values())).shape[0]):
             out.append(({k: v[d] for k, v in draws.items()}, {k: v[d] for k, v in stats.items()}))
         if on_batch is not None:
-            on_batch(len(out), ys.shape[0])
+            on_batch(len(out), n_sets)
     return out
 
 

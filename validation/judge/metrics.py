@@ -32,7 +32,7 @@ from ...inference.importance import (
     khat_threshold, on_joint, support_mask,
 )
 from ...inference.posterior import DrawsPosterior
-from ...models.base import flatten
+from ...models.base import checked_problem, flatten, is_classifier
 from ...models.checks import check_features
 from ..base import arviz_adapter as adapter
 from ..references import ESS_BULK_MIN, ESS_TAIL_MIN, MAX_DIVERGENCES, RHAT_MAX  # noqa: F401  (one rule, re-exported)
@@ -99,6 +99,15 @@ METRIC_KEYS = (
 )
 #: the metrics of the held-out test set alone: they need no reference
 HELD_OUT_KEYS = ("test_error", "test_log_lik", "auc")
+#: the metrics only a classifier has (predictive probabilities on a test set): absent from the
+#: metrics of a general model (models/general.py), not null
+CLASSIFIER_KEYS = ("pred_mae", *HELD_OUT_KEYS)
+
+
+def metric_keys(classifier: bool = True) -> tuple[str, ...]:
+    """The keys of a comparison's metrics: :data:`METRIC_KEYS`, less :data:`CLASSIFIER_KEYS` for
+    a model without a classifier part."""
+    return METRIC_KEYS if classifier else tuple(k for k in METRIC_KEYS if k not in CLASSIFIER_KEYS)
 
 
 # --------------------------------------------------------------------------------------
@@ -340,12 +349,16 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
                 + "; ".join(getattr(reference, "failures", [])[:3])
             )
     _check_same_sites(approx, ref_post)
-    Phi_train = check_features(Phi_train, name="Phi_train")
-    Phi_test = check_features(Phi_test, n_features=Phi_train.shape[1], name="Phi_test")
-    y_train = _labels01(y_train, "y_train")
-    y_test = _labels01(y_test, "y_test")
-    if y_test.shape[0] != Phi_test.shape[0] or y_train.shape[0] != Phi_train.shape[0]:
-        raise ValueError("labels and design matrices have different numbers of rows")
+    classifier = is_classifier(ref_post.spec)
+    if classifier:
+        Phi_train = check_features(Phi_train, name="Phi_train")
+        Phi_test = check_features(Phi_test, n_features=Phi_train.shape[1], name="Phi_test")
+        y_train = _labels01(y_train, "y_train")
+        y_test = _labels01(y_test, "y_test")
+        if y_test.shape[0] != Phi_test.shape[0] or y_train.shape[0] != Phi_train.shape[0]:
+            raise ValueError("labels and design matrices have different numbers of rows")
+    else:  # a general model's data and observations; it has no test set and predicts nothing
+        Phi_train, y_train = checked_problem(ref_post.spec, Phi_train, y_train)
     # The importance weights are p(theta, y) / q(theta) for the model the *reference*
     # samples: for a row measured against a model variant (laplace vs its surrogate) that
     # is the variant, with the variant's support, not the approximation's own spec.
@@ -384,10 +397,12 @@ def posterior_metrics(approx, reference, Phi_train, y_train, Phi_test, y_test, *
         except np.linalg.LinAlgError:
             null_reasons["kl_gauss"] = "a covariance is not positive definite"
 
-    p = np.asarray(approx.predict_proba(Phi_test), float)
-    p_ref = np.asarray(ref_post.predict_proba(Phi_test), float)
-    predictive, reasons = predictive_metrics(p, p_ref, y_test)
-    null_reasons.update(reasons)
+    predictive = {}
+    if classifier:
+        p = np.asarray(approx.predict_proba(Phi_test), float)
+        p_ref = np.asarray(ref_post.predict_proba(Phi_test), float)
+        predictive, reasons = predictive_metrics(p, p_ref, y_test)
+        null_reasons.update(reasons)
 
     theta_khat = _proposal_draws_for_khat(approx, support_mask(spec, Phi_train), theta, key, n_draws)
     khat, khat_reason, outside, khat_draws = khat_with_draws(approx, spec, Phi_train, y_train, theta_khat,
@@ -423,12 +438,15 @@ def metrics_without_reference(approx, Phi_test, y_test, reason: str) -> dict[str
     it against: the test-set metrics (:data:`HELD_OUT_KEYS`), which need none, and every
     other value None with ``reason`` (e.g. "no reference: nuts ran out of time ...").
     """
-    Phi_test = check_features(Phi_test, name="Phi_test")
-    y_test = _labels01(y_test, "y_test")
-    if y_test.shape[0] != Phi_test.shape[0]:
-        raise ValueError("y_test and Phi_test have different numbers of rows")
-    held_out, null_reasons = held_out_metrics(approx.predict_proba(Phi_test), y_test)
-    unmeasured = [k for k in METRIC_KEYS if k not in HELD_OUT_KEYS and k not in ("khat_reason", "null_reasons")]
+    classifier = is_classifier(approx.spec)
+    held_out, null_reasons = {}, {}
+    if classifier:
+        Phi_test = check_features(Phi_test, name="Phi_test")
+        y_test = _labels01(y_test, "y_test")
+        if y_test.shape[0] != Phi_test.shape[0]:
+            raise ValueError("y_test and Phi_test have different numbers of rows")
+        held_out, null_reasons = held_out_metrics(approx.predict_proba(Phi_test), y_test)
+    unmeasured = [k for k in metric_keys(classifier) if k not in HELD_OUT_KEYS and k not in ("khat_reason", "null_reasons")]
     out = {
         **{k: None for k in unmeasured},
         **held_out,

@@ -206,6 +206,9 @@ class ModelRecord:
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
       the variants engines approximate (``validation/runs/sbc_simulation.py``, ``problem_for``);
       None: the model has no proper prior to simulate from, and SBC says so.
+    own_data: True for a model that brings its own data (a user's NumPyro model,
+      ``validation/records/user_model.py``): no data set is loaded and ``prepare`` gets no
+      split; False: ``prepare`` gets a split of a data set of the zoo's catalog.
     figures: ``figures(comparison, out_dir) -> {name: (path, caption)}``: figures only this
       model has (gridRVM's row and column relevances), written beside the report's own
       and shown in it; None: none.
@@ -235,6 +238,7 @@ class ModelRecord:
     figures: Callable[[Any, str], dict[str, tuple[str, str]]] | None = None
     param_domains: Mapping[str, ParamDomain] = field(default_factory=dict)
     param_relations: Callable[[dict[str, float]], None] | None = None
+    own_data: bool = False
     # engine name -> entry, filled in __post_init__ (not part of equality)
     _by_name: dict[str, EngineEntry] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -21,6 +21,7 @@ import numpy as np
 # pyplot: importing this module must not switch the backend of a user's notebook or script.
 from matplotlib.figure import Figure
 
+from ...models.base import is_classifier
 from ..base import arviz_adapter
 from ..base.atomic import save_figure, write_json_atomic, write_text_atomic
 from ..base.figures import ShownFigure
@@ -44,8 +45,14 @@ def _color(name: str) -> str:
 
 
 def _constant_data(comp: Comparison) -> dict[str, np.ndarray]:
+    """The data stored beside the draws in the report's netCDF files: a classifier's designs
+    and labels (and its spec's own constant data), or a general model's data arrays and
+    observations by site."""
     p = comp.prepared
     spec = p.spec
+    if not is_classifier(spec):
+        return {**{k: np.asarray(v) for k, v in p.Phi_train.items()},
+                **{k: np.asarray(v) for k, v in p.y_train.items()}}
     return {
         "Phi_train": np.asarray(p.Phi_train),
         "y_train": np.asarray(p.y_train),
@@ -309,14 +316,21 @@ def _figures(comp: Comparison, idatas) -> tuple[dict[str, Figure], str | None]:
     coords, shown, total = arviz_adapter.forest_coords(idatas, sites)
     figures = {"forest": arviz_adapter.forest_figure(idatas, sites, colors=[_color(k) for k in idatas],
                                                      coords=coords),
-               "probabilities": _probabilities_figure(comp), "weights": _weight_metrics_figure(comp)}
+               "weights": _weight_metrics_figure(comp)}
+    if not is_classifier(comp.prepared.spec):  # no predictive probabilities, no decision boundary
+        return figures, _forest_note(coords, shown, total)
+    figures["probabilities"] = _probabilities_figure(comp)
     if comp.split.X_train.shape[1] == 2 and comp.prepared.basis is not None:
         figures["boundary"] = _boundary_figure(comp)
-    note = (None if coords is None else
+    return figures, _forest_note(coords, shown, total)
+
+
+def _forest_note(coords, shown: int, total: int) -> str | None:
+    """What the forest plot leaves out, or None where it shows every coordinate."""
+    return (None if coords is None else
             f"The forest plot shows {shown} of the {total} coordinates: those where an engine's "
             "mean is furthest from the reference's, in reference sds (every coordinate is in "
             "the tables and the netCDF files).")
-    return figures, note
 
 
 def _probabilities_figure(comp: Comparison) -> Figure:
@@ -527,12 +541,16 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
     no_reference = res.reference.ran_out_of_time
     lines = [
-        f"# {res.model.upper()} on `{res.data}` (split {res.split}): "
+        (f"# {res.model.upper()} on `{res.data}` (split {res.split}): " if res.classifier else
+         f"# {res.model} on its own data: ")
         + ("engines, no reference" if no_reference else "engines against the reference"),
         "",
         *(_no_reference_lines(res) if no_reference else []),
-        f"Training points: {res.n_train}; test points: {res.n_test}. "
-        f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res.hyper.items()) + ".",
+        (f"Training points: {res.n_train}; test points: {res.n_test}. "
+         f"Frozen hyper-parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in res.hyper.items()) + "."
+         if res.classifier else
+         f"Observed values: {res.n_train}; no test set and no classifier part, so no predictive metrics. "
+         f"Judged sites: {', '.join(res.spec.get('sites', []))}."),
         "",
         "How they were chosen: " + "; ".join(f"{k}: {v}" for k, v in res.selection.items() if k != "cv_scores") + ".",
         "Every engine below approximates the same posterior, that of the model at these frozen values.",
@@ -542,7 +560,7 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
         "",
     ]
     lines += _reference_lines(res)
-    if not no_reference:
+    if not no_reference and res.classifier:
         lines.append(f"\nReference test error: {_fmt(res.reference_test_error)}.")
     lines += _engine_table_lines(res, no_reference)
     lines += _engine_notes_lines(res, no_reference)
@@ -550,7 +568,7 @@ def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
     lines += _joint_verdict_lines(res)
     lines += _distribution_verdict_lines(res)
     lines += _evidence_lines(res)
-    lines += _figure_and_file_lines(rel, no_reference, captions, forest_note)
+    lines += _figure_and_file_lines(rel, no_reference, captions, forest_note, res.classifier)
     lines += _khat_threshold_lines(res)
     return "\n".join(lines) + "\n"
 
@@ -654,7 +672,7 @@ def _verdict_lines(res: ComparisonResult) -> list[str]:
 
 
 def _figure_and_file_lines(rel: dict[str, str], no_reference: bool, captions: dict[str, str] | None,
-                           forest_note: str | None) -> list[str]:
+                           forest_note: str | None, classifier: bool = True) -> list[str]:
     """The figures (none without a reference), the files written and the metrics' definitions."""
     lines: list[str] = []
     lines += ["", "## Figures", ""]
@@ -666,8 +684,7 @@ def _figure_and_file_lines(rel: dict[str, str], no_reference: bool, captions: di
             f"![forest plot]({rel['forest']})",
             "",
             f"![per-weight metrics]({rel['weights']})",
-            "",
-            f"![predictive probabilities]({rel['probabilities']})",
+            *(["", f"![predictive probabilities]({rel['probabilities']})"] if "probabilities" in rel else []),
         ]
     if "boundary" in rel:
         lines += ["", f"![decision boundaries]({rel['boundary']})"]
@@ -677,8 +694,10 @@ def _figure_and_file_lines(rel: dict[str, str], no_reference: bool, captions: di
         "",
         "## Files",
         "",
-        "InferenceData (netCDF, with `Phi_train`, `y_train`, `Phi_test`, `y_test` and the model's "
-        "hyper-parameters in `constant_data`): " + ", ".join(f"`{v}`" for k, v in rel.items() if v.endswith(".nc")) + ". "
+        ("InferenceData (netCDF, with `Phi_train`, `y_train`, `Phi_test`, `y_test` and the model's "
+         "hyper-parameters in `constant_data`): " if classifier else
+         "InferenceData (netCDF, with the model's data arrays and its observations in `constant_data`): ")
+        + ", ".join(f"`{v}`" for k, v in rel.items() if v.endswith(".nc")) + ". "
         "Numbers: `results.json`.",
         "",
         "Metric definitions: pred_mae = mean |p - p_ref| over the test set; std mean err = |m - m_ref| / sd_ref "
@@ -709,13 +728,21 @@ def summary_table(res: ComparisonResult) -> str:
     """The comparison in a few lines for the terminal: reference, one row per engine, verdicts."""
     # engine names such as mm-laplace are longer than the 8 characters the column had
     name_width = max([9] + [len(name) + 2 for name in res.engines])
+    # (header, metric, format) of the metric columns; a general model has no predictive ones
+    columns = [("pred_mae", "pred_mae", "10.5f"), ("smerr_med", "std_mean_err_median", "11.3f"),
+               ("sd_ratio", "sd_ratio_median", "10.3f"), ("khat", "khat", "8.2f"), ("test_err", "test_error", "10.4f")]
+    if not res.classifier:
+        columns = [c for c in columns if c[1] not in ("pred_mae", "test_error")]
+    head = (f"{res.model} on {res.data} (split {res.split}), n_train={res.n_train}, "
+            f"n_basis={res.hyper.get('n_basis')}, "
+            + ", ".join(f"{k}={v:g}" for k, v in res.hyper.items() if k != "n_basis" and isinstance(v, (int, float)))
+            if res.classifier else f"{res.model} on its own data, {res.n_train} observed values")
     lines = [
-        f"{res.model} on {res.data} (split {res.split}), n_train={res.n_train}, "
-        f"n_basis={res.hyper.get('n_basis')}, "
-        + ", ".join(f"{k}={v:g}" for k, v in res.hyper.items() if k != "n_basis" and isinstance(v, (int, float))),
+        head,
         *_reference_summary_lines(res),
         "",
-        f"{'engine':<{name_width}}{'pred_mae':>10}{'smerr_med':>11}{'sd_ratio':>10}{'khat':>8}{'test_err':>10}{'seconds':>10}{'x ref':>9}",
+        f"{'engine':<{name_width}}" + "".join(f"{h:>{int(spec.split('.')[0])}}" for h, _, spec in columns)
+        + f"{'seconds':>10}{'x ref':>9}",
     ]
 
     def f(v, spec):
@@ -728,18 +755,13 @@ def summary_table(res: ComparisonResult) -> str:
             lines.append(f"{label:<{name_width}}failed: {r.failure}")
             continue
         m = r.metrics
-        lines.append(
-            f"{label:<{name_width}}{f(m['pred_mae'], '10.5f')}{f(m['std_mean_err_median'], '11.3f')}"
-            f"{f(m['sd_ratio_median'], '10.3f')}{f(m['khat'], '8.2f')}{f(m['test_error'], '10.4f')}"
-            f"{f(r.seconds, '10.4f')}{f(r.speedup_vs_reference, '9.0f')}"
-        )
+        lines.append(f"{label:<{name_width}}" + "".join(f(m[k], spec) for _, k, spec in columns)
+                     + f"{f(r.seconds, '10.4f')}{f(r.speedup_vs_reference, '9.0f')}")
         if r.against_variant is not None:
             # the engine against the reference of the model it fits: its approximation error
             v = r.against_variant.metrics
             vs_label = f"  vs {r.against_variant.variant}"
-            lines.append(f"{vs_label:<{name_width}}{f(v.get('pred_mae'), '10.5f')}"
-                         f"{f(v.get('std_mean_err_median'), '11.3f')}{f(v.get('sd_ratio_median'), '10.3f')}"
-                         f"{f(v.get('khat'), '8.2f')}{f(v.get('test_error'), '10.4f')}")
+            lines.append(f"{vs_label:<{name_width}}" + "".join(f(v.get(k), spec) for _, k, spec in columns))
     if any(r.other_model for r in res.engines.values()):
         lines.append("* fits another model (prior) than the reference's: its row is a distance, not an approximation error")
     if any(r.against_variant is not None for r in res.engines.values()):

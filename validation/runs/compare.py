@@ -25,6 +25,7 @@ import numpy as np
 
 from ... import data as datasets
 from ...inference.contracts import EngineReturnError
+from ...models.base import is_classifier
 from ...models.checks import check_seed
 from ...inference.posterior import ApproximationFailed
 from ..judge.metrics import (
@@ -47,6 +48,7 @@ from ..judge.verdict import (
     verdict,
 )
 from ..records import registry
+from ..records.user_model import Model
 from ..references import (
     NoReference,
     ReferenceConfig,
@@ -65,9 +67,15 @@ from .fence import (
 from .results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
 
 
+#: the names of user models (validation/records/user_model.py) this process registered: such a
+#: name may be registered again (the user's model, changed), a built-in model's may not
+_USER_MODELS: set[str] = set()
+
+
 @dataclass(frozen=True)
 class CompareConfig:
-    model: str = registry.DEFAULT_MODEL
+    # a model's name, or a user's Model (validation/records/user_model.py)
+    model: str | Model = registry.DEFAULT_MODEL
     data: str | None = None  # None: the model's default (its record's default_data)
     split: int = 0
     # engine names, a user's "module:function" paths or callables (validation/runs/engines.py);
@@ -94,6 +102,13 @@ class CompareConfig:
     engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT
 
     def __post_init__(self):
+        if isinstance(self.model, Model):
+            # a user's model object: its record joins this process's registry under its name
+            # (a name the zoo already uses for another model is refused), and the config keeps
+            # the name, as it does for the zoo's own models
+            registry.register(self.model.record(), replace_existing=self.model.name in _USER_MODELS)
+            _USER_MODELS.add(self.model.name)
+            object.__setattr__(self, "model", self.model.name)
         record = registry.get_model(self.model)  # ValueError naming the known models
         # every value before any work: a hyper-parameter out of its domain, a seed numpy or
         # JAX would refuse only after the cross-validation
@@ -337,6 +352,8 @@ def _split_and_problem(config: CompareConfig, progress=None):
     read, inputs standardized on the training split unless the model uses them raw."""
     record = registry.get_model(config.model)
     record.check_params(config.params)
+    if record.own_data:  # a user's model on its own data: nothing to load, split or select
+        return None, registry.prepare(config.model, None, config.params, progress=progress)
     split = datasets.load(config.data, config.split, standardize=not record.raw_inputs)
     return split, registry.prepare(config.model, split, config.params, progress=progress)
 
@@ -409,7 +426,8 @@ def _engine_row(entry, posterior, warm: float, compile_s: float, truth: _Truth, 
         description=entry.description,
         other_model=entry.other_model,
         # an engine that prunes (GGSM's MM) reports how many weights it kept
-        n_basis=int(posterior.info.extra.get("n_active", prepared.hyper.get("n_basis", Phi.shape[1]))),
+        n_basis=(int(posterior.info.extra.get("n_active", prepared.hyper.get("n_basis", Phi.shape[1])))
+                 if is_classifier(prepared.spec) else None),
         seconds=warm,
         compile_seconds=compile_s,
         converged=bool(posterior.info.converged),
@@ -506,13 +524,16 @@ def _evidence(config: CompareConfig, entries, posteriors: dict[str, Any], truth:
 def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: dict[str, EngineRow],
             evidence_result: dict[str, Any] | None = None, *, interrupted: bool = False) -> ComparisonResult:
     prepared, reference, no_reference = truth.prepared, truth.reference, truth.no_reference
+    classifier = is_classifier(prepared.spec)
     variants = sorted({e.variant for e in entries} - {None})
     return ComparisonResult(
         model=config.model,
         data=config.data,
         split=config.split,
-        n_train=int(prepared.Phi_train.shape[0]),
-        n_test=int(prepared.Phi_test.shape[0]),
+        # a general model's size is its observations' (it has no test set)
+        n_train=(int(prepared.Phi_train.shape[0]) if classifier
+                 else int(sum(np.size(v) for v in prepared.y_train.values()))),
+        n_test=int(prepared.Phi_test.shape[0]) if classifier else None,
         hyper=prepared.hyper,
         selection=prepared.selection,
         moments=prepared.moments,
@@ -528,7 +549,7 @@ def _result(config: CompareConfig, entries, truth: _Truth, tried: list, rows: di
         variant_references={
             v: ReferenceSummary.of(truth.variant_refs[v]) if v in truth.variant_refs
             else ReferenceSummary.none(truth.variants_without_reference[v].timed_out) for v in variants},
-        reference_test_error=None if reference is None else float(np.mean(
+        reference_test_error=None if reference is None or not classifier else float(np.mean(
             (reference.posterior.predict_proba(prepared.Phi_test) > 0.5) != (prepared.y_test == 1))),
         engines=rows,
         config={

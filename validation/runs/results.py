@@ -227,7 +227,7 @@ class ComparisonResult:
     data: str
     split: int
     n_train: int
-    n_test: int
+    n_test: int | None  # None: a general model, which has no test set
     hyper: Mapping[str, Any]
     selection: Mapping[str, Any]
     moments: Mapping[str, Any] | None
@@ -258,6 +258,13 @@ class ComparisonResult:
                  if r.against_variant is not None and r.against_variant.verdict is not None]
         return rows
 
+    @property
+    def classifier(self) -> bool:
+        """Whether the model judged is a classifier (one of the zoo's five): a general model
+        (models/general.py) has no test set (``n_test`` None), and its results no predictive
+        metrics and no weights kept."""
+        return self.n_test is not None
+
     def table(self, *, timings: bool = True, variants: bool = False) -> Table:
         """The engines as a :class:`~zoo.validation.base.tables.Table`, one row per engine,
         the columns of :data:`ENGINE_COLUMNS` (the report's table of engines is this table).
@@ -269,6 +276,8 @@ class ComparisonResult:
         its failure in the first metric column. The notes say why a value is null.
         """
         columns = ENGINE_COLUMNS if timings else tuple(c for c in ENGINE_COLUMNS if c not in TIMING_COLUMNS)
+        if not self.classifier:  # no weights to keep, no predictive probabilities, no test set
+            columns = tuple(c for c in columns if c not in CLASSIFIER_COLUMNS)
         rows, notes = [], []
         for name, r in self.engines.items():
             rows.append(_engine_cells(name, r, columns))
@@ -326,6 +335,8 @@ ENGINE_COLUMNS = ("engine", "kind", "weights kept", "pred_mae", "std mean err (m
                   "verdict", "joint verdict", "distribution verdict", "seconds (warm)", "compile s",
                   "speed-up vs reference")
 TIMING_COLUMNS = ("seconds (warm)", "compile s", "speed-up vs reference")
+#: the columns only a classifier's table has
+CLASSIFIER_COLUMNS = ("weights kept", "pred_mae", "test error", "AUC")
 #: the metric (a key of METRIC_KEYS) each metric column shows
 METRIC_OF_COLUMN = {"pred_mae": "pred_mae", "std mean err (median)": "std_mean_err_median",
                     "std mean err (max)": "std_mean_err_max", "sd ratio (median)": "sd_ratio_median",
@@ -353,7 +364,7 @@ def _engine_cells(name: str, row: EngineRow, columns, against: AgainstVariant | 
         # no fit, so nothing was measured: empty cells (a null would read as "measured, none"),
         # the failure in place of the first metric
         values = {c: (values[c] if c in ("engine", "kind") else "") for c in values}
-        values["weights kept"] = "-"
+        values["weights kept"] = "-" if "weights kept" in columns else None
         first = next(c for c in columns if c in METRIC_OF_COLUMN or c in TIMING_COLUMNS)
         values[first] = f"failed: {row.failure}"
     return tuple(values[c] for c in columns)

@@ -1,0 +1,78 @@
+"""A user's NumPyro model compared like the zoo's own (validation/records/user_model.py,
+validation/runs/compare.py): a Model object in CompareConfig, its certified NUTS reference, the
+generic engines judged against it, and a report and results.json whose classifier parts are
+absent, not faked."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import user_models as um
+from zoo.models.general import GeneralModelError
+from zoo.validation.judge.metrics import CLASSIFIER_KEYS, metric_keys
+from zoo.validation.records import registry
+from zoo.validation.records.user_model import DEFAULT_ENGINES, OWN_DATA, Model
+from zoo.validation.report.compare_report import summary_table, write_report
+from zoo.validation.runs.compare import CompareConfig, compare
+from zoo.validation.runs.results import CLASSIFIER_COLUMNS, ComparisonResult
+
+
+@pytest.fixture(autouse=True)
+def _registry_as_it_was():
+    """A Model in a CompareConfig joins the process's registry: out again after each test, so
+    that no other test of this process sees a sixth model."""
+    before = registry.model_names()
+    yield
+    for name in set(registry.model_names()) - set(before):
+        registry.unregister(name)
+
+
+def test_a_model_object_is_a_model_name_in_a_compare_config():
+    m = Model(um.eight_schools_noncentered, um.EIGHT_SCHOOLS)
+    config = CompareConfig(model=m)
+    assert (config.model, config.data, config.engines) == ("eight_schools_noncentered", OWN_DATA, DEFAULT_ENGINES)
+    record = registry.get_model("eight_schools_noncentered")
+    assert record.own_data and record.params == () and set(DEFAULT_ENGINES) <= set(record.engine_names)
+    # the model's own data, no split, nothing selected; classifier parameters refused
+    prepared = m.prepare()
+    assert (prepared.Phi_test, prepared.y_test) == (None, None) and sorted(prepared.Phi_train) == ["sigma", "y"]
+    with pytest.raises(ValueError, match="unknown eight_schools_noncentered parameter\\(s\\) \\['width'\\]; it "
+                                         "takes none"):
+        CompareConfig(model=m, params={"width": 1.0})
+    # the same name again (the user's model, changed) replaces it; a built-in model's name is refused
+    CompareConfig(model=Model(um.eight_schools_noncentered, {**um.EIGHT_SCHOOLS, "y": um.EIGHT_SCHOOLS["y"] + 1}))
+    with pytest.raises(ValueError, match="a model named 'pcvm' is already registered"):
+        CompareConfig(model=Model(um.eight_schools_noncentered, um.EIGHT_SCHOOLS, name="pcvm"))
+    with pytest.raises(GeneralModelError, match="has discrete latent site\\(s\\) coin"):
+        Model(um.with_a_coin, um.EIGHT_SCHOOLS)
+
+
+@pytest.mark.long
+def test_eight_schools_is_compared_end_to_end_without_classifier_parts(tmp_path):
+    m = Model(um.eight_schools_noncentered, um.EIGHT_SCHOOLS)
+    comp = compare(CompareConfig(model=m, engines=("auto-laplace", "advi-meanfield"), evidence="off"))
+    res = comp.result
+    assert res.reference.certified and not res.classifier
+    assert (res.n_train, res.n_test, res.reference_test_error) == (8, None, None)
+    for name in ("auto-laplace", "advi-meanfield"):
+        row = res.engines[name]
+        assert row.failure is None and row.n_basis is None
+        # the classifier's metrics are absent, not null; the posterior's are all there
+        assert not set(CLASSIFIER_KEYS) & set(row.metrics) and set(metric_keys(False)) <= set(row.metrics)
+        assert row.metrics["khat"] is not None
+    # the funnel: Laplace's sds of theta_tilde far too small, far past the verdict's threshold
+    assert res.engines["auto-laplace"].verdict.status == "differs"
+    table = res.table()
+    assert not set(CLASSIFIER_COLUMNS) & set(table.columns)
+    files = write_report(comp, str(tmp_path))
+    report = open(files["report"]).read()
+    assert report.startswith("# eight_schools_noncentered on its own data: engines against the reference")
+    assert "Observed values: 8; no test set and no classifier part" in report
+    assert "pred_mae |" not in report and "probabilities" not in files and "boundary" not in files
+    again = ComparisonResult.from_json(json.loads(open(files["results"]).read()))
+    assert again.to_json() == res.to_json()
+    lines = summary_table(res).splitlines()
+    assert lines[0] == "eight_schools_noncentered on its own data, 8 observed values"
+    assert "pred_mae" not in summary_table(res) and np.isfinite(res.engines["advi-meanfield"].metrics["khat"])

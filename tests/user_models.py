@@ -6,6 +6,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from zoo.validation.records.user_model import Model
+
 #: the eight schools of Rubin (1981): estimated coaching effects and their standard errors
 EIGHT_SCHOOLS = {"J": 8, "y": np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
                  "sigma": np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])}
@@ -37,3 +39,7 @@ def with_a_probability(J, sigma, y=None):
 
 def observing_nothing(J, sigma, y=None):
     numpyro.sample("mu", dist.Normal(0.0, 1.0))
+
+
+#: eight schools as a Model, for `zoo compare --model user_models:EIGHT_SCHOOLS_MODEL`
+EIGHT_SCHOOLS_MODEL = Model(eight_schools_noncentered, EIGHT_SCHOOLS)

@@ -43,7 +43,7 @@ from zoo.validation.runs.compare import (
     compare,
     default_references,
 )
-from zoo.validation.runs.engines import resolve_entry
+from zoo.validation.runs.engines import model_name, resolve_entry
 from zoo.validation.runs.fence import DEFAULT_ENGINE_TIME_LIMIT
 from zoo.validation.runs.limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DESIGN_POINTS, DRAWS, SIMULATIONS,
                                         check_count)
@@ -176,6 +176,9 @@ def _cmd_compare(args) -> int:
         for flag, value in (("--warmup", args.warmup), ("--samples", args.samples)):
             if value is not None and value > 0:  # below 1: the reference settings' own line
                 check_count(value, flag, CHAIN_DRAWS)
+        # a user's model named by its path (module:attr, a Model) is imported as a user's engine
+        # is, and joins the registry under its own name
+        args.model = model_name(args.model)
         samplers = None if args.reference is None else tuple(
             s.strip() for s in args.reference.split(",") if s.strip())
         ref_cfg = default_references(
@@ -196,7 +199,8 @@ def _cmd_compare(args) -> int:
             cache_dir=None if args.no_cache else args.cache_dir, evidence=args.evidence,
             engine_time_limit=args.engine_time_limit or None,
         )
-        datasets.load(config.data, config.split, standardize=False)
+        if not record.own_data:  # a user's model brings its own data
+            datasets.load(config.data, config.split, standardize=False)
         reference_cache = [] if args.no_cache else [(args.cache_dir, "cache folder (--cache-dir, env ZOO_CACHE_DIR)")]
         read_only = reference_cache and os.path.isdir(args.cache_dir) and folder_problem(*reference_cache[0])
         if read_only:
@@ -517,7 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--model", default=registry.DEFAULT_MODEL,
                    help="model name: " + ", ".join(r.name + (" (default)" if r.name == registry.DEFAULT_MODEL else "")
-                                                   for r in records))
+                                                   for r in records)
+                   + "; or your own NumPyro model as module:attr, a zoo.validation.records.user_model.Model "
+                     "(its function and data), imported as your engines are")
     c.add_argument("--data", default=None,
                    help="data set name, see `zoo datasets` (default: "
                         + ", ".join(f"{r.default_data} for {r.name}" for r in records) + ")")

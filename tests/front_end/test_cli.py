@@ -66,6 +66,13 @@ def test_datasets_lists_every_data_set(capsys):
 BAD_ARGUMENTS = {
     "unknown data set": (["--data", "no_such_data"], ["no_such_data", "ripley"]),
     "unknown model": (["--model", "no_such_model"], ["no_such_model", "pcvm"]),
+    # a user's model by its path: a bare NumPyro function has no data; a model of its own data
+    # takes no --data; a module that is not there
+    "model path to a function": (["--model", "user_models:eight_schools_noncentered"],
+                                 ["is a function, not a Model", "Model(fn, data)"]),
+    "own-data model with --data": (["--model", "user_models:EIGHT_SCHOOLS_MODEL", "--data", "ripley"],
+                                   ["brings its own data", "ripley"]),
+    "model path to no module": (["--model", "no_such_module:M"], ["cannot import 'no_such_module'"]),
     "unknown engine": (["--engines", "em,no_such_engine"], ["no_such_engine", "laplace"]),
     "param not name=value": (["--param", "width"], ["name=value", "width"]),
     "param value not a number": (["--param", "width=wide"], ["width", "wide"]),
@@ -106,6 +113,16 @@ class _NoCV:
 
     def close(self):
         pass
+
+
+@pytest.fixture(autouse=True)
+def _registry_as_it_was():
+    """A user's model named on the command line joins the process's registry: out again after
+    each test, so that no other test of this process sees a sixth model."""
+    before = registry.model_names()
+    yield
+    for name in set(registry.model_names()) - set(before):
+        registry.unregister(name)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from dataclasses import replace
 from ..judge.defects import GENERIC
 from . import bblr_record, ggsm_probit_record, gig_logistic_record, grid_rvm_record, pcvm_record
 from .model_record import ModelRecord
+from .user_model import Model
 
 _MODELS: dict[str, ModelRecord] = {}
 
@@ -48,9 +49,27 @@ def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRec
     return record
 
 
+#: the names of users' models (user_model.py) this process added: such a name may be added
+#: again (the user's model, changed); a built-in model's may not
+_USER_MODELS: set[str] = set()
+
+
+def add_user_model(model) -> str:
+    """Add a user's :class:`~zoo.validation.records.user_model.Model` to this process's table
+    under its name, replacing a user's model of that name (a built-in model's name is refused:
+    ValueError); returns the name. How a Model given to ``CompareConfig`` or named on the
+    command line (``--model module:attr``) becomes a model name like the five."""
+    if not isinstance(model, Model):
+        raise TypeError(f"add_user_model takes a Model (zoo.validation.records.user_model), got {type(model).__name__}")
+    register(model.record(), replace_existing=model.name in _USER_MODELS)
+    _USER_MODELS.add(model.name)
+    return model.name
+
+
 def unregister(name: str) -> None:
     """Remove a model (its reference samplers go with its record)."""
     _MODELS.pop(name, None)
+    _USER_MODELS.discard(name)
 
 
 def model_names() -> tuple[str, ...]:

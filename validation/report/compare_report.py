@@ -816,8 +816,8 @@ def _reference_summary_lines(res: ComparisonResult) -> list[str]:
     return [
         f"reference ({ref.sampler_name}): {status} (R-hat max {num(ref.rhat_max, '.4f')}, ESS bulk/tail min "
         f"{num(ref.ess_bulk_min, '.0f')}/{num(ref.ess_tail_min, '.0f')}, divergences {ref.divergences}, "
-        f"{num(ref.seconds, '.1f')} s{' (from cache)' if ref.from_cache else ''}); "
-        f"reference test error {num(res.reference_test_error, '.4f')}",
+        f"{num(ref.seconds, '.1f')} s{' (from cache)' if ref.from_cache else ''})"
+        + (f"; reference test error {num(res.reference_test_error, '.4f')}" if res.classifier else ""),
         *[f"  tried first: {t.sampler_name}, ran out of time (limit {t.time_limit:g} s, no draws)"
           if t.time_limit is not None else
           f"  tried first: {t.sampler_name}, not certified (R-hat max {num(t.rhat_max, '.3f')}, "

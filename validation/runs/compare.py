@@ -48,14 +48,14 @@ from ..judge.verdict import (
     verdict,
 )
 from ..records import registry
-from ..records.user_model import Model
+from ..records.user_model import OWN_DATA, Model
 from ..references import (
     NoReference,
     ReferenceConfig,
     ReferenceTimeout,
     first_certified_reference,
 )
-from .engines import engine_label, is_user_engine, resolve_entry
+from .engines import engine_label, is_user_engine, model_name, resolve_entry
 from .fence import (
     DEFAULT_ENGINE_TIME_LIMIT,
     EngineTimeout,
@@ -65,11 +65,6 @@ from .fence import (
     posterior_problem,
 )
 from .results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSummary
-
-
-#: the names of user models (validation/records/user_model.py) this process registered: such a
-#: name may be registered again (the user's model, changed), a built-in model's may not
-_USER_MODELS: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -102,14 +97,14 @@ class CompareConfig:
     engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT
 
     def __post_init__(self):
-        if isinstance(self.model, Model):
-            # a user's model object: its record joins this process's registry under its name
-            # (a name the zoo already uses for another model is refused), and the config keeps
-            # the name, as it does for the zoo's own models
-            registry.register(self.model.record(), replace_existing=self.model.name in _USER_MODELS)
-            _USER_MODELS.add(self.model.name)
-            object.__setattr__(self, "model", self.model.name)
+        # a user's model (a Model, or a "module:attr" path to one): its record joins this
+        # process's registry under its name (a name the zoo already uses for another model is
+        # refused), and the config keeps the name, as it does for the zoo's own models
+        object.__setattr__(self, "model", model_name(self.model))
         record = registry.get_model(self.model)  # ValueError naming the known models
+        if record.own_data and (self.data not in (None, OWN_DATA) or self.split != 0):
+            raise ValueError(f"model {self.model} brings its own data: no --data or --split (got "
+                             f"{self.data if self.data not in (None, OWN_DATA) else f'split {self.split}'})")
         # every value before any work: a hyper-parameter out of its domain, a seed numpy or
         # JAX would refuse only after the cross-validation
         record.check_params(self.params)

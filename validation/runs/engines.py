@@ -33,6 +33,8 @@ import sys
 from typing import Callable
 
 from ...inference.contracts import PSIS_SUFFIX, EngineEntry, checked_fit, contract_problems, importance_corrected
+from ..records import registry
+from ..records.user_model import Model
 
 #: what a user's engine is called in messages before it has returned a posterior
 USER_KIND = "user"
@@ -62,6 +64,35 @@ def import_engine(target: str) -> Callable:
         fn = getattr(fn, part)
     _check_contract(fn, target)
     return fn
+
+
+def model_name(model) -> str:
+    """The registered name of ``model``: a model's name as it is, a user's
+    :class:`~zoo.validation.records.user_model.Model` added to this process's registry, or a
+    ``"package.module:attr"`` path to one, imported as a user's engine is (:func:`import_user_module`:
+    installed packages first, the current folder last) and added. ValueError, one line, for a
+    path that cannot be imported or names something that is not a Model (a bare NumPyro
+    function: wrap it with its data, ``Model(fn, data)``)."""
+    if isinstance(model, Model):
+        return registry.add_user_model(model)
+    if not isinstance(model, str) or ":" not in model:
+        return model
+    module_name, _, attr = model.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"a model given as a path is 'module:attribute'; got {model!r}")
+    try:
+        found = import_user_module(module_name, f"model {model!r}")
+    except ImportError as err:
+        raise ValueError(f"cannot import {module_name!r} for model {model!r}: {err}") from err
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise ValueError(f"module {module_name!r} has no {attr!r} (model {model!r})")
+        found = getattr(found, part)
+    if not isinstance(found, Model):
+        hint = (": a NumPyro function alone has no data - name a Model(fn, data) "
+                "(zoo.validation.records.user_model) built from it" if callable(found) else "")
+        raise ValueError(f"model {model!r} is a {type(found).__name__}, not a Model{hint}")
+    return registry.add_user_model(found)
 
 
 def import_user_module(module_name: str, what: str):
@@ -207,5 +238,5 @@ def user_modules(engines) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-__all__ = ["import_engine", "import_user_module", "engine_label", "user_entry", "resolve_entry", "is_user_engine",
+__all__ = ["import_engine", "import_user_module", "model_name", "engine_label", "user_entry", "resolve_entry", "is_user_engine",
            "user_modules", "USER_KIND"]

@@ -50,7 +50,7 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 from ...inference.importance import khat_threshold
-from ...models.checks import check_design
+from ...models.base import as_jax, checked_problem
 from ..base import arviz_adapter as adapter
 from ..references.nuts_program import sampled_site_names
 from .verdict import DIFFERS, FALSE_ALARM, INDISTINGUISHABLE, NOT_APPLICABLE
@@ -93,10 +93,10 @@ class UnconstrainedDensity:
 def unconstrained_density(spec, Phi, y) -> UnconstrainedDensity:
     """The :class:`UnconstrainedDensity` of ``spec.model`` on (Phi, y): every latent
     site the model samples (not only its measured sites), so the integral is p(y)."""
-    Phi_np, y_np = check_design(Phi, y)
+    Phi_np, y_np = checked_problem(spec, Phi, y)
     if y_np is None:
         raise ValueError("the evidence needs labels y")
-    Phi_j, y_j = jnp.asarray(Phi_np), jnp.asarray(y_np)
+    Phi_j, y_j = as_jax(Phi_np), as_jax(y_np)
     info = initialize_model(jax.random.PRNGKey(0), spec.model, model_args=(Phi_j,), model_kwargs={"y": y_j})
     template = info.param_info.z
     _, unravel = ravel_pytree(template)
@@ -459,7 +459,7 @@ def form_of_reference(spec, Phi, y, idata):
     forms = [spec] + [replace(spec, parameterization=p) for p in getattr(spec, "parameterizations", ())
                       if p != getattr(spec, "parameterization", None)]
     for form in forms:
-        if set(sampled_site_names(form, *check_design(Phi, y))) <= have:
+        if set(sampled_site_names(form, *checked_problem(form, Phi, y))) <= have:
             return form
     return spec
 

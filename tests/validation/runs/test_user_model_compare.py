@@ -5,6 +5,7 @@ absent, not faked."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -96,3 +97,25 @@ def test_eight_schools_is_compared_end_to_end_without_classifier_parts(tmp_path)
     lines = summary_table(res).splitlines()
     assert lines[0] == "eight_schools_noncentered on its own data, 8 observed values"
     assert "pred_mae" not in summary_table(res) and np.isfinite(res.engines["advi-meanfield"].metrics["khat"])
+
+
+@pytest.mark.long
+def test_the_example_of_docs_your_model_runs_as_written(tmp_path, monkeypatch, capsys):
+    """docs/your-model.md's file, written to a fresh folder, and its command, run there: the
+    model is imported from the current folder as the page says, compared, reported."""
+    from repository import REPO
+    from zoo.cli import main
+
+    page = open(f"{REPO}/docs/your-model.md", encoding="utf-8").read()
+    (tmp_path / "my_schools.py").write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
+    command = page.split("```bash\n", 1)[1].split("```", 1)[0].split()
+    assert command[:4] == ["zoo", "compare", "--model", "my_schools:MODEL"]
+    monkeypatch.chdir(tmp_path)
+    # the current folder joins sys.path to import the model (runs/engines.py): as it was, after
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    status = main(command[1:] + ["--out", str(tmp_path / "out"), "--no-progress", "--no-cache"])
+    monkeypatch.delitem(sys.modules, "my_schools")
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.splitlines()[0] == "schools on its own data, 8 observed values"
+    assert "reference (nuts): certified" in out and (tmp_path / "out" / "report.md").exists()

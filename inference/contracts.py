@@ -44,6 +44,7 @@ from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..models.base import problem_sites
 from .posterior import DrawsPosterior, GaussianPosterior, PointPosterior
 
 
@@ -223,7 +224,8 @@ POSTERIOR_KINDS = ("gaussian", "draws", "point")
 def returned_problem(result, spec, Phi) -> str | None:
     """What is wrong with ``result`` as the return value of ``fit(spec, Phi, y)``, in one
     line, or None when it is a usable posterior: a zoo Posterior (Gaussian, draws or point)
-    over exactly ``spec.sites(Phi.shape[1])`` (names and shapes), with finite numbers.
+    over exactly the model's sites on Phi (``models.base.problem_sites``: names and shapes), with
+    finite numbers.
 
     The posterior constructors already refuse inconsistent shapes and non-finite Gaussian
     or point values; this check adds what a constructor cannot know (the spec's sites) and
@@ -231,7 +233,7 @@ def returned_problem(result, spec, Phi) -> str | None:
     if not isinstance(result, (GaussianPosterior, DrawsPosterior, PointPosterior)):
         return (f"returned {type(result).__module__}.{type(result).__qualname__}, not a zoo Posterior "
                 "(GaussianPosterior, DrawsPosterior or PointPosterior from zoo.inference.posterior)")
-    expected = tuple(spec.sites(int(np.shape(Phi)[1])))
+    expected = problem_sites(spec, Phi)
     got = tuple(result.sites)
     describe = lambda sites: ", ".join(f"{s.name}{tuple(s.shape)}" for s in sites) or "none"  # noqa: E731
     if [(s.name, tuple(s.shape)) for s in got] != [(s.name, tuple(s.shape)) for s in expected]:

@@ -12,7 +12,8 @@ instead, with the same contract where it matters to references, engines and verd
   sites are drawn (the prior predictive). The data's plain integers and strings (a group
   count, a plate size) are ``static``: closed over, never traced.
 * ``sites()``: the latent sites judged, found by tracing the model once (:func:`general_spec`):
-  every continuous latent sample site by default, each with its support.
+  every continuous latent sample site by default, each with its support; deterministic sites
+  (quantities the model computes) may be named too.
 * no ``linear_predictor`` / ``prob``: a general model has no classifier part; what needs one
   (predictive probabilities, test error) is absent for it, not faked.
 
@@ -296,15 +297,22 @@ def general_spec(fn: Callable, data, *, name: str | None = None, sites: Sequence
         raise GeneralModelError(f"model {label} has discrete latent site(s) {', '.join(discrete)}: the reference "
                                 "(NUTS) and the engines need continuous ones - marginalize them out "
                                 "(numpyro.contrib.funsor's enumeration is not used here)")
+    computed = {k: s for k, s in trace.items() if s["type"] == "deterministic"}
     wanted = list(latent) if sites is None else list(sites)
-    unknown = [k for k in wanted if k not in latent]
+    unknown = [k for k in wanted if k not in latent and k not in computed]
     if unknown:
-        raise GeneralModelError(f"site(s) {', '.join(map(repr, unknown))} of model {label} are not latent sample "
-                                f"sites; its latent sites: {', '.join(latent) or 'none'}")
+        raise GeneralModelError(f"site(s) {', '.join(map(repr, unknown))} of model {label} are neither latent sample "
+                                f"sites nor deterministic ones; its latent sites: {', '.join(latent) or 'none'}"
+                                + (f"; deterministic: {', '.join(computed)}" if computed else ""))
     if not wanted:
         raise GeneralModelError(f"model {label} has no latent site to judge")
     judged = []
     for k in wanted:
+        if k in computed:
+            # a quantity the model computes from its latent sites (posteriordb's reference draws
+            # are often of these): judged on the real line, its support not known to the zoo
+            judged.append(Site(k, tuple(int(d) for d in np.shape(computed[k]["value"])), "real"))
+            continue
         s = latent[k]
         if s["fn"].support.event_dim > 0 and _support_word(k, s["fn"].support) != "real":
             raise GeneralModelError(f"site {k!r} has a constrained support over a vector (event dim "

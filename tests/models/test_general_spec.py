@@ -65,10 +65,14 @@ def test_what_the_zoo_cannot_judge_is_refused_in_one_line(fn, data, words):
     assert words in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_a_site_to_judge_must_be_a_latent_one():
-    with pytest.raises(GeneralModelError, match="site\\(s\\) 'theta', 'obs' of model eight_schools_noncentered are "
-                                                "not latent sample sites; its latent sites: mu, tau, theta_tilde"):
+def test_a_site_to_judge_must_be_a_latent_or_a_computed_one():
+    with pytest.raises(GeneralModelError, match="site\\(s\\) 'obs' of model eight_schools_noncentered are "
+                                                "neither latent sample sites nor deterministic ones; its latent "
+                                                "sites: mu, tau, theta_tilde; deterministic: theta"):
         general_spec(um.eight_schools_noncentered, um.EIGHT_SCHOOLS, sites=["theta", "obs"])
+    # a deterministic site may be judged (on the real line: its support is not known)
+    assert general_spec(um.eight_schools_noncentered, um.EIGHT_SCHOOLS, sites=["mu", "theta"]).judged == (
+        Site("mu", (), "real"), Site("theta", (8,), "real"))
 
 
 def test_data_are_read_from_npz_csv_and_posteriordb_json(tmp_path):

@@ -36,6 +36,7 @@ from zoo.validation.base.atomic import write_json_atomic
 from zoo.validation.records import registry
 from zoo.validation.references import ReferenceConfig
 from zoo.validation.references import cache as reference_cache
+from zoo.validation.references.posteriordb_export import write_posteriordb
 from zoo.validation.report.compare_report import summary_table, write_report
 from zoo.validation.runs.compare import (
     EVIDENCE_MODES,
@@ -217,6 +218,8 @@ def _cmd_compare(args) -> int:
     files = write_report(comp, args.out)
     print(summary_table(comp.result))
     print(f"\nreport: {files['report']}")
+    if args.export_reference:
+        _export_reference(comp, args.export_reference)
     if comp.interrupted:
         # Ctrl-C while the engines ran: the report holds the rows that finished
         print("zoo compare: interrupted; the report holds the engines that finished, the others say they were "
@@ -281,6 +284,18 @@ def _non_negative_seconds(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 (0: no limit), got {text!r}")
     return value
+
+
+def _export_reference(comp, folder: str) -> None:
+    """zoo compare --export-reference: the certified reference in posteriordb's layout, named
+    <model>-<data> (a user's model: its name); a line saying why not where it is not written."""
+    res = comp.result
+    name = res.model if not res.classifier else f"{res.model}-{res.data}-split{res.split}"
+    if comp.reference is None or not comp.reference.certified:
+        print("zoo compare: reference not exported: it is not certified", file=sys.stderr)
+        return
+    paths = write_posteriordb(comp.reference, folder, name)
+    print(f"reference in posteriordb's layout: {paths['draws']}, {paths['info']}")
 
 
 def _positive_int(text: str) -> int:
@@ -575,6 +590,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "models; checked also runs annealed importance sampling and judges only where the two "
                         "agree (10 s to 20 min more); off skips it")
     c.add_argument("--out", default="zoo-report", help="output folder (default ./zoo-report)")
+    c.add_argument("--export-reference", default=None, metavar="FOLDER",
+                   help="also write the certified reference in posteriordb's layout: FOLDER/draws/<model>-<data>"
+                        ".json.zip and FOLDER/info/<model>-<data>.info.json (its certificate, sampler, settings, "
+                        "seed, package versions); an uncertified reference is not written")
     c.add_argument("--cache-dir", default=_default_cache_dir(),
                    help="where reference draws are cached (default: env ZOO_CACHE_DIR, else "
                         "~/.cache/sparse-bayes-zoo; `zoo cache --clear` empties it)")

@@ -55,3 +55,36 @@ def test_posteriordb_reference_draws_are_indistinguishable_from_the_zoo_certifie
     assert row.failure is None
     assert [v.status for v in (row.verdict, row.joint_verdict, row.distribution_verdict)] == [
         "indistinguishable"] * 3
+
+
+def test_a_reference_exported_in_posteriordb_layout_reads_back_as_its_draws(tmp_path):
+    """posteriordb out: a reference written by write_posteriordb (validation/references/
+    posteriordb_export.py) reads back through the same reader as posteriordb's own files, draw
+    for draw; its info holds posteriordb's keys and the zoo's certificate. A short run (100
+    draws a chain, no doubling) is not certified: refused unless asked, and then its info says so."""
+    import json
+    import zipfile
+
+    from zoo.validation.references import ReferenceConfig, run_reference
+    from zoo.validation.references.posteriordb_export import write_posteriordb
+
+    m = P.model(NAME)
+    ref = run_reference(m.spec, dict(m.spec.inputs), dict(m.spec.observations),
+                        config=ReferenceConfig(num_warmup=100, num_samples=100, max_doublings=0))
+    assert not ref.certified  # 4 x 100 draws, none added: below the certificate's ESS of 400
+    with pytest.raises(ValueError, match="reference is not certified .*not exported as a reference posterior"):
+        write_posteriordb(ref, tmp_path, "schools")
+    paths = write_posteriordb(ref, tmp_path, "schools", allow_uncertified=True)
+    assert paths == {"draws": str(tmp_path / "draws" / "schools.json.zip"),
+                     "info": str(tmp_path / "info" / "schools.info.json")}
+    with zipfile.ZipFile(paths["draws"]) as archive:
+        chains = json.loads(archive.read("schools.json"))
+    by_name = {k: np.array([c[k] for c in chains]) for k in chains[0]}
+    again = P.draws_on_sites(by_name, m.spec.judged)
+    for site in m.spec.judged:
+        np.testing.assert_array_equal(again[site.name], ref.posterior.draws[site.name])
+    info = json.load(open(paths["info"]))
+    assert info["diagnostics"]["nchains"] == 4 and info["diagnostics"]["ndraws"] == 400
+    assert len(info["diagnostics"]["r_hat"]) == len(info["diagnostics"]["diagnostic_information"]["names"]) == 10
+    assert info["zoo"]["certified"] is False and info["comments"].startswith("NOT CERTIFIED: ")
+    assert info["inference"]["method_arguments"]["seed"] == 0 and "numpyro" in info["versions"]

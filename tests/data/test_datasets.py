@@ -36,7 +36,7 @@ def digest(a) -> str:
 # ---------------------------------------------------------------------------- files
 def test_shipped_files_match_sha256sums():
     results = zoo.data.verify()
-    assert len(results) == 35  # 29 data-set files and posteriordb's licence and one posterior (5 files)
+    assert len(results) == 45  # 29 data-set files and posteriordb's licence and three posteriors (5 files each)
     assert all(results.values()), [name for name, ok in results.items() if not ok]
 
 

@@ -17,6 +17,14 @@ their stated false-alarm rates: a verdict of "differs" is evidence against one o
 :func:`reference_draws_engine` is an engine (``fit(spec, Phi, y)``) that ignores the data and
 returns posteriordb's draws of the posterior the model is named after, over the model's judged
 sites - whose names must be posteriordb's (``theta[3]`` is entry 2 of site ``theta``).
+
+Shipped (:data:`POSTERIORS`): eight_schools-eight_schools_noncentered (a hierarchical normal
+model), kidiq-kidscore_momiq (a linear regression with an improper flat prior on its
+coefficients) and gp_pois_regr-gp_pois_regr (a Poisson regression on a latent Gaussian
+process). A translation takes every name of its posterior's data, as posteriordb's data sets
+are shared by several models: what the Stan model does not declare it ignores, as Stan does.
+The zoo's reference for a posterior is its default NUTS unless :data:`REFERENCES` says
+otherwise (posteriordb's own sampler settings, where the default's are not enough).
 """
 from __future__ import annotations
 
@@ -24,9 +32,11 @@ import io
 import json
 import zipfile
 
+import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
 
 from ... import data as datasets
 from ...inference.posterior import DrawsPosterior, FitInfo
@@ -50,9 +60,64 @@ def eight_schools_noncentered(J, sigma, y=None):
     numpyro.sample("y", dist.Normal(theta, sigma).to_event(1), obs=y)
 
 
+def kidscore_momiq(N, kid_score, mom_iq, mom_hs=None, mom_hs_new=None, mom_iq_new=None):
+    """posteriordb's ``kidscore_momiq.stan`` (Gelman & Hill's ARM, ch. 3): a linear regression
+    of a child's test score on the mother's IQ. ``vector[2] beta`` has no sampling statement in
+    Stan - an improper flat prior on the real plane -, sigma ~ Cauchy(0, 2.5) on sigma > 0 (a
+    half-Cauchy), kid_score ~ N(beta[1] + beta[2] * mom_iq, sigma). N is the data's size, as in
+    Stan (the shapes of the vectors carry it here). posteriordb's kidiq data, shared by the
+    kidiq models, also hold mom_hs, mom_hs_new and mom_iq_new: taken and not used, as Stan
+    ignores data a model does not declare."""
+    beta = numpyro.sample("beta", dist.ImproperUniform(constraints.real, (), event_shape=(2,)))
+    sigma = numpyro.sample("sigma", dist.HalfCauchy(2.5))
+    numpyro.sample("kid_score", dist.Normal(beta[0] + beta[1] * mom_iq, sigma).to_event(1), obs=kid_score)
+
+
+def _cholesky(a, n: int):
+    """The lower Cholesky factor of the n x n positive definite matrix ``a``, by the
+    Cholesky-Banachiewicz recursion written in jax.numpy (n is a plain int: unrolled).
+    Not jnp.linalg.cholesky: with it the zoo's NUTS reference hung on a 2-core machine
+    (jaxlib 0.10.2), every thread of XLA's CPU pool inside jaxlib's batched Cholesky kernel
+    (the chains' draws of the deterministic site f, vmapped), each waiting on work queued to
+    that same pool."""
+    L = jnp.zeros_like(a)
+    for j in range(n):
+        d = jnp.sqrt(a[j, j] - jnp.dot(L[j, :j], L[j, :j]))
+        col = (a[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / d
+        L = L.at[j, j].set(d).at[j + 1:, j].set(col)
+    return L
+
+
+def gp_pois_regr(N, x, k, y=None):
+    """posteriordb's ``gp_pois_regr.stan``: a Poisson regression with a log link on a latent
+    Gaussian process, non-centred. rho ~ Gamma(25, 4) (shape, rate - Stan's and NumPyro's
+    parameterization alike) on rho > 0, alpha ~ N(0, 2) on alpha > 0 (a half-normal), f_tilde
+    ~ N(0, 1); f = L f_tilde with L the Cholesky factor of Stan's ``gp_exp_quad_cov(x, alpha,
+    rho)`` (alpha^2 exp(-(x_i - x_j)^2 / (2 rho^2))) plus 1e-10 on its diagonal; k ~
+    Poisson(exp(f)). posteriordb's data for it also hold ``y`` (the outcome of its sibling
+    ``gp_regr``): taken and not used, as Stan ignores data a model does not declare."""
+    rho = numpyro.sample("rho", dist.Gamma(25.0, 4.0))
+    alpha = numpyro.sample("alpha", dist.HalfNormal(2.0))
+    f_tilde = numpyro.sample("f_tilde", dist.Normal(0.0, 1.0).expand([N]).to_event(1))
+    d = x[:, None] - x[None, :]
+    cov = alpha ** 2 * jnp.exp(-0.5 * d ** 2 / rho ** 2) + 1e-10 * jnp.eye(N)
+    f = numpyro.deterministic("f", _cholesky(cov, N) @ f_tilde)
+    numpyro.sample("k", dist.Poisson(jnp.exp(f)).to_event(1), obs=k)
+
+
 #: posterior name -> (its NumPyro translation, the sites posteriordb's reference draws hold)
 POSTERIORS = {
     "eight_schools-eight_schools_noncentered": (eight_schools_noncentered, ("mu", "tau", "theta")),
+    "kidiq-kidscore_momiq": (kidscore_momiq, ("beta", "sigma")),
+    "gp_pois_regr-gp_pois_regr": (gp_pois_regr, ("rho", "alpha", "f")),
+}
+
+
+#: posterior name -> the zoo's reference chain for it, where not its default NUTS: for
+#: gp_pois_regr, NUTS at posteriordb's own adapt_delta 0.99 (at the default 0.9 the chains
+#: diverged a few times, 7 at seed 0, and an uncertified reference judges nothing)
+REFERENCES = {
+    "gp_pois_regr-gp_pois_regr": ({"sampler": "nuts", "target_accept": 0.99},),
 }
 
 
@@ -80,9 +145,12 @@ def posterior_data(name: str) -> dict:
 
 def model(name: str) -> Model:
     """The shipped posterior as a :class:`Model`: its NumPyro translation on its data, named
-    after it, judged on the sites its reference draws hold."""
+    after it, judged on the sites its reference draws hold, with its reference chain
+    (:data:`REFERENCES`; NUTS with its default settings otherwise)."""
     _known(name)
     fn, sites = POSTERIORS[name]
+    if name in REFERENCES:
+        return Model(fn, posterior_data(name), name=name, sites=sites, references=REFERENCES[name])
     return Model(fn, posterior_data(name), name=name, sites=sites)
 
 
@@ -131,5 +199,5 @@ def reference_draws_engine(spec, Phi, y, *, config=None) -> DrawsPosterior:
     return DrawsPosterior(spec, tuple(spec.sites()), draws, info)
 
 
-__all__ = ["POSTERIORS", "eight_schools_noncentered", "posterior_data", "model", "reference_draws",
-           "draws_on_sites", "reference_draws_engine"]
+__all__ = ["POSTERIORS", "REFERENCES", "eight_schools_noncentered", "kidscore_momiq", "gp_pois_regr",
+           "posterior_data", "model", "reference_draws", "draws_on_sites", "reference_draws_engine"]

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
+from numpyro.infer import init_to_uniform
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model
 
@@ -70,8 +71,12 @@ class NutsSettings:
 
 
 def sampled_site_names(spec, Phi, y) -> list[str]:
-    """The latent sites the model samples (not observed, not deterministic), in order."""
-    trace = handlers.trace(handlers.seed(spec.model, jax.random.PRNGKey(0))).get_trace(Phi, y=y)
+    """The latent sites the model samples (not observed, not deterministic), in order. Traced
+    with its latent values put where NumPyro's initialization puts them, not drawn: an improper
+    flat prior (``ImproperUniform``, Stan's parameter without a sampling statement) cannot be
+    drawn from."""
+    trace = handlers.trace(handlers.substitute(handlers.seed(spec.model, jax.random.PRNGKey(0)),
+                                               substitute_fn=init_to_uniform)).get_trace(Phi, y=y)
     return [name for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]]
 
 

@@ -76,7 +76,7 @@ def kidscore_momiq(N, kid_score, mom_iq, mom_hs=None, mom_hs_new=None, mom_iq_ne
 def _cholesky(a, n: int):
     """The lower Cholesky factor of the n x n positive definite matrix ``a``, by the
     Cholesky-Banachiewicz recursion written in jax.numpy (n is a plain int: unrolled).
-    Not jnp.linalg.cholesky: with it the zoo's NUTS reference hung on a 2-core machine
+    Not jnp.linalg.cholesky: with it the zoo's NUTS reference hung on the CPU
     (jaxlib 0.10.2), every thread of XLA's CPU pool inside jaxlib's batched Cholesky kernel
     (the chains' draws of the deterministic site f, vmapped), each waiting on work queued to
     that same pool."""

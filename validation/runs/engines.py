@@ -50,20 +50,29 @@ def import_engine(target: str) -> Callable:
     """``"package.module:function"`` -> the function, checked against the fixed-spec
     contract ``fit(spec, Phi, y, *, config=None) -> Posterior``. ValueError, one line,
     when it cannot be imported or does not keep the contract."""
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"an engine given as a path is 'module:function'; got {target!r}")
-    try:
-        module = import_user_module(module_name, f"engine {target!r}")
-    except ImportError as err:
-        raise ValueError(f"cannot import {module_name!r} for engine {target!r}: {err}") from err
-    fn = module
-    for part in attr.split("."):
-        if not hasattr(fn, part):
-            raise ValueError(f"module {module_name!r} has no {attr!r} (engine {target!r})")
-        fn = getattr(fn, part)
+    fn = import_path(target, "engine", "function")
     _check_contract(fn, target)
     return fn
+
+
+def import_path(target: str, what: str, kind: str):
+    """The object a user's ``"package.module:attr"`` path names (a ``what``: "engine", "model";
+    ``kind`` says what the attribute is, for the message), its module imported by
+    :func:`import_user_module`. ValueError, one line, when the path is malformed, the module
+    cannot be imported or has no such attribute."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        article = "an" if what[0] in "aeiou" else "a"
+        raise ValueError(f"{article} {what} given as a path is 'module:{kind}'; got {target!r}")
+    try:
+        found = import_user_module(module_name, f"{what} {target!r}")
+    except ImportError as err:
+        raise ValueError(f"cannot import {module_name!r} for {what} {target!r}: {err}") from err
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise ValueError(f"module {module_name!r} has no {attr!r} ({what} {target!r})")
+        found = getattr(found, part)
+    return found
 
 
 def model_name(model) -> str:
@@ -77,17 +86,7 @@ def model_name(model) -> str:
         return registry.add_user_model(model)
     if not isinstance(model, str) or ":" not in model:
         return model
-    module_name, _, attr = model.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"a model given as a path is 'module:attribute'; got {model!r}")
-    try:
-        found = import_user_module(module_name, f"model {model!r}")
-    except ImportError as err:
-        raise ValueError(f"cannot import {module_name!r} for model {model!r}: {err}") from err
-    for part in attr.split("."):
-        if not hasattr(found, part):
-            raise ValueError(f"module {module_name!r} has no {attr!r} (model {model!r})")
-        found = getattr(found, part)
+    found = import_path(model, "model", "attribute")
     if not isinstance(found, Model):
         hint = (": a NumPyro function alone has no data - name a Model(fn, data) "
                 "(zoo.validation.records.user_model) built from it" if callable(found) else "")
@@ -238,5 +237,5 @@ def user_modules(engines) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-__all__ = ["import_engine", "import_user_module", "model_name", "engine_label", "user_entry", "resolve_entry", "is_user_engine",
+__all__ = ["import_engine", "import_path", "import_user_module", "model_name", "engine_label", "user_entry", "resolve_entry", "is_user_engine",
            "user_modules", "USER_KIND"]

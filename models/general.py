@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions import constraints
+from numpyro.distributions import ImproperUniform, constraints
 from numpyro.infer import init_to_uniform
 from numpyro.primitives import Messenger
 
@@ -181,6 +181,9 @@ class GeneralSpec:
     latent: tuple[str, ...]
     code: str | None
     data: str
+    #: latent sites whose prior is improper (an ImproperUniform, NumPyro's flat prior): the
+    #: posterior may still be proper, but nothing can be drawn from the prior (no SBC)
+    improper: tuple[str, ...] = ()
     #: a general model has no classifier part (models/base.py: is_classifier)
     classifier: bool = field(default=False, init=False)
 
@@ -322,7 +325,18 @@ def general_spec(fn: Callable, data, *, name: str | None = None, sites: Sequence
     return GeneralSpec(name=label, fn=fn, static=static, inputs=inputs, observed=observed,
                        observations={k: np.asarray(samples[k]["value"]) for k in observed},
                        judged=tuple(judged), latent=tuple(latent), code=_code_digest(fn),
-                       data=_digest(static, inputs))
+                       data=_digest(static, inputs),
+                       improper=tuple(k for k, s in latent.items() if _is_improper(s["fn"])))
+
+
+def _is_improper(distribution) -> bool:
+    """Whether a site's prior is NumPyro's improper flat one, through the wrappers that expand,
+    reshape or mask a distribution (each keeps the one it wraps as ``base_dist``)."""
+    while distribution is not None:
+        if isinstance(distribution, ImproperUniform):
+            return True
+        distribution = getattr(distribution, "base_dist", None)
+    return False
 
 
 __all__ = ["GeneralSpec", "GeneralModelError", "general_spec", "load_data", "split_data", "function_path",

@@ -43,3 +43,47 @@ def observing_nothing(J, sigma, y=None):
 
 #: eight schools as a Model, for `zoo compare --model user_models:EIGHT_SCHOOLS_MODEL`
 EIGHT_SCHOOLS_MODEL = Model(eight_schools_noncentered, EIGHT_SCHOOLS)
+
+
+# --------------------------------------------------------------------------------------
+# A conjugate model whose posterior is known in closed form, and engines for it: SBC of a
+# general model must call the exact one calibrated and a planted wrong one miscalibrated
+# --------------------------------------------------------------------------------------
+def normal_mean(n, y=None):
+    """mu ~ N(0, 1), y_i ~ N(mu, 1): the posterior is N(sum y / (n + 1), 1 / (n + 1))."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("n", n):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+NORMAL_MEAN_MODEL = Model(normal_mean, {"n": 5, "y": np.array([0.3, -0.2, 1.1, 0.4, 0.9])})
+
+
+def _normal_mean_posterior(spec, y, sd_factor: float):
+    from zoo.inference.posterior import FitInfo, GaussianPosterior
+
+    obs = np.asarray(y["y"], dtype=float)
+    precision = 1.0 + obs.size
+    return GaussianPosterior(spec, spec.sites(), np.array([obs.sum() / precision]),
+                             np.array([[sd_factor / np.sqrt(precision)]]),
+                             FitInfo("closed form", True, 0, "", 0.0))
+
+
+def exact_normal_mean(spec, Phi, y, *, config=None):
+    """The exact posterior of normal_mean."""
+    return _normal_mean_posterior(spec, y, 1.0)
+
+
+def narrow_normal_mean(spec, Phi, y, *, config=None):
+    """A planted defect: the exact posterior's mean, half its sd."""
+    return _normal_mean_posterior(spec, y, 0.5)
+
+
+def normal_mean_flat(n, y=None):
+    """normal_mean under an improper flat prior: a proper posterior, no prior draws."""
+    mu = numpyro.sample("mu", dist.ImproperUniform(dist.constraints.real, (), ()))
+    with numpyro.plate("n", n):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+NORMAL_MEAN_FLAT_MODEL = Model(normal_mean_flat, {"n": 5, "y": np.array([0.3, -0.2, 1.1, 0.4, 0.9])})

@@ -54,7 +54,7 @@ from zoo.validation.report.sbc_report import (plot_sbc, plot_sbc_views, sbc_desi
                                               write_sbc_report)
 from zoo.validation.report.sbc_report import summary_line as sbc_summary_line
 from zoo.validation.runs.sbc import SBCConfig, run_sbc
-from zoo.validation.runs.sbc_simulation import SBCSettings, resolve_engine, sbc_names
+from zoo.validation.runs.sbc_simulation import DEFAULT_DESIGN_POINTS, SBCSettings, resolve_engine, sbc_names
 from zoo.validation.runs import posterior_sbc
 from zoo.validation.runs.study import expand, load_config, run_study
 
@@ -312,7 +312,12 @@ def _cmd_sbc(args) -> int:
     # a user's engine given as module:function is found on the path or in the current
     # folder, which never comes before an installed package (runs/engines.py)
     try:
+        # a user's model named by its path (module:attr) is imported as a user's engine is
+        args.model = model_name(args.model)
         record = registry.get_model(args.model)
+        if record.own_data and (args.n is not None or args.n_basis is not None or args.conditional):
+            raise ValueError(f"model {args.model} is simulated on its own data: --n, --n-basis and --conditional "
+                             "are for the zoo's classifiers")
         names = [e.strip() for e in args.engine.split(",") if e.strip()]
         if names == ["all"]:
             names = sbc_names(record)
@@ -323,6 +328,7 @@ def _cmd_sbc(args) -> int:
         check_seed(args.seed, "--seed")
         check_count(args.sims, "--sims", SIMULATIONS)
         check_count(args.draws, "--draws", DRAWS, over=(args.sims, "simulations"))
+        args.n = DEFAULT_DESIGN_POINTS if args.n is None else args.n
         check_count(args.n, "--n", DESIGN_POINTS)
         if args.n_basis is not None:
             check_count(args.n_basis, "--n-basis", BASIS_FUNCTIONS)
@@ -340,7 +346,7 @@ def _cmd_sbc(args) -> int:
         return 2
     device_line = devices.describe(device)
     print(f"device: {device_line}", file=sys.stderr)
-    problem = {"n": args.n, "n_basis": args.n_basis}
+    problem = {} if record.own_data else {"n": args.n, "n_basis": args.n_basis}
     rows = []
     for name in names:
         folder = os.path.join(args.out, args.model, name.replace(":", "_").replace("/", "_"))
@@ -396,7 +402,10 @@ def _add_sbc_parser(sub, records) -> None:
         "simulated data set and ranks the true values among its posterior draws; uniform ranks mean a "
         "calibrated engine. Finished simulations are kept in OUT, so a rerun resumes.",
     )
-    p.add_argument("--model", default=registry.DEFAULT_MODEL, help="model name: " + ", ".join(r.name for r in records))
+    p.add_argument("--model", default=registry.DEFAULT_MODEL,
+                   help="model name: " + ", ".join(r.name for r in records)
+                   + "; or your own NumPyro model as module:attr, a zoo.validation.records.user_model.Model "
+                     "(simulated on its own data: its observed sites drawn from its prior predictive)")
     p.add_argument("--engine", default="all", metavar="NAMES",
                    help="comma-separated: the model's engines, its reference samplers (nuts, ...; "
                         "sampler@variant on a model variant, e.g. grid-gibbs@s-grid), or "
@@ -406,7 +415,8 @@ def _add_sbc_parser(sub, records) -> None:
                         + "; ".join(f"{r.name} {', '.join(r.engine_names + r.sampler_names)}" for r in records))
     p.add_argument("--sims", type=_positive_int, default=100, help="simulations (default 100)")
     p.add_argument("--draws", type=_positive_int, default=99, help="posterior draws ranked per simulation (default 99)")
-    p.add_argument("--n", type=_positive_int, default=60, help="training points of the design (default 60)")
+    p.add_argument("--n", type=_positive_int, default=None,
+                   help=f"training points of the design (default {DEFAULT_DESIGN_POINTS})")
     p.add_argument("--n-basis", type=_positive_int, default=None,
                    help="RBF features of the design (default 6, or the model's own number of weights where its "
                         "spec fixes one: grid-rvm's 4 x 3 table)")

@@ -205,7 +205,10 @@ class ModelRecord:
     sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
       the variants engines approximate (``validation/runs/sbc_simulation.py``, ``problem_for``);
-      None: the model has no proper prior to simulate from, and SBC says so.
+      None: the model has no proper prior to simulate from, and SBC says so
+      (``no_sbc``: why, in the model's own words; a general default otherwise). A model
+      that brings its own data (``own_data``) is simulated on its own data's inputs, its
+      observed sites drawn from its prior predictive.
     own_data: True for a model that brings its own data (a user's NumPyro model,
       ``validation/records/user_model.py``): no data set is loaded and ``prepare`` gets no
       split; False: ``prepare`` gets a split of a data set of the zoo's catalog.
@@ -239,6 +242,7 @@ class ModelRecord:
     param_domains: Mapping[str, ParamDomain] = field(default_factory=dict)
     param_relations: Callable[[dict[str, float]], None] | None = None
     own_data: bool = False
+    no_sbc: str | None = None
     # engine name -> entry, filled in __post_init__ (not part of equality)
     _by_name: dict[str, EngineEntry] = field(default_factory=dict, init=False, repr=False, compare=False)
 

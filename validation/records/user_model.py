@@ -85,7 +85,16 @@ class Model:
             spec_class=GeneralSpec, prepare=self.prepare, params=(), selection="none (the model on its own data)",
             default_data=OWN_DATA, own_data=True,
             engines=(auto_laplace_engine(), *svi_engines(), *pathfinder_engines(), *self.engines),
-            default_engines=self.default_engines, references=tuple(self.references))
+            default_engines=self.default_engines, references=tuple(self.references),
+            # SBC draws the parameters from the prior and the observations from the prior
+            # predictive on the model's own inputs: a flat (improper) prior has no draws
+            sbc_spec=None if self.spec.improper else self._sbc_spec,
+            no_sbc=(f"model {self.name} has an improper (flat) prior on {', '.join(self.spec.improper)}: SBC draws "
+                    "the parameters from the prior, so it needs a proper one" if self.spec.improper else None))
+
+    def _sbc_spec(self):
+        """SBC's spec (the model itself: it has no variants)."""
+        return self.spec, {}
 
 
 #: the data name of a model that brings its own data (``zoo compare`` loads no data set)

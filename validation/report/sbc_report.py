@@ -238,7 +238,8 @@ def sbc_glossary(summaries) -> dict[str, str]:
 def sbc_design_words(summaries: Sequence[SBCResult], *, conditional: bool, n: int, n_basis: int | None) -> str:
     """Where the truths and the design of ``zoo sbc``'s runs came from, in words (ending with
     "; "), for :func:`write_sbc_report`: the conditioning case of posterior SBC, or the
-    simulated design's size (``n`` points; ``n_basis`` features, None: the runs' own)."""
+    simulated design's size (``n`` points; ``n_basis`` features, None: the runs' own), or a
+    general model's own data."""
     if conditional:
         cond = next((s.conditioning for s in summaries if s.conditioning is not None), None)
         return ("conditioned on " + (f"{cond['case']}: truths drawn from its certified {cond['reference_sampler']} "
@@ -247,6 +248,10 @@ def sbc_design_words(summaries: Sequence[SBCResult], *, conditional: bool, n: in
                                      "labels together (validation/runs/posterior_sbc.py)" if cond else
                                      "the model's default case") + "; ")
     first = summaries[0] if summaries else None
+    if first is not None and first.design is not None and "data" in first.design:
+        observed = ", ".join(f"{k} {tuple(v)}" for k, v in first.design["observed"].items())
+        return ("the model's own data, its observed sites (" + observed + ") drawn from its prior predictive, "
+                "truths from the prior (validation/runs/sbc.py); ")
     features = first.design["n_basis"] if first is not None and first.design is not None else n_basis
     return f"design of {n} points and {features} RBF features, truths from the prior (validation/runs/sbc.py); "
 

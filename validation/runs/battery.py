@@ -58,7 +58,7 @@ from ..judge.verdict import chains_draws_flat, joint_verdict, moments_and_mcse, 
 from ..records import registry
 from ..references import run_reference
 from .compare import default_references
-from .engines import import_user_module, is_user_engine, resolve_entry, user_modules
+from .engines import import_user_module, is_user_engine, model_name, resolve_entry, user_modules
 from .fence import DEFAULT_ENGINE_TIME_LIMIT, EngineTimeout, check_time_limit, posterior_problem, time_limit
 from ..judge.sbc_verdict import CALIBRATED, MISCALIBRATED, TOO_FEW
 from .battery_result import BatteryResult, BatteryRow
@@ -157,13 +157,14 @@ class BatterySettings:
         object.__setattr__(self, "engine_time_limit", check_time_limit(self.engine_time_limit, "engine_time_limit"))
 
 
-def battery_references(model: str, settings: BatterySettings, index: int):
+def battery_references(model, settings: BatterySettings, index: int):
     """The reference samplers tried on data set ``index``, in order: the model's chain (or
     ``settings.reference_samplers``), NUTS with ``settings.reference_draws``, each run
     seeded by the data set. NUTS's programs (``references/nuts_program.py``) are compiled
-    on a worker's first data set and reused by every later one and by the twin run."""
+    on a worker's first data set and reused by every later one and by the twin run.
+    model: a name, or a user's model as given (``engines.model_name``), here and below."""
 
-    return default_references(model, settings.reference_samplers or None, nuts_draws=settings.reference_draws,
+    return default_references(model_name(model), settings.reference_samplers or None, nuts_draws=settings.reference_draws,
                               seed=2 * index)
 
 
@@ -187,7 +188,7 @@ def battery_dataset(model: str, settings: BatterySettings, index: int, variant: 
     that fits one). For reading a battery's problems one by one."""
     import jax
 
-    record = registry.get_model(model)
+    record = registry.get_model(model_name(model))
     problem = problem_for(record, **dict(settings.problem))
     spec = problem.spec if variant is None else problem.variants[variant]
     key = jax.random.fold_in(jax.random.PRNGKey(settings.seed + 7919), index)
@@ -201,7 +202,7 @@ def _verdict_cell(model: str, engine: str, defects: tuple[Defect, ...], index: i
     the broken engines, and record each verdict's status. Written atomically to ``path``."""
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
-    record = registry.get_model(model)
+    record = registry.get_model(model_name(model))
     entry = resolve_entry(record, engine)
     spec, Phi, y = battery_dataset(model, settings, index, entry.variant)
     failures: list[str] = []
@@ -256,7 +257,11 @@ def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
     for name in ("n_datasets", "sbc_replicates", "engine_time_limit"):
         s.pop(name)
     # a user's engine's module is digested too: its stored cells go stale with its code
-    payload = {"model": model, "engine": engine, "settings": s,
+    record = registry.get_model(model)
+    # a user's model is its function's source and its data (their digests): cells of another
+    # version of it are not reused
+    own = record.prepare(None, {}).spec.to_dict() if record.own_data else None
+    payload = {"model": model, "model_spec": own, "engine": engine, "settings": s,
                "code": code_digest((__name__, "zoo.validation.runs.sbc", "zoo.validation.judge.verdict",
                                     "zoo.validation.judge.distribution", "zoo.validation.judge.shapes",
                                     "zoo.validation.judge.defects", "zoo.validation.references")
@@ -267,11 +272,12 @@ def battery_key(model: str, engine: str, settings: BatterySettings) -> str:
 @dataclass(frozen=True)
 class BatteryConfig:
     """One battery, described: ``engine`` (a registry engine or ``"module:function"``; the
-    battery runs its cells by name, in worker processes too) on ``model``, with ``defects``
+    battery runs its cells by name, in worker processes too) on ``model`` (a registered
+    model's name, a user's Model or a ``"module:attr"`` path to one), with ``defects``
     (names, paths, :class:`Defect` objects or ``defect(fit) -> fit`` functions; None: every
     defect that applies) and ``settings`` (:class:`BatterySettings`)."""
 
-    model: str
+    model: Any
     engine: str
     defects: tuple | None = None
     settings: BatterySettings = BatterySettings()
@@ -297,7 +303,10 @@ def run_battery(config: BatteryConfig, *, out_dir, executor=None, progress: Call
     """
     if not isinstance(config, BatteryConfig):
         raise TypeError(f"run_battery takes a BatteryConfig, got {type(config).__name__}")
-    model, engine, defects, settings = config.model, config.engine, config.defects, config.settings
+    engine, defects, settings = config.engine, config.defects, config.settings
+    # the cells carry the model as it was given: a worker adds a user's model to its own registry
+    model_ref = config.model
+    model = model_name(model_ref)
     if callable(engine):
         raise ValueError("the battery runs its cells by name (in worker processes too): give your engine as "
                          "'module:function', not as a Python function")
@@ -308,6 +317,9 @@ def run_battery(config: BatteryConfig, *, out_dir, executor=None, progress: Call
     chosen = [get_defect(d) for d in (defects if defects is not None else all_defects().values())]
     chosen = [d for d in chosen if d.applies_to(model, engine)]
     names = tuple(d.name for d in chosen)
+    if registry.get_model(model).own_data and settings.problem:
+        raise ValueError(f"model {model} is simulated on its own data: the battery's settings take no problem keywords "
+                         f"(got {', '.join(k for k, _ in settings.problem)})")
     battery_references(model, settings, 0)  # an unknown reference sampler fails here, before any work
     key = battery_key(model, engine, settings)
     # a user's engine path has a ':' (and may have dots): not in a folder name
@@ -324,7 +336,7 @@ def run_battery(config: BatteryConfig, *, out_dir, executor=None, progress: Call
         if cell is not None and _cell_complete(cell, names):
             cells[i] = cell
     todo = [i for i in range(settings.n_datasets) if i not in cells]
-    run = functools.partial(_verdict_cell_star, model, engine, tuple(chosen), settings)
+    run = functools.partial(_verdict_cell_star, model_ref, engine, tuple(chosen), settings)
     mapper = map if executor is None else executor.map
     for cell in mapper(run, [(i, paths[i]) for i in todo]):
         cells[cell["index"]] = cell
@@ -344,7 +356,7 @@ def run_battery(config: BatteryConfig, *, out_dir, executor=None, progress: Call
 
     # SBC: replicate runs of the intact and the broken engines
     jobs = [(defect, r) for defect in (None, *chosen) for r in range(settings.sbc_replicates)]
-    run = functools.partial(_sbc_run_star, model, engine, settings, os.path.join(folder, "sbc"))
+    run = functools.partial(_sbc_run_star, model_ref, engine, settings, os.path.join(folder, "sbc"))
     statuses: dict[str, list[str]] = {}
     for k, (name, status) in enumerate(mapper(run, jobs)):
         statuses.setdefault(name, []).append(status)
@@ -384,7 +396,7 @@ def _sbc_run_star(model, engine, settings, folder, args) -> tuple[str, str]:
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
     defect, r = args
-    entry = resolve_entry(registry.get_model(model), engine)
+    entry = resolve_entry(registry.get_model(model_name(model)), engine)
     fit = entry.fit()
     f = fit if defect is None else defect(fit)
     f.__name__ = engine if defect is None else f"{engine}+{defect.name}"

@@ -38,13 +38,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...models.base import is_classifier
 from ..base.code_digest import code_digest
 from ..base.signing import SBC_SIMULATION, read_signed_json, write_signed_json
 from ..judge.rank_uniformity import contraction_view, coverage_view
 from ..judge.sbc_verdict import MIN_RANKED, NOT_APPLICABLE, rank_verdict
 from ..records import registry
 from ..references.nuts_program import default_layout
-from .engines import engine_label
+from .engines import engine_label, model_name
 from .sbc_result import SBCCounts, SBCResult
 from .sbc_simulation import (
     ResolvedEngine,
@@ -52,6 +53,7 @@ from .sbc_simulation import (
     SBCSettings,
     problem_for,
     quantity_names,
+    ranks_log_lik,
     resolve_engine,
     simulate_batch,
     simulate_one,
@@ -73,8 +75,9 @@ def quantity_glossary(names: list[str]) -> dict[str, str]:
             out["f_new[k]"] = ("the linear predictor f = phi(x_k)' w (the model's own linear_predictor) at the k-th "
                                "held-out design row: it probes the predictive")
         elif name == "log_lik":
-            out["log_lik"] = ("the log-likelihood of the simulated labels under each draw: a test quantity that "
-                              "depends on the data, so it sees joint errors the marginals hide")
+            out["log_lik"] = ("the log-likelihood of the simulated data (a classifier's labels, a general model's "
+                              "observed sites) under each draw: a test quantity that depends on the data, so it "
+                              "sees joint errors the marginals hide")
         else:
             key = f"{base}[i]" if bracket else base
             out[key] = (f"the i-th coordinate of the model's parameter {base}" if bracket
@@ -88,9 +91,11 @@ def quantity_glossary(names: list[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Task:
-    """Everything one simulation needs, picklable for a process or a Dask worker."""
+    """Everything one simulation needs, picklable for a process or a Dask worker. model: a
+    model's name, or a user's model as it was given (a ``module:attr`` path or a Model),
+    which the worker adds to its own registry (``engines.model_name``)."""
 
-    model: str
+    model: Any
     engine: str
     problem_kwargs: tuple[tuple[str, Any], ...]
     settings: SBCSettings
@@ -105,9 +110,10 @@ class _Task:
 @dataclass(frozen=True)
 class _BatchTask:
     """Simulations ``indices`` of one run with the engine's batched fit (one compiled
-    program for all of them), each written to its own path as it would be alone."""
+    program for all of them), each written to its own path as it would be alone. model:
+    as :class:`_Task`'s."""
 
-    model: str
+    model: Any
     engine: str
     problem_kwargs: tuple[tuple[str, Any], ...]
     settings: SBCSettings
@@ -144,7 +150,7 @@ def _problem(model: str, problem_kwargs) -> tuple[Any, SBCProblem]:
     worker then holds the same spec object, and an engine that caches its compiled program
     per spec object (ADVI, Pathfinder, auto-laplace) compiles once per worker, not once per
     simulation (~5 s a fit instead of ~0.4 s for ADVI on PCVM's problem)."""
-    record = registry.get_model(model)
+    record = registry.get_model(model_name(model))
     return record, problem_for(record, **dict(problem_kwargs))
 
 
@@ -223,7 +229,8 @@ def stored_simulations(folder: str, n_sims: int) -> tuple[list[str], dict[int, d
 class SBCConfig:
     """One SBC run, described: ``engine`` (a registry engine, a reference sampler name,
     ``"sampler@variant"``, ``"module:function"``, or a Python function with the fixed-spec
-    contract) on the registered ``model``.
+    contract) on ``model``: a registered model's name, a user's Model
+    (``validation/records/user_model.py``) or a ``"module:attr"`` path to one.
 
     settings: simulations, draws ranked, seed (:class:`SBCSettings`). variant: the model
     variant a function or a reference sampler fits (a registry engine names its own).
@@ -232,7 +239,7 @@ class SBCConfig:
     take (validation/runs/fence.py; a batched fit gets it once per simulation); past it the
     simulation fails with that reason. None: no limit."""
 
-    model: str
+    model: Any
     engine: str | Callable
     settings: SBCSettings = SBCSettings()
     variant: str | None = None
@@ -266,16 +273,23 @@ def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callabl
 
     if not isinstance(config, SBCConfig):
         raise TypeError(f"run_sbc takes an SBCConfig, got {type(config).__name__}")
-    model, engine, variant, settings = config.model, config.engine, config.variant, config.settings
+    engine, variant, settings = config.engine, config.variant, config.settings
+    # a user's model is added to this process's registry here and to each worker's by its
+    # tasks, which carry it as it was given (model_ref)
+    model_ref = config.model
+    model = model_name(model_ref)
     limit = config.engine_time_limit
     record = registry.get_model(model)
     if record.sbc_spec is None:
         return SBCResult(model=model, engine=engine_label(engine), settings=settings, status=NOT_APPLICABLE,
-                         reason=f"{record.title} names no proper prior to draw parameters from (an improper prior "
-                                "has no prior draws, so SBC cannot start)")
+                         reason=record.no_sbc or f"{record.title} names no proper prior to draw parameters from (an "
+                                                 "improper prior has no prior draws, so SBC cannot start)")
     problem_kwargs = dict(config.problem)
+    if record.own_data and problem_kwargs:
+        raise ValueError(f"model {model} is simulated on its own data: it takes no problem keywords "
+                         f"(got {', '.join(sorted(problem_kwargs))})")
     # the problem the tasks of this process will use too (one spec object: see _problem)
-    problem = _problem(model, config.problem)[1]
+    problem = _problem(model_ref, config.problem)[1]
     resolved = resolve_engine(record, engine, settings)
     if variant is not None:
         # a function that approximates one of the model's variants, or a reference sampler
@@ -289,8 +303,7 @@ def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callabl
                            label=resolved.label if callable(engine) else f"{resolved.label}@{variant}")
     spec = problem.spec if resolved.variant is None else problem.variants[resolved.variant]
     context = dict(model=model, engine=resolved.label, variant=resolved.variant,
-                   design={**problem_kwargs, "n": int(problem.Phi.shape[0]), "n_basis": int(problem.Phi.shape[1]),
-                           "n_new": int(problem.Phi_new.shape[0])},
+                   design={**problem_kwargs, **problem.design()},
                    spec=spec.to_dict())
     if resolved.not_applicable:
         return SBCResult(**context, settings=settings, status=NOT_APPLICABLE, reason=resolved.not_applicable)
@@ -327,7 +340,7 @@ def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callabl
         elif resolved.batched is not None:
             size = sims_per_batch(resolved)
             chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-            tasks = [_BatchTask(model, engine, config.problem, settings, tuple(chunk),
+            tasks = [_BatchTask(model_ref, engine, config.problem, settings, tuple(chunk),
                                 tuple(paths[i] for i in chunk), variant=variant, time_limit=limit) for chunk in chunks]
             mapper = map if executor is None else executor.map
             for batch in mapper(_run_batch_task, tasks):
@@ -336,7 +349,7 @@ def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callabl
                 if progress:
                     progress(len(results), settings.n_sims)
         else:
-            tasks = [_Task(model, engine, config.problem, settings, i, paths[i],
+            tasks = [_Task(model_ref, engine, config.problem, settings, i, paths[i],
                            variant=variant, time_limit=limit) for i in todo]
             mapper = map if executor is None else executor.map
             for r in mapper(_run_task, tasks):
@@ -346,18 +359,30 @@ def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callabl
         wall = time.perf_counter() - t0
         return summarize([results[i] for i in range(settings.n_sims)],
                          quantity_names(spec, problem.Phi, problem.Phi_new), settings,
-                         **context, key=key, folder=folder, reused=reused, wall_seconds=wall)
+                         **context, key=key, folder=folder, reused=reused, wall_seconds=wall,
+                         unseen=_unseen(spec))
     finally:
         if tmp is not None:
             tmp.cleanup()
 
 
+def _unseen(spec) -> str | None:
+    """What a run of ``spec`` ranks nothing for and so cannot see, or None: a general model
+    judged on some of its sites (or on quantities it computes) ranks no log-likelihood."""
+    if is_classifier(spec) or ranks_log_lik(spec):
+        return None
+    return ("the log-likelihood of the simulated data is not ranked (the model is judged on "
+            f"{', '.join(s.name for s in spec.sites())}, not on every latent site: a draw of those does not fix "
+            "the likelihood), so errors that show only in the joint through the likelihood cannot be seen")
+
+
 def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSettings, *, model: str,
-              engine: str, **context) -> SBCResult:
+              engine: str, unseen: str | None = None, **context) -> SBCResult:
     """The verdict of a run from its simulations (each as ``sbc_simulation`` stores it):
     their counts, and the judge's verdict (``judge/sbc_verdict.py``) on the ranks of those
     that succeeded, with the run's own notes (failed fits) added to its reason before the
-    power line. ``context``: the other fields of the :class:`SBCResult` (design, spec, key, ...)."""
+    power line. unseen: what the run ranks nothing for, said in the reason (:func:`_unseen`).
+    ``context``: the other fields of the :class:`SBCResult` (design, spec, key, ...)."""
     ok = [r for r in results if r["status"] == "ok"]
     failed = [r for r in results if r["status"] == "failed"]
     points = [r for r in results if r["status"] == "point"]
@@ -384,6 +409,8 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
     if failed:
         reason += (f"; {len(failed)} of {len(results)} fits failed and are missing from the ranks, "
                    "which can bias them")
+    if unseen:
+        reason += f"; {unseen}"
     reason += f"; {verdict.power.line}"
     # the contraction view needs each simulation's truth and posterior mean and sd, which
     # simulations of format 1 (and ranks given alone) do not have

@@ -12,8 +12,15 @@ A simulation:
    log-likelihood of the simulated labels (a test quantity that depends on the data,
    which catches posteriors that are wrong in ways the marginals hide; Modrak et al. 2023).
 
+A model that brings its own data (a user's NumPyro model, ``models/general.py``) is simulated
+on its own inputs: the parameters from its prior and every observed site from its prior
+predictive; the ranked quantities are its judged sites and, where every latent site is
+judged (so that a draw determines the likelihood), the log-likelihood of the simulated
+observations. It has no held-out rows and no ``f_new``.
+
 Simulations whose labels are all of one class are redrawn, not fitted (every engine
-refuses such data). That keeps the ranks uniform: conditioning the joint draw on an event
+refuses such data); a general model's simulations are redrawn where an observation is not
+finite. That keeps the ranks uniform: conditioning the joint draw on an event
 of the data alone leaves each posterior p(theta | y) unchanged. How many were redrawn is
 reported. A fit that fails (``ApproximationFailed`` or any error) is a failed simulation
 with its message; its ranks are missing, which itself biases the ranks, so the count matters.
@@ -37,7 +44,7 @@ import numpy as np
 
 from ...inference.compile_cache import batch_size_for
 from ...inference.contracts import many_of
-from ...models.base import flatten, unflatten
+from ...models.base import as_jax, flatten, is_classifier, unflatten
 from ..base.code_digest import spec_key
 from ..judge.rank_uniformity import FALSE_ALARM
 from ..references import run_reference
@@ -58,19 +65,33 @@ from . import fence
 class SBCProblem:
     """What SBC simulates from: a spec (proper prior), a training design and held-out
     design rows for the predictive quantities. ``variants``: specs of the model variants
-    some engines approximate instead (as in ``Prepared.variants``)."""
+    some engines approximate instead (as in ``Prepared.variants``). A general model's
+    problem is its own data's inputs (a dict) and no held-out rows (``Phi_new`` None)."""
 
     spec: Any
-    Phi: np.ndarray
-    Phi_new: np.ndarray
+    Phi: np.ndarray | dict[str, np.ndarray]
+    Phi_new: np.ndarray | None
     variants: dict[str, Any] = field(default_factory=dict)
 
     def digest(self) -> str:
         h = hashlib.sha256()
         h.update(json.dumps(self.spec.to_dict(), sort_keys=True, default=str).encode())
+        if isinstance(self.Phi, dict):  # a general model's inputs: each by name, shape and bytes
+            for name, a in sorted(self.Phi.items()):
+                h.update(f"{name}:{np.shape(a)}".encode())
+                h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+            return h.hexdigest()[:16]
         for a in (self.Phi, self.Phi_new):
             h.update(np.ascontiguousarray(a, dtype=float).tobytes())
         return h.hexdigest()[:16]
+
+    def design(self) -> dict[str, Any]:
+        """What a result says of the simulated problem: a classifier's design sizes, or a
+        general model's data (its digest and the sizes of its observed sites)."""
+        if isinstance(self.Phi, dict):
+            return {"data": self.spec.data,
+                    "observed": {k: list(np.shape(v)) for k, v in self.spec.observations.items()}}
+        return {"n": int(self.Phi.shape[0]), "n_basis": int(self.Phi.shape[1]), "n_new": int(self.Phi_new.shape[0])}
 
 
 def rbf_design(n: int = 60, n_basis: int = 6, n_new: int = 3, *, width: float = 1.0, seed: int = 0):
@@ -87,16 +108,21 @@ def rbf_design(n: int = 60, n_basis: int = 6, n_new: int = 3, *, width: float = 
 
 #: RBF features of the SBC design, unless the model's spec fixes its width
 DEFAULT_N_BASIS = 6
+#: training points of the SBC design
+DEFAULT_DESIGN_POINTS = 60
 
 
-def problem_for(record, *, n: int = 60, n_basis: int | None = None, n_new: int = 3, seed: int = 0) -> SBCProblem:
+def problem_for(record, *, n: int = DEFAULT_DESIGN_POINTS, n_basis: int | None = None, n_new: int = 3, seed: int = 0) -> SBCProblem:
     """The SBC problem of a registered model: its record's ``sbc_spec`` (a spec with a
     proper prior, and its variants) on :func:`rbf_design`. n_basis None: the spec's own
     number of weights where it fixes one (gridRVM's table: ``n_weights``), else
     :data:`DEFAULT_N_BASIS`; a width the spec cannot take is refused by the spec."""
     if record.sbc_spec is None:
-        raise ValueError(f"model {record.name!r} names no SBC spec (ModelRecord.sbc_spec)")
+        raise ValueError(record.no_sbc or f"model {record.name!r} names no SBC spec (ModelRecord.sbc_spec)")
     spec, variants = record.sbc_spec()
+    if not is_classifier(spec):
+        # a model with its own data is simulated on its own inputs: no design is made
+        return SBCProblem(spec, {k: np.asarray(v) for k, v in spec.inputs.items()}, None, dict(variants))
     if n_basis is None:
         n_basis = int(getattr(spec, "n_weights", DEFAULT_N_BASIS))
     Phi, Phi_new = rbf_design(n, n_basis, n_new, seed=seed)
@@ -194,7 +220,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         # as zoo compare shows it); every return value checked, so a bad one is a failed
         # simulation with one line saying why
         entry = user_entry(engine)
-        return _with_batch(ResolvedEngine(entry.name, entry.fit()))
+        return _with_batch(ResolvedEngine(entry.name, entry.fit()), record)
     if record.has_engine(engine):
         entry = record.engine(engine)
         # an engine of another model is ranked against that model's prior when the record
@@ -205,7 +231,7 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
                 "would only restate that"))
         if entry.kind == "point":
             return ResolvedEngine(engine, None, not_applicable="a point estimate has no distribution to rank the truth in")
-        return _with_batch(ResolvedEngine(engine, entry.fit(), variant=entry.variant))
+        return _with_batch(ResolvedEngine(engine, entry.fit(), variant=entry.variant), record)
     if engine in record.sampler_names:
         # NUTS: the settings' draws and no doubling (many short runs). A Gibbs sampler: its
         # record's first run and doublings, stopping at the certificate, as the model's
@@ -219,14 +245,18 @@ def resolve_engine(record, engine: str | Callable, settings: SBCSettings = SBCSe
         batched = functools.partial(nuts_posteriors, config=reference) if reference.sampler == "nuts" else None
         return ResolvedEngine(f"reference:{engine}", fit, batched=batched, accelerator_pays=batched is not None)
     if ":" in engine:
-        return _with_batch(ResolvedEngine(engine, user_entry(engine).fit()))
+        return _with_batch(ResolvedEngine(engine, user_entry(engine).fit()), record)
     raise ValueError(f"model {record.name!r} has no engine or reference sampler {engine!r}; engines: "
                      f"{', '.join(record.engine_names)}; samplers: {', '.join(record.sampler_names)}; "
                      "or give 'module:function'")
 
 
-def _with_batch(resolved: ResolvedEngine) -> ResolvedEngine:
-    """``resolved`` with its fit's batched form (``fit.many``), where the fit has one."""
+def _with_batch(resolved: ResolvedEngine, record) -> ResolvedEngine:
+    """``resolved`` with its fit's batched form (``fit.many``), where the fit has one. A model
+    with its own data is fitted one simulation at a time: ``fit.many`` takes label rows of
+    one design (a classifier's), not a general model's observations by site."""
+    if record.own_data:
+        return resolved
     many = many_of(resolved.fit) if resolved.fit is not None else None
     return resolved if many is None else replace(resolved, batched=_engine_batch(many))
 
@@ -237,9 +267,12 @@ def _with_batch(resolved: ResolvedEngine) -> ResolvedEngine:
 _OBSERVED: dict[str, str] = {}
 
 
-def observed_site(spec, Phi) -> str:
+def observed_site(spec, Phi) -> str | tuple[str, ...]:
     """The name of the model's observed (label) site (found by tracing the model once per
-    spec and design shape: a trace costs ~8 ms, paid by every simulation before)."""
+    spec and design shape: a trace costs ~8 ms, paid by every simulation before); a general
+    model's observed sites, a tuple of names (its spec knows them)."""
+    if not is_classifier(spec):
+        return tuple(spec.observed)
     key = spec_key(spec, tuple(np.shape(Phi)))
     if key not in _OBSERVED:
         _OBSERVED.clear() if len(_OBSERVED) > 64 else None
@@ -266,9 +299,22 @@ def _find_observed_site(spec, Phi) -> str:
 def quantity_names(spec, Phi, Phi_new) -> list[str]:
     """Names of the ranked quantities, in the order of :func:`_quantities`."""
     names = []
-    for s in spec.sites(Phi.shape[1]):
+    general = not is_classifier(spec)
+    for s in (spec.sites() if general else spec.sites(Phi.shape[1])):
         names += [s.name] if s.shape == () else [f"{s.name}[{','.join(map(str, i))}]" for i in np.ndindex(*s.shape)]
+    if general:
+        return names + (["log_lik"] if ranks_log_lik(spec) else [])
     return names + [f"f_new[{j}]" for j in range(Phi_new.shape[0])] + ["log_lik"]
+
+
+def ranks_log_lik(spec) -> bool:
+    """Whether a general model's simulations rank the log-likelihood of the simulated
+    observations: only where every latent sample site is judged, so that a posterior draw
+    (of the judged sites) fixes the likelihood. A model judged on some of its sites, or on
+    quantities it computes, is ranked on those alone - SBC then cannot see errors that only
+    the joint shows through the likelihood (its result says so)."""
+    judged = {s.name for s in spec.sites()}
+    return set(spec.latent) <= judged
 
 
 _QUANTITY_PROGRAMS: dict[str, Callable] = {}
@@ -295,10 +341,57 @@ def _quantity_program(spec, M: int) -> Callable:
     return _QUANTITY_PROGRAMS[key]
 
 
+def _general_quantity_program(spec) -> Callable:
+    """(params (n, ...), inputs, observations (n, ...)) -> (flat judged sites (n, K), log
+    p(observations | latent sites) (n,)) of a general model, jitted once per spec; the
+    log-likelihood is the sum of every observed site's log-probability (zeros where
+    :func:`ranks_log_lik` is False: not ranked)."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro import handlers
+
+    key = spec_key(spec, "general")
+    if key not in _QUANTITY_PROGRAMS:
+        sites = spec.sites()
+        with_lik = ranks_log_lik(spec)
+
+        def log_lik(latent, inputs, obs):
+            model = handlers.substitute(handlers.seed(spec.model, jax.random.PRNGKey(0)), data=latent)
+            trace = handlers.trace(model).get_trace(inputs, y=obs)
+            return sum(jnp.sum(trace[o]["fn"].log_prob(trace[o]["value"])) for o in spec.observed)
+
+        def quantities(params, inputs, obs):
+            flat = flatten({s.name: jnp.asarray(params[s.name]) for s in sites}, sites)
+            if not with_lik:
+                return flat, jnp.zeros(flat.shape[0])
+            latent = {k: params[k] for k in spec.latent}
+            return flat, jax.vmap(log_lik, in_axes=(0, None, 0))(latent, inputs, obs)
+
+        _QUANTITY_PROGRAMS.clear() if len(_QUANTITY_PROGRAMS) > 16 else None
+        _QUANTITY_PROGRAMS[key] = jax.jit(quantities)
+    return _QUANTITY_PROGRAMS[key]
+
+
+def _general_quantities(spec, params: dict[str, np.ndarray], inputs, y) -> np.ndarray:
+    """:func:`_quantities` of a general model: (n, K) flat judged sites and, where ranked,
+    the log-likelihood of the observations ``y`` (by site; each (n, ...) per draw, or one
+    value for every draw)."""
+    n = int(np.shape(params[spec.sites()[0].name])[0])
+    obs = {k: np.broadcast_to(np.asarray(v), (n, *np.shape(spec.observations[k])))
+           if np.ndim(v) == np.ndim(spec.observations[k]) else np.asarray(v) for k, v in y.items()}
+    flat, log_lik = _general_quantity_program(spec)(params, as_jax(inputs), obs)
+    flat = np.asarray(flat)
+    return np.concatenate([flat, np.asarray(log_lik)[:, None]], axis=1) if ranks_log_lik(spec) else flat
+
+
 def _quantities(spec, params: dict[str, np.ndarray], Phi, Phi_new, y) -> np.ndarray:
     """(n, K) quantities of n parameter draws: the flat sites, f at Phi_new, log p(y | theta).
-    y: the labels (N,), or (n, N) one label vector per draw (many simulations at once)."""
+    y: the labels (N,), or (n, N) one label vector per draw (many simulations at once); a
+    general model's: :func:`_general_quantities`."""
     import jax
+
+    if not is_classifier(spec):
+        return _general_quantities(spec, params, Phi, y)
 
     sites = spec.sites(Phi.shape[1])
     args = ({s.name: params[s.name] for s in sites}, np.asarray(Phi, dtype=float), np.asarray(Phi_new, dtype=float))
@@ -345,7 +438,7 @@ def _factor_log_weights(spec, Phi, draws: dict[str, Any], obs: str, *, as_numpy:
 
     def one(params):
         tr = handlers.trace(handlers.substitute(handlers.seed(spec.model, jax.random.PRNGKey(0)), params)
-                            ).get_trace(jnp.asarray(Phi), y=params[obs])
+                            ).get_trace(as_jax(Phi), y=_observations(params, obs))
         terms = [jnp.sum(site["fn"].log_prob(site["value"])) for site in tr.values()
                  if site["type"] == "sample" and isinstance(site["fn"], Unit)]
         return sum(terms) if terms else jnp.zeros(())
@@ -371,9 +464,10 @@ def _prior_programs(spec, Phi, obs: str) -> tuple[Callable, Callable]:
     import jax
     from numpyro.infer import Predictive
 
-    key = spec_key(spec, np.asarray(Phi, dtype=float))
+    # a general model's inputs are its spec's data (in its digest): its spec is the key
+    key = spec_key(spec, np.asarray(Phi, dtype=float)) if is_classifier(spec) else spec_key(spec, "general")
     if key not in _PRIOR_SAMPLERS:
-        Phi_j = jax.numpy.asarray(Phi)
+        Phi_j = as_jax(Phi)
 
         def sample(k):
             draws = Predictive(spec.model, num_samples=PRIOR_BATCH)(k, Phi_j)
@@ -411,7 +505,14 @@ def draw_from_prior(spec, Phi, key) -> tuple[dict[str, np.ndarray], np.ndarray, 
             truth, y, i = chosen
             return truth, y, discarded + i
         discarded += PRIOR_BATCH
-    raise RuntimeError(f"{MAX_BATCHES * PRIOR_BATCH} prior draws gave no accepted draw with labels of both classes")
+    wanted = "labels of both classes" if is_classifier(spec) else "finite observations"
+    raise RuntimeError(f"{MAX_BATCHES * PRIOR_BATCH} prior draws gave no accepted draw with {wanted}")
+
+
+def _observations(draws: dict[str, Any], obs: str | tuple[str, ...]):
+    """The observed values among ``draws``: a classifier's labels (its one site ``obs``), or a
+    general model's observed sites by name."""
+    return draws[obs] if isinstance(obs, str) else {k: draws[k] for k in obs}
 
 
 def _first_accepted(spec, obs: str, draws, log_w, uniforms):
@@ -422,6 +523,17 @@ def _first_accepted(spec, obs: str, draws, log_w, uniforms):
         raise ValueError(f"{type(spec).__name__}.model has a factor term that is not a log-probability "
                          "(positive somewhere): its prior cannot be drawn by rejection, so SBC cannot simulate it")
     accept = np.log(np.asarray(uniforms)) < log_w
+    if not isinstance(obs, str):
+        # a general model: any draw whose observations are all finite (an overflowing
+        # prior predictive, a count past the integers, is redrawn as a one-class label is)
+        finite = np.ones(len(accept), dtype=bool)
+        for k in obs:
+            finite &= np.isfinite(draws[k].astype(float)).reshape(len(accept), -1).all(1)
+        good = np.flatnonzero(accept & finite)
+        if not good.size:
+            return None
+        i = int(good[0])
+        return ({k: np.asarray(v[i]) for k, v in draws.items() if k not in obs}, {k: draws[k][i] for k in obs}, i)
     y = np.asarray(draws[obs], dtype=float)
     both = (y.mean(1) > 0.0) & (y.mean(1) < 1.0)
     good = np.flatnonzero(accept & both)
@@ -487,15 +599,47 @@ def rank_many(spec, Phi, Phi_new, fitted, settings: SBCSettings) -> dict[int, di
         else:
             draws = posterior_draws(posterior, k_draws[j], n)
         rows.append({k: np.concatenate([np.asarray(truth[k])[None], np.asarray(draws[k])]) for k in draws})
-        labels.append(np.broadcast_to(np.asarray(y, dtype=float), (1 + len(next(iter(draws.values()))), len(y))))
-    counts = [len(lab) for lab in labels]
+        labels.append(_repeated(y, 1 + len(next(iter(draws.values())))))
+    counts = [_count_rows(lab) for lab in labels]
     q = _quantities(spec, {k: _padded(np.concatenate([r[k] for r in rows]), len(rows)) for k in rows[0]}, Phi,
-                    Phi_new, _padded(np.concatenate(labels), len(rows)))
+                    Phi_new, _padded_tree(_concatenated(labels), len(rows)))
     starts = np.cumsum([0] + counts)
     for j, (index, _, _, _, redraws, posterior, seconds) in enumerate(to_rank):
         block = q[starts[j]:starts[j + 1]]
         results[index] = _rank_result(index, redraws, seconds, posterior, block[0], block[1:], k_ties[j])
     return results
+
+
+def _repeated(y, count: int):
+    """The observations ``y`` once per draw: (count, N) labels, or each observed site (count, ...)."""
+    if isinstance(y, dict):
+        return {k: np.broadcast_to(np.asarray(v), (count, *np.shape(v))) for k, v in y.items()}
+    return np.broadcast_to(np.asarray(y, dtype=float), (count, len(y)))
+
+
+def _count_rows(y) -> int:
+    return len(next(iter(y.values()))) if isinstance(y, dict) else len(y)
+
+
+def _concatenated(parts: list):
+    """Row blocks of labels, or of observations by site, one after another."""
+    if isinstance(parts[0], dict):
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return np.concatenate(parts)
+
+
+def _stacked(ys: list):
+    """One data set per simulation, stacked: (D, N) labels, or each observed site (D, ...)."""
+    if isinstance(ys[0], dict):
+        return {k: np.stack([np.asarray(y[k]) for y in ys]) for k in ys[0]}
+    return np.stack([np.asarray(y, dtype=float) for y in ys])
+
+
+def _padded_tree(rows, items: int):
+    """:func:`_padded` of labels, or of each observed site's rows."""
+    if isinstance(rows, dict):
+        return {k: _padded(v, items) for k, v in rows.items()}
+    return _padded(rows, items)
 
 
 def _padded(rows: np.ndarray, items: int | None = None) -> np.ndarray:
@@ -678,7 +822,7 @@ def simulate_batch(spec, Phi, Phi_new, batched: Callable, indices, settings: SBC
         keys = ([as_numpy_key(k) for k in jax.vmap(lambda k: jax.random.fold_in(k, FIT_STREAM))(
             np.stack([key for _, key, _, _, _ in started]))] if started else [])
     if started:
-        ys = np.stack([np.asarray(y, dtype=float) for _, _, _, y, _ in started])
+        ys = _stacked([y for _, _, _, y, _ in started])
         posteriors, share = fenced_batch(batched, spec, Phi, ys, np.stack(keys), time_limit)
         fitted = []
         for (index, key, truth, y, redraws), posterior in zip(started, posteriors):

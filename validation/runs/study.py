@@ -99,8 +99,8 @@ class Cell:
         """Digest of the description and of the code that computes this kind of cell."""
 
         kind = STUDY_KINDS[self.kind]
-        # a user's engine's own module is digested too: its stored cells go stale with its code
-        modules = kind.code_modules + user_modules(kind.engines(self.params))
+        # a user's engine's or model's own module is digested too: its stored cells go stale with its code
+        modules = kind.code_modules + user_modules([*kind.engines(self.params), self.params.get("model")])
         payload = {"format": STUDY_FORMAT, "kind": self.kind, "cell": self.params, "code": code_digest(modules)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -27,7 +27,7 @@ from ..records import registry
 from .battery import BatteryConfig, BatterySettings, run_battery
 from .battery_result import BatteryResult
 from .compare import CompareConfig, compare, default_references
-from .engines import is_user_engine, resolve_entry
+from .engines import is_user_engine, model_name, resolve_entry
 from .limits import (BASIS_FUNCTIONS, CHAIN_DRAWS, DATASETS, DESIGN_POINTS, DRAWS, REPLICATES, SIMULATIONS,
                      check_count)
 from .results import ComparisonResult
@@ -80,11 +80,19 @@ def unknown_key(key: str, known, where: str) -> str:
 def _expand_compare(block: dict[str, Any], where: str) -> list[dict[str, Any]]:
     cells = []
     for model in block["models"]:
-        record = registry.get_model(model)
+        # a user's model is named by its path (module:attr): the cell keeps the path, so that a
+        # worker imports it as the study's process did
+        record = registry.get_model(model_name(model))
         engines = block.get("engines", list(record.default_engines))
         for e in engines:
             resolve_entry(record, e)  # a user's module:function is imported and checked here
         record.check_params(block.get("params", {}))
+        if record.own_data:
+            if "data" in block or "splits" in block:
+                raise ValueError(f"{where}: model {model} brings its own data: no data or splits")
+            cells.append({"model": model, "data": record.default_data, "split": 0, "engines": list(engines),
+                          "params": json.dumps(block.get("params", {}), sort_keys=True)})
+            continue
         for data in block.get("data", [record.default_data]):
             for split in block.get("splits", [0]):
                 _check_data(data, split)
@@ -119,7 +127,7 @@ COMPARE = StudyKind(
 # --------------------------------------------------------------------------------------
 def _expand_sbc(block: dict[str, Any], where: str) -> list[dict[str, Any]]:
     model = block["model"]
-    record = registry.get_model(model)
+    record = registry.get_model(model_name(model))
     _check_sbc_counts(block, where)
     cells = []
     for engine in block.get("engines", list(record.engine_names)):
@@ -159,11 +167,14 @@ SBC = StudyKind(
 def _expand_defects(block: dict[str, Any], where: str) -> list[dict[str, Any]]:
     model = block["model"]
     engine = block["engine"]
-    resolve_entry(registry.get_model(model), engine)
+    record = registry.get_model(model_name(model))
+    resolve_entry(record, engine)
     _check_battery_counts(block, where)
+    if record.own_data and block.get("problem"):
+        raise ValueError(f"{where}: model {model} is simulated on its own data: no problem table")
     samplers = list(block.get("reference_samplers", []))
     if samplers:
-        default_references(model, tuple(samplers))  # an unknown sampler fails here
+        default_references(record.name, tuple(samplers))  # an unknown sampler fails here
     return [{"model": model, "engine": engine, "defects": list(block.get("defects", [])),
              "datasets": int(block.get("datasets", 100)), "sbc_replicates": int(block.get("sbc_replicates", 20)),
              "sbc_sims": int(block.get("sbc_sims", 100)), "reference_draws": int(block.get("reference_draws", 1000)),

@@ -71,7 +71,7 @@ def test_the_glossary_explains_every_ranked_quantity():
     glossary = S.quantity_glossary(names)
     assert set(glossary) == {"b", "w[i]", "f_new[k]", "log_lik"}
     assert "linear predictor" in glossary["f_new[k]"] and "held-out" in glossary["f_new[k]"]
-    assert "log-likelihood of the simulated labels" in glossary["log_lik"]
+    assert "log-likelihood of the simulated data (a classifier's labels" in glossary["log_lik"]
 
 
 def test_factor_terms_are_the_rejection_weights_of_the_prior():

@@ -247,6 +247,12 @@ def _cmd_datasets(args) -> int:
     for r in rows:
         print(f"{r['name']:<{width}}{r['n_train']:>7}{r['n_test']:>7}{r['dim']:>5}{r['n_splits']:>8}  "
               f"{defaults[r['name']]:<{models}}{r['source']}")
+    # models with data of their own (installed packages' entry points, zoo.models): no data set
+    own = [registry.get_model(name) for name in registry.model_names() if registry.get_model(name).own_data]
+    if own:
+        print("\nmodels that bring their own data (zoo compare --model NAME):")
+        for record in own:
+            print(f"  {record.name}: {record.summary}")
     return 0
 
 

@@ -69,7 +69,7 @@ BAD_ARGUMENTS = {
     # a user's model by its path: a bare NumPyro function has no data; a model of its own data
     # takes no --data; a module that is not there
     "model path to a function": (["--model", "user_models:eight_schools_noncentered"],
-                                 ["is a function, not a Model", "Model(fn, data)"]),
+                                 ["a model is a Model", "got function", "Model(fn, data)"]),
     "own-data model with --data": (["--model", "user_models:EIGHT_SCHOOLS_MODEL", "--data", "ripley"],
                                    ["brings its own data", "ripley"]),
     "model path to no module": (["--model", "no_such_module:M"], ["cannot import 'no_such_module'"]),

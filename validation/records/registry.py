@@ -1,8 +1,16 @@
 """The registry of models: one :class:`~zoo.validation.records.model_record.ModelRecord` per model.
 
 Everything model-specific is read from here - ``zoo compare`` and its command line, the
-classifier, ``zoo reproduce`` and the benchmarks - so a model enters the zoo by its own
-files plus one :func:`register` call (the built-in ones are at the bottom of this file).
+classifier, ``zoo reproduce`` and the benchmarks.
+
+**One way in.** Every model enters as one object named by a ``"module:attr"`` path: a
+:class:`~zoo.validation.records.user_model.Model` (a NumPyro function and its data) or a
+full :class:`ModelRecord` (a model with the classifier parts: a design, hyper-parameters,
+the scikit-learn classifier). The zoo's five are such paths (:data:`BUILT_IN`); an installed
+package declares its own in the entry-point group ``zoo.models`` (:data:`ENTRY_POINT_GROUP`:
+``name = "package.module:attr"``), loaded the first time the table is listed or a name is
+not found in it; a user names one on the command line (``--model module:attr``) or hands
+one to the Python API. :func:`add_model` is the one function all of them go through.
 
     from zoo.validation.records import registry
     registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic', 'grid-rvm', 'bblr')
@@ -18,12 +26,22 @@ other module's import fills it, or any other table.
 """
 from __future__ import annotations
 
+import importlib
+import warnings
 from dataclasses import replace
+from importlib import metadata
 
 from ..judge.defects import GENERIC
-from . import bblr_record, ggsm_probit_record, gig_logistic_record, grid_rvm_record, pcvm_record
 from .model_record import ModelRecord
 from .user_model import Model
+
+#: the zoo's own models, in the order listings show them, named as an installed package's
+#: entry point names one
+BUILT_IN = ("zoo.validation.records.pcvm_record:RECORD", "zoo.validation.records.ggsm_probit_record:RECORD",
+            "zoo.validation.records.gig_logistic_record:RECORD", "zoo.validation.records.grid_rvm_record:RECORD",
+            "zoo.validation.records.bblr_record:RECORD")
+#: the entry-point group in which installed packages declare their models
+ENTRY_POINT_GROUP = "zoo.models"
 
 _MODELS: dict[str, ModelRecord] = {}
 
@@ -54,16 +72,75 @@ def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRec
 _USER_MODELS: set[str] = set()
 
 
+def record_of(model, *, name: str | None = None) -> ModelRecord:
+    """The record of a model object: a Model's :meth:`~Model.record`, or a ModelRecord as it is;
+    ``name``: the name it takes in the zoo (an entry point's), if not its own. TypeError, one
+    line, for anything else."""
+    if isinstance(model, Model):
+        if name is not None and name != model.name:
+            model = replace(model, name=name)
+        return model.record()
+    if isinstance(model, ModelRecord):
+        return model if name is None or name == model.name else replace(model, name=name)
+    raise TypeError(f"a model is a Model (zoo.validation.records.user_model) or a ModelRecord, got "
+                    f"{type(model).__name__}" + (": a NumPyro function alone has no data - wrap it with its data, "
+                                                 "Model(fn, data)" if callable(model) else ""))
+
+
+def add_model(model, *, user: bool = True, name: str | None = None) -> str:
+    """Add a model object (a Model or a ModelRecord, :func:`record_of`) to this process's table;
+    returns its name. ``user``: a user's model (from the command line, the Python API or an
+    installed package), which replaces a user's model of the same name; a built-in model's
+    name is refused (ValueError). The one way every model enters the zoo (module docstring)."""
+    record = record_of(model, name=name)
+    if user and record.name in _MODELS and record.name not in _USER_MODELS:
+        raise ValueError(f"model name {record.name!r} is the zoo's own model's: give yours another name")
+    register(record, replace_existing=user and record.name in _USER_MODELS)
+    if user:
+        _USER_MODELS.add(record.name)
+    return record.name
+
+
 def add_user_model(model) -> str:
-    """Add a user's :class:`~zoo.validation.records.user_model.Model` to this process's table
-    under its name, replacing a user's model of that name (a built-in model's name is refused:
-    ValueError); returns the name. How a Model given to ``CompareConfig`` or named on the
-    command line (``--model module:attr``) becomes a model name like the five."""
-    if not isinstance(model, Model):
-        raise TypeError(f"add_user_model takes a Model (zoo.validation.records.user_model), got {type(model).__name__}")
-    register(model.record(), replace_existing=model.name in _USER_MODELS)
-    _USER_MODELS.add(model.name)
-    return model.name
+    """Add a user's Model (or ModelRecord) to this process's table under its name, replacing a
+    user's model of that name (a built-in model's name is refused: ValueError); returns the
+    name. How a model given to ``CompareConfig`` or named on the command line (``--model
+    module:attr``) becomes a model name like the five."""
+    return add_model(model, user=True)
+
+
+def _load_built_in(path: str) -> ModelRecord:
+    """A built-in model's object by its path (a module of this package: a plain import)."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+#: whether the installed packages' models were looked for (once per process)
+_ENTRY_POINTS_READ = False
+
+
+def installed_models() -> tuple[str, ...]:
+    """Load the models installed packages declare in the entry-point group ``zoo.models``
+    (once per process); returns the names added. An entry point that cannot be loaded, is
+    not a model, or takes a name already used is skipped with one warning naming it and why:
+    a broken package never stops the zoo."""
+    global _ENTRY_POINTS_READ
+    if _ENTRY_POINTS_READ:
+        return ()
+    _ENTRY_POINTS_READ = True
+    added = []
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        where = f"installed model {entry.name!r} ({entry.value}" + (
+            f", package {entry.dist.name}" if getattr(entry, "dist", None) is not None else "") + ")"
+        if entry.name in _MODELS:
+            warnings.warn(f"{where} not loaded: the name {entry.name!r} is taken by another model", stacklevel=2)
+            continue
+        try:
+            added.append(add_model(entry.load(), name=entry.name))
+        except Exception as err:  # noqa: BLE001 - any failure of a package's code: named, skipped
+            warnings.warn(f"{where} not loaded: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+                          stacklevel=2)
+    return tuple(added)
 
 
 def unregister(name: str) -> None:
@@ -73,11 +150,15 @@ def unregister(name: str) -> None:
 
 
 def model_names() -> tuple[str, ...]:
+    """Every model's name: the built-in ones, then installed packages' and users'."""
+    installed_models()
     return tuple(_MODELS)
 
 
 def get_model(name: str) -> ModelRecord:
     """The record of model ``name``; ValueError listing the registered names otherwise."""
+    if name not in _MODELS:
+        installed_models()
     if name not in _MODELS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(_MODELS)}")
     return _MODELS[name]
@@ -104,11 +185,10 @@ def prepare(model: str, split, params: dict | None = None, *, progress=None):
     return prepared
 
 
+# The built-in models, in the order listings show them: through add_model, as any other.
+for _path in BUILT_IN:
+    add_model(_load_built_in(_path), user=False)
+
 #: the model a command or API runs when none is named (``zoo compare``, ``CompareConfig``,
 #: the classifier): PCVM, the first built-in model
-DEFAULT_MODEL = pcvm_record.RECORD.name
-
-# The built-in models, in the order listings show them.
-for _record in (pcvm_record.RECORD, ggsm_probit_record.RECORD, gig_logistic_record.RECORD, grid_rvm_record.RECORD,
-                bblr_record.RECORD):
-    register(_record)
+DEFAULT_MODEL = next(iter(_MODELS))

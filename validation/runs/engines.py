@@ -35,6 +35,7 @@ from typing import Callable
 from ...inference.contracts import PSIS_SUFFIX, EngineEntry, checked_fit, contract_problems, importance_corrected
 from ..records import registry
 from ..records.user_model import Model
+from ..records.model_record import ModelRecord
 
 #: what a user's engine is called in messages before it has returned a posterior
 USER_KIND = "user"
@@ -76,22 +77,22 @@ def import_path(target: str, what: str, kind: str):
 
 
 def model_name(model) -> str:
-    """The registered name of ``model``: a model's name as it is, a user's
-    :class:`~zoo.validation.records.user_model.Model` added to this process's registry, or a
-    ``"package.module:attr"`` path to one, imported as a user's engine is (:func:`import_user_module`:
-    installed packages first, the current folder last) and added. ValueError, one line, for a
-    path that cannot be imported or names something that is not a Model (a bare NumPyro
-    function: wrap it with its data, ``Model(fn, data)``)."""
-    if isinstance(model, Model):
+    """The registered name of ``model``: a model's name as it is (an installed package's too,
+    ``registry.installed_models``), a user's model object - a
+    :class:`~zoo.validation.records.user_model.Model` or a ModelRecord - added to this process's
+    registry, or a ``"package.module:attr"`` path to one, imported as a user's engine is
+    (:func:`import_user_module`: installed packages first, the current folder last) and added.
+    ValueError, one line, for a path that cannot be imported or names something that is not a
+    model (a bare NumPyro function: wrap it with its data, ``Model(fn, data)``)."""
+    if isinstance(model, (Model, ModelRecord)):
         return registry.add_user_model(model)
     if not isinstance(model, str) or ":" not in model:
         return model
     found = import_path(model, "model", "attribute")
-    if not isinstance(found, Model):
-        hint = (": a NumPyro function alone has no data - name a Model(fn, data) "
-                "(zoo.validation.records.user_model) built from it" if callable(found) else "")
-        raise ValueError(f"model {model!r} is a {type(found).__name__}, not a Model{hint}")
-    return registry.add_user_model(found)
+    try:
+        return registry.add_user_model(found)
+    except TypeError as err:
+        raise ValueError(f"model {model!r}: {err}") from None
 
 
 def import_user_module(module_name: str, what: str):

@@ -87,3 +87,22 @@ def normal_mean_flat(n, y=None):
 
 
 NORMAL_MEAN_FLAT_MODEL = Model(normal_mean_flat, {"n": 5, "y": np.array([0.3, -0.2, 1.1, 0.4, 0.9])})
+
+
+def two_means(n, y=None):
+    """mu, nu ~ N(0, 1), y_i ~ N(mu + nu, 1): judged on mu alone, a draw of mu does not fix the
+    likelihood."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    nu = numpyro.sample("nu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("n", n):
+        numpyro.sample("y", dist.Normal(mu + nu, 1.0), obs=y)
+
+
+TWO_MEANS_ON_MU = Model(two_means, {"n": 5, "y": np.array([0.3, -0.2, 1.1, 0.4, 0.9])}, sites=("mu",))
+
+
+def mu_prior(spec, Phi, y, *, config=None):
+    """N(0, 1) over mu whatever the data (the prior: an engine that learns nothing)."""
+    from zoo.inference.posterior import FitInfo, GaussianPosterior
+
+    return GaussianPosterior(spec, spec.sites(), np.zeros(1), np.eye(1), FitInfo("prior", True, 0, "", 0.0))

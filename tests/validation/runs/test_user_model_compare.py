@@ -44,7 +44,7 @@ def test_a_model_object_is_a_model_name_in_a_compare_config():
         CompareConfig(model=m, params={"width": 1.0})
     # the same name again (the user's model, changed) replaces it; a built-in model's name is refused
     CompareConfig(model=Model(um.eight_schools_noncentered, {**um.EIGHT_SCHOOLS, "y": um.EIGHT_SCHOOLS["y"] + 1}))
-    with pytest.raises(ValueError, match="a model named 'pcvm' is already registered"):
+    with pytest.raises(ValueError, match="model name 'pcvm' is the zoo's own model's: give yours another name"):
         CompareConfig(model=Model(um.eight_schools_noncentered, um.EIGHT_SCHOOLS, name="pcvm"))
     with pytest.raises(GeneralModelError, match="has discrete latent site\\(s\\) coin"):
         Model(um.with_a_coin, um.EIGHT_SCHOOLS)

@@ -1,7 +1,8 @@
 """Every shipped model that is not one of the five (validation/records/examples.py), at full size:
 its certified reference (sampler, certificate, time) and every generic engine's three verdicts
-against it, then SBC of each generic engine from the model's own prior predictive (where its
-prior is proper). The numbers docs/your-model.md quotes.
+against it - and for posteriordb's posteriors their reference draws judged as an engine -, then
+SBC of each generic engine from the model's own prior predictive (where its prior is proper).
+The numbers docs/your-model.md quotes.
 
     python benchmarks/examples.py                              # all six, SBC at 100 simulations
     python benchmarks/examples.py --examples eight_schools --sims 0
@@ -24,7 +25,7 @@ import time
 
 import zoo  # noqa: F401
 from zoo.validation.base.atomic import atomic_write, write_json_atomic
-from zoo.validation.records import registry
+from zoo.validation.records import posteriordb, registry
 from zoo.validation.records.examples import EXAMPLES
 from zoo.validation.records.user_model import DEFAULT_ENGINES
 from zoo.validation.runs.compare import CompareConfig, compare
@@ -37,14 +38,21 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "examp
 def _verdicts(row) -> dict:
     out = {}
     for kind, v in (("marginal", row.verdict), ("joint", row.joint_verdict), ("distribution", row.distribution_verdict)):
-        out[kind] = None if v is None else {"status": v.status, "statistic": v.statistic, "threshold": v.threshold}
+        out[kind] = None if v is None else {
+            "status": v.status, "statistic": v.statistic, "threshold": v.threshold, "false_alarm": v.false_alarm,
+            # what the comparison resolves: the sizes it detects half the time
+            "detectable_mean_shift": v.detectable_mean_shift, "detectable_sd_change": v.detectable_sd_change,
+            "detectable_cdf_change": getattr(v, "detectable_cdf_change", None)}
     return out
 
 
 def measure(name: str, sims: int) -> dict:
     model = EXAMPLES[name]()
+    # a posteriordb posterior: its reference draws judged too, as an engine (both exact: each
+    # verdict should call them different at no more than its false-alarm rate)
+    engines = DEFAULT_ENGINES + ((posteriordb.reference_draws_engine,) if name in posteriordb.POSTERIORS else ())
     t0 = time.perf_counter()
-    result = compare(CompareConfig(model=model, engines=DEFAULT_ENGINES), progress=False).result
+    result = compare(CompareConfig(model=model, engines=engines), progress=False).result
     ref = result.reference
     cell = {"example": name, "judged": [f"{s.name}{list(s.shape) if s.shape else ''}" for s in model.spec.judged],
             "observed": {k: list(v.shape) for k, v in model.spec.observations.items()},
@@ -87,7 +95,7 @@ def table(cells: list[dict], meta: dict) -> str:
              f"{meta['date']}, `{meta['command']}`, {meta['machine']['processor']} ({meta['machine']['cores']} cores, "
              f"Python {meta['machine']['python']}), {meta['seconds'] / 60:.0f} min.", "",
              "Verdicts: same = indistinguishable, DIFFERS, n/a = not applicable, each with (statistic / threshold) "
-             "at its 5% false-alarm rate.", "",
+             "at its false-alarm rate (results.json: false_alarm).", "",
              "| example | reference | engine | marginal | joint | distribution | k-hat | x ref |",
              "|---|---|---|---|---|---|---|---|"]
     for c in cells:
@@ -98,6 +106,7 @@ def table(cells: list[dict], meta: dict) -> str:
                f"{r['seconds']:.0f} s")
         for i, (engine, e) in enumerate(c["engines"].items()):
             head = f"| {c['example']} | {ref} " if i == 0 else "| | "
+            engine = "posteriordb's reference draws" if engine.endswith(":reference_draws_engine") else engine
             if e["failure"]:
                 lines.append(head + f"| {engine} | failed: {e['failure']} | | | | |")
                 continue
@@ -106,6 +115,24 @@ def table(cells: list[dict], meta: dict) -> str:
             speed = "-" if e["speedup_vs_reference"] is None else f"{e['speedup_vs_reference']:.0f}"
             lines.append(head + f"| {engine} | {_short(v['marginal'])} | {_short(v['joint'])} | "
                                 f"{_short(v['distribution'])} | {khat} | {speed} |")
+    pdb = [(c["example"], e["verdicts"]) for c in cells for name, e in c["engines"].items()
+           if name.endswith(":reference_draws_engine") and not e["failure"]]
+    if pdb:
+        lines += ["", "## posteriordb's reference draws against the zoo's certified reference", "",
+                  "Both are exact samplers of one posterior: each verdict should call them different at most at its "
+                  "false-alarm rate. What each comparison resolves (detected half the time): a mean shift in "
+                  "reference sds and a relative sd change (marginal), a change of a marginal CDF (distribution).", "",
+                  "| posterior | marginal | joint | distribution | resolves: mean shift / sd change / CDF change |",
+                  "|---|---|---|---|---|"]
+        for name, v in pdb:
+            m, d = v["marginal"], v["distribution"]
+            sizes = " / ".join("-" if x is None else f"{x:.3f}" for x in (
+                m.get("detectable_mean_shift"), m.get("detectable_sd_change"), d.get("detectable_cdf_change")))
+            lines.append(f"| {name} | {_short(m)} | {_short(v['joint'])} | {_short(d)} | {sizes} |")
+        called = sum(v[k]["status"] == "differs" for _, v in pdb for k in ("marginal", "joint", "distribution"))
+        rates = sorted({v[k]["false_alarm"] for _, v in pdb for k in ("marginal", "joint", "distribution")})
+        lines += ["", f"Called different: {called} of {3 * len(pdb)} verdicts (each at a false-alarm rate of "
+                      f"{', '.join(f'{r:.0%}' for r in rates)})."]
     lines += ["", "## SBC of the generic engines (prior predictive of each model)", "",
               "| example | engine | SBC | ranked / failed | seconds |", "|---|---|---|---|---|"]
     for c in cells:

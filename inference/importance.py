@@ -43,7 +43,7 @@ import numpy as np
 from numpyro.infer.util import log_density
 from scipy.special import logsumexp
 
-from ..models.base import as_jax, problem_shape, problem_sites, unflatten
+from ..models.base import as_jax, is_classifier, problem_shape, problem_sites, unflatten
 from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
@@ -153,6 +153,25 @@ def joint_importance_log_weights(approx, spec, Phi, y, theta: np.ndarray, key) -
     return np.asarray(spec.log_joint(params, jnp.asarray(Phi), jnp.asarray(y))) - log_q, degenerate
 
 
+def density_problem(spec) -> str | None:
+    """Why draws over ``spec``'s judged sites have no importance weights, or None: a general
+    model (``models/general.py``) judged on some of its latent sites, or on quantities it
+    computes, has a density over its latent sites, which such draws do not give. (An engine
+    that weighs its draws on the model's whole latent space itself - ADVI, Pathfinder,
+    auto-laplace - carries its own weights and is not asked.)"""
+    if is_classifier(spec):
+        return None
+    judged = [s.name for s in spec.sites()]
+    missing = [k for k in spec.latent if k not in judged]
+    computed = [k for k in judged if k not in spec.latent]
+    if not missing and not computed:
+        return None
+    how = ([f"not on every latent site ({', '.join(missing)})"] if missing else []) + (
+        [f"on quantities it computes ({', '.join(computed)})"] if computed else [])
+    return (f"model {spec.name} is judged on {', '.join(judged)}, {' and '.join(how)}: the model's density is over "
+            "its latent sites, so draws over the judged sites have no importance weights")
+
+
 def on_joint(spec) -> bool:
     """Whether ``spec``'s importance weights need the joint with its other latents (its
     sites' own density has no closed form)."""
@@ -189,6 +208,9 @@ def weighted_draws(approx, spec, Phi, y, *, n_draws: int, key) -> DrawsPosterior
     if not hasattr(approx, "log_density_flat"):
         raise ApproximationFailed(f"{engine}: a {approx.kind} posterior has no density, so its draws cannot be "
                                   "importance-weighted")
+    problem = density_problem(spec)
+    if problem:
+        raise ApproximationFailed(f"{engine}: {problem}")
     theta = np.asarray(approx.sample_flat(key, int(n_draws)), dtype=float)
     if on_joint(spec):
         problem = joint_weights_problem(approx, spec)

@@ -106,3 +106,15 @@ def mu_prior(spec, Phi, y, *, config=None):
     from zoo.inference.posterior import FitInfo, GaussianPosterior
 
     return GaussianPosterior(spec, spec.sites(), np.zeros(1), np.eye(1), FitInfo("prior", True, 0, "", 0.0))
+
+
+def unidentified(n, y=None):
+    """y_i ~ N(a + b, 1) under flat priors on a and b: only a + b is identified, so the posterior
+    is improper along a - b (no sampler can certify it)."""
+    a = numpyro.sample("a", dist.ImproperUniform(dist.constraints.real, (), ()))
+    b = numpyro.sample("b", dist.ImproperUniform(dist.constraints.real, (), ()))
+    with numpyro.plate("n", n):
+        numpyro.sample("y", dist.Normal(a + b, 1.0), obs=y)
+
+
+UNIDENTIFIED_MODEL = Model(unidentified, {"n": 5, "y": np.array([0.3, -0.2, 1.1, 0.4, 0.9])})

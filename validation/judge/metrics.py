@@ -28,7 +28,8 @@ from sklearn.metrics import roc_auc_score
 # the weights live with the engines that resample by them; importance_log_weights is also
 # this module's for its callers (tests/validation/judge/test_metrics.py)
 from ...inference.importance import (
-    importance_log_weights, inside_support as _inside, joint_importance_log_weights, joint_weights_problem,
+    density_problem, importance_log_weights, inside_support as _inside, joint_importance_log_weights,
+    joint_weights_problem,
     khat_threshold, on_joint, support_mask,
 )
 from ...inference.posterior import DrawsPosterior
@@ -175,6 +176,9 @@ def khat_with_draws(approx, spec, Phi, y, theta: np.ndarray, key=None):
         return None, "point estimate: no proposal density", 1.0 - float(_inside(mask, theta).mean()), None
     if not hasattr(approx, "log_density_flat"):
         return None, f"{approx.kind} posterior: no proposal density", 1.0 - float(_inside(mask, theta).mean()), None
+    problem = density_problem(spec)
+    if problem:
+        return None, problem, 0.0, None
     if on_joint(spec):
         problem = joint_weights_problem(approx, spec)
         if problem:

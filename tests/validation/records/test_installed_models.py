@@ -62,17 +62,39 @@ def _warnings(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "installed model" in line]
 
 
-def test_zoo_datasets_and_compare_help_list_an_installed_model_beside_the_five(installed):
-    datasets = _zoo(installed, "datasets")
-    assert datasets.returncode == 0, datasets.stderr
-    assert "models that bring their own data (zoo compare --model NAME):" in datasets.stdout
+#: one fresh process: zoo datasets and zoo compare --help as the command line runs them, then
+#: the installed model found by name (one process: each start imports JAX and the zoo)
+PROBE = """
+import contextlib, io
+import zoo
+from zoo.cli import main
+from zoo.validation.records import registry
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    main(["datasets"])
+    try:
+        main(["compare", "--help"])
+    except SystemExit:
+        pass
+print(out.getvalue())
+r = registry.get_model("fake-normal")
+print("FOUND", r.name, r.own_data, r.prepare(None, {}).spec.name, registry.get_model("pcvm").title)
+"""
+
+
+def test_an_installed_model_is_listed_beside_the_five_and_a_bad_one_named(installed):
+    run = _zoo(installed, code=PROBE)
+    assert run.returncode == 0, run.stderr
+    assert "models that bring their own data (zoo compare --model NAME):" in run.stdout
     assert "  fake-normal: fake-normal: a NumPyro model from outside the zoo (zoo_fake_models:normal_mean)" \
-        in datasets.stdout
-    help_text = " ".join(_zoo(installed, "compare", "--help").stdout.split())
-    assert "pcvm (default), ggsm-probit, gig-logistic, grid-rvm, bblr, fake-normal;" in help_text
+        in run.stdout
+    assert "pcvm (default), ggsm-probit, gig-logistic, grid-rvm, bblr, fake-normal;" in " ".join(run.stdout.split())
+    # found by its entry point's name, which is the model's name in the zoo; the built-in pcvm untouched
+    found = next(line for line in run.stdout.splitlines() if line.startswith("FOUND "))
+    assert found.split()[1:4] == ["fake-normal", "True", "fake-normal"] and "PCVM" in found
     # the three bad entry points: one line each, naming the entry point, its package and why
-    said = _warnings(datasets.stderr)
-    assert len(said) == 3, datasets.stderr
+    said = _warnings(run.stderr)
+    assert len(said) == 3, run.stderr
     assert any("installed model 'missing' (zoo_fake_models:NOT_THERE, package zoo-fake-models) not loaded: "
                "AttributeError" in line for line in said)
     assert any("installed model 'three' (zoo_fake_models:NOT_A_MODEL, package zoo-fake-models) not loaded: "
@@ -80,15 +102,3 @@ def test_zoo_datasets_and_compare_help_list_an_installed_model_beside_the_five(i
                in line for line in said)
     assert any("installed model 'pcvm' (zoo_fake_models:NORMAL, package zoo-fake-models) not loaded: the name "
                "'pcvm' is taken by another model" in line for line in said)
-
-
-def test_an_installed_model_is_found_by_its_entry_point_name(installed):
-    run = _zoo(installed, code=(
-        "import zoo\n"
-        "from zoo.validation.records import registry\n"
-        "r = registry.get_model('fake-normal')\n"
-        "print(r.name, r.own_data, r.prepare(None, {}).spec.name, registry.get_model('pcvm').title)\n"))
-    assert run.returncode == 0, run.stderr
-    # the entry point's name is the model's name in the zoo; the built-in pcvm is untouched
-    assert run.stdout.split()[:3] == ["fake-normal", "True", "fake-normal"]
-    assert "PCVM" in run.stdout

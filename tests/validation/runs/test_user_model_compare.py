@@ -119,3 +119,40 @@ def test_the_example_of_docs_your_model_runs_as_written(tmp_path, monkeypatch, c
     assert status == 0, out
     assert out.splitlines()[0] == "schools on its own data, 8 observed values"
     assert "reference (nuts): certified" in out and (tmp_path / "out" / "report.md").exists()
+
+
+def test_an_improper_posterior_is_an_uncertified_reference_reported_not_a_crash(tmp_path):
+    """Flat priors on a and b with only a + b in the likelihood: the posterior is improper along
+    a - b. The chains drift apart along it, the certificate refuses them, and the comparison
+    says so and judges nothing - no crash, no verdict."""
+    from zoo.validation.references import ReferenceConfig
+
+    short = ReferenceConfig(num_chains=2, num_warmup=200, num_samples=300, max_doublings=0)
+    result = compare(CompareConfig(model=um.UNIDENTIFIED_MODEL, engines=("advi-meanfield",), reference=short,
+                                   cache_dir=str(tmp_path), evidence="off")).result
+    assert not result.reference.certified
+    assert any("R-hat" in f for f in result.reference.failures), result.reference.failures
+    row = result.engines["advi-meanfield"]
+    assert row.failure is not None or row.verdict.status == "not applicable"
+    # the report says the reference is not certified, in words, rather than showing verdicts
+    text = summary_table(result)
+    assert "NOT certified" in text or "not certified" in text, text
+
+
+def test_a_density_that_needs_unjudged_sites_gives_one_line_not_a_traceback(tmp_path):
+    """Judged on mu alone, a user's engine answers for mu alone; the model's density needs nu too,
+    so its draws have no importance weights: k-hat and the +psis form each say so in one line
+    (the generic engines weigh their draws on the whole latent space themselves and keep theirs)."""
+    from zoo.validation.references import ReferenceConfig
+
+    short = ReferenceConfig(num_chains=2, num_warmup=200, num_samples=300, max_doublings=0)
+    result = compare(CompareConfig(model=um.TWO_MEANS_ON_MU, engines=("user_models:mu_prior",
+                                                                      "user_models:mu_prior+psis"),
+                                   reference=short, cache_dir=str(tmp_path), evidence="off")).result
+    says = ("model two_means is judged on mu, not on every latent site (nu): the model's density is over its "
+            "latent sites, so draws over the judged sites have no importance weights")
+    mine = result.engines["user_models:mu_prior"]
+    assert mine.failure is None and mine.metrics["khat"] is None
+    assert mine.metrics["khat_reason"] == says
+    corrected = result.engines["user_models:mu_prior+psis"]
+    assert corrected.failure is not None and says in corrected.failure, corrected.failure

@@ -52,6 +52,19 @@ def _device_choice_stays_in_its_test():
         os.environ["JAX_PLATFORMS"] = before
 
 
+@pytest.fixture
+def registry_as_it_was():
+    """A user's model (a Model in a config, a path on the command line) joins the process's
+    model registry: out again after the test, so that no other test of this process sees a
+    sixth model. Files that add models use it for every test (``pytestmark``)."""
+    from zoo.validation.records import registry
+
+    before = registry.model_names()
+    yield
+    for name in set(registry.model_names()) - set(before):
+        registry.unregister(name)
+
+
 @pytest.fixture(scope="session")
 def fast_nuts() -> ReferenceConfig:
     return FAST_NUTS

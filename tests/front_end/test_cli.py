@@ -115,14 +115,8 @@ class _NoCV:
         pass
 
 
-@pytest.fixture(autouse=True)
-def _registry_as_it_was():
-    """A user's model named on the command line joins the process's registry: out again after
-    each test, so that no other test of this process sees a sixth model."""
-    before = registry.model_names()
-    yield
-    for name in set(registry.model_names()) - set(before):
-        registry.unregister(name)
+# every test leaves the registry as it found it (conftest.py)
+pytestmark = pytest.mark.usefixtures("registry_as_it_was")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ... import data as datasets
+from ...data.parsers import read_heart
 from . import posteriordb
 from .user_model import Model
 
@@ -65,19 +65,18 @@ def heart_hierarchical(n_groups, group, age, max_hr, disease=None):
 
 
 def heart_data() -> dict:
-    """UCI Statlog heart (the package's ``uci/heart.dat``): the kind of chest pain (1-4, as
-    group 0-3), age and maximum heart rate standardized, disease present (class 2) as 1."""
-    lines = datasets.read_bytes("uci/heart.dat").decode("utf-8").splitlines()
-    header = lines[0].split()
-    table = np.array([line.split() for line in lines[1:] if line.strip()], dtype=float)
-    column = {name: table[:, j] for j, name in enumerate(header)}
+    """UCI Statlog heart as the data layer reads it (``data/parsers.py``: ``read_heart``): the
+    kind of chest pain (1-4, as group 0-3), age and maximum heart rate standardized, disease
+    present (class 2) as 1."""
+    pool = read_heart()
+    column = {name: pool.X[:, j] for j, name in enumerate(pool.feature_names)}
 
     def standardized(v):
         return (v - v.mean()) / v.std()
 
     return {"n_groups": 4, "group": column["chest_pain_type"].astype(np.int64) - 1,
             "age": standardized(column["age"]), "max_hr": standardized(column["max_heart_rate"]),
-            "disease": (column["Class"] == 2.0).astype(np.int64)}
+            "disease": pool.y.astype(np.int64)}
 
 
 def kidiq_data() -> dict:

@@ -317,9 +317,9 @@ def run_battery(config: BatteryConfig, *, out_dir, executor=None, progress: Call
     chosen = [get_defect(d) for d in (defects if defects is not None else all_defects().values())]
     chosen = [d for d in chosen if d.applies_to(model, engine)]
     names = tuple(d.name for d in chosen)
-    if registry.get_model(model).own_data and settings.problem:
-        raise ValueError(f"model {model} is simulated on its own data: the battery's settings take no problem keywords "
-                         f"(got {', '.join(k for k, _ in settings.problem)})")
+    # the simulated problem before any work: a design the model cannot take, or problem
+    # keywords for a model simulated on its own data, fail here (problem_for)
+    problem_for(registry.get_model(model), **dict(settings.problem))
     battery_references(model, settings, 0)  # an unknown reference sampler fails here, before any work
     key = battery_key(model, engine, settings)
     # a user's engine path has a ':' (and may have dots): not in a folder name

@@ -285,10 +285,8 @@ def run_sbc(config: SBCConfig, *, out_dir=None, executor=None, progress: Callabl
                          reason=record.no_sbc or f"{record.title} names no proper prior to draw parameters from (an "
                                                  "improper prior has no prior draws, so SBC cannot start)")
     problem_kwargs = dict(config.problem)
-    if record.own_data and problem_kwargs:
-        raise ValueError(f"model {model} is simulated on its own data: it takes no problem keywords "
-                         f"(got {', '.join(sorted(problem_kwargs))})")
-    # the problem the tasks of this process will use too (one spec object: see _problem)
+    # the problem (a model with its own data refuses problem keywords here: problem_for), which
+    # the tasks of this process will use too (one spec object: see _problem)
     problem = _problem(model_ref, config.problem)[1]
     resolved = resolve_engine(record, engine, settings)
     if variant is not None:

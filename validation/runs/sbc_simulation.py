@@ -112,17 +112,28 @@ DEFAULT_N_BASIS = 6
 DEFAULT_DESIGN_POINTS = 60
 
 
-def problem_for(record, *, n: int = DEFAULT_DESIGN_POINTS, n_basis: int | None = None, n_new: int = 3, seed: int = 0) -> SBCProblem:
+def problem_for(record, *, n: int | None = None, n_basis: int | None = None, n_new: int | None = None,
+                seed: int | None = None) -> SBCProblem:
     """The SBC problem of a registered model: its record's ``sbc_spec`` (a spec with a
-    proper prior, and its variants) on :func:`rbf_design`. n_basis None: the spec's own
-    number of weights where it fixes one (gridRVM's table: ``n_weights``), else
-    :data:`DEFAULT_N_BASIS`; a width the spec cannot take is refused by the spec."""
+    proper prior, and its variants) on :func:`rbf_design` of ``n`` points (None:
+    :data:`DEFAULT_DESIGN_POINTS`), ``n_new`` held-out rows (None: 3), ``seed`` (None: 0).
+    n_basis None: the spec's own number of weights where it fixes one (gridRVM's table:
+    ``n_weights``), else :data:`DEFAULT_N_BASIS`; a width the spec cannot take is refused by
+    the spec. A model with its own data is simulated on its own inputs and takes none of
+    these (ValueError naming them): the one check for SBC, the battery and their callers."""
     if record.sbc_spec is None:
         raise ValueError(record.no_sbc or f"model {record.name!r} names no SBC spec (ModelRecord.sbc_spec)")
     spec, variants = record.sbc_spec()
     if not is_classifier(spec):
-        # a model with its own data is simulated on its own inputs: no design is made
+        given = sorted(k for k, v in (("n", n), ("n_basis", n_basis), ("n_new", n_new), ("seed", seed)) if v is not None)
+        if given:
+            raise ValueError(f"model {record.name} is simulated on its own data: it takes no problem keywords "
+                             f"(got {', '.join(given)})")
+        # no design is made: the model's own inputs
         return SBCProblem(spec, {k: np.asarray(v) for k, v in spec.inputs.items()}, None, dict(variants))
+    n = DEFAULT_DESIGN_POINTS if n is None else n
+    n_new = 3 if n_new is None else n_new
+    seed = 0 if seed is None else seed
     if n_basis is None:
         n_basis = int(getattr(spec, "n_weights", DEFAULT_N_BASIS))
     Phi, Phi_new = rbf_design(n, n_basis, n_new, seed=seed)

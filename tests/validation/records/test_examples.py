@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from zoo.validation.records import registry
 from zoo.validation.records.examples import EXAMPLES
 from zoo.validation.references import ReferenceConfig
 from zoo.validation.runs.compare import CompareConfig, compare
@@ -22,12 +21,8 @@ from zoo.validation.runs.sbc_simulation import SBCSettings
 SHORT_NUTS = ReferenceConfig(num_chains=2, num_warmup=150, num_samples=200, max_doublings=0)
 
 
-@pytest.fixture(autouse=True)
-def _registry_as_it_was():
-    before = registry.model_names()
-    yield
-    for name in set(registry.model_names()) - set(before):
-        registry.unregister(name)
+# every test leaves the registry as it found it (conftest.py)
+pytestmark = pytest.mark.usefixtures("registry_as_it_was")
 
 
 def test_the_examples_are_the_three_of_the_issue_and_posteriordbs_three():

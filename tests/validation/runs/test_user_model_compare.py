@@ -20,14 +20,8 @@ from zoo.validation.runs.compare import CompareConfig, compare
 from zoo.validation.runs.results import CLASSIFIER_COLUMNS, ComparisonResult
 
 
-@pytest.fixture(autouse=True)
-def _registry_as_it_was():
-    """A Model in a CompareConfig joins the process's registry: out again after each test, so
-    that no other test of this process sees a sixth model."""
-    before = registry.model_names()
-    yield
-    for name in set(registry.model_names()) - set(before):
-        registry.unregister(name)
+# every test leaves the registry as it found it (conftest.py)
+pytestmark = pytest.mark.usefixtures("registry_as_it_was")
 
 
 def test_a_model_object_is_a_model_name_in_a_compare_config():

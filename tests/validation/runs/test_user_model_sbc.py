@@ -26,13 +26,8 @@ from zoo.validation.runs.sbc_simulation import SBCSettings, problem_for, quantit
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(autouse=True)
-def _registry_as_it_was():
-    """A user's model joins the process's registry: out again after each test."""
-    before = registry.model_names()
-    yield
-    for name in set(registry.model_names()) - set(before):
-        registry.unregister(name)
+# every test leaves the registry as it found it (conftest.py)
+pytestmark = pytest.mark.usefixtures("registry_as_it_was")
 
 
 def test_the_problem_is_the_models_own_inputs_and_the_quantities_its_sites_and_likelihood():

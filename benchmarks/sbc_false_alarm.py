@@ -18,8 +18,11 @@ quantity, the mean moved by 0.5 sd in one quantity and in all.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
+import sys
 
 import numpy as np
 
@@ -63,6 +66,14 @@ def battery_power(replicates: int) -> list[dict]:
     return rows
 
 
+def _meta() -> dict:
+    """When, how and where the rows were measured, and with which band (the zoo's own since issue 53)."""
+    return {"date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+            "command": "python " + " ".join(sys.argv), "python": platform.python_version(),
+            "machine": f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)",
+            "band": "zoo.validation.judge.ecdf_band (exact coverage, smallest covering central band)"}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=1000)
@@ -75,7 +86,7 @@ def main(argv=None) -> None:
         if os.path.exists(args.out):
             with open(args.out) as fh:
                 stored = json.load(fh)
-        stored["battery_power"] = {"k": BATTERY_K, "rows": battery_power(min(args.replicates, 200))}
+        stored["battery_power"] = {"meta": _meta(), "k": BATTERY_K, "rows": battery_power(min(args.replicates, 200))}
         write_json_atomic(stored, args.out)
         return
     rows, power = [], []
@@ -96,7 +107,7 @@ def main(argv=None) -> None:
     if os.path.exists(args.out):  # keep the battery-power rows of an earlier run
         with open(args.out) as fh:
             stored = json.load(fh)
-    stored.update({"n_draws": N_DRAWS, "false_alarm": rows, "power": power})
+    stored.update({"meta": _meta(), "n_draws": N_DRAWS, "false_alarm": rows, "power": power})
     write_json_atomic(stored, args.out)
 
 

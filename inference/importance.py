@@ -260,11 +260,13 @@ def _generalized_pareto_fit(excess: np.ndarray) -> tuple[float, float]:
     return k, sigma
 
 
-def psis(log_weights) -> tuple[np.ndarray, float]:
+def psis(log_weights, *, tail_draws: int | None = None) -> tuple[np.ndarray, float]:
     """(smoothed log weights normalized to sum 1 on the exp scale, k-hat).
 
     log_weights: (S,) raw log importance weights, -inf for weight 0 (those stay 0 and take
-    no part in the tail fit). k-hat is inf where fewer than MIN_TAIL draws form the tail
+    no part in the tail fit). tail_draws: how many of the largest weights are fitted;
+    default the paper's ceil(min(S / 5, 3 sqrt(S))) (given only to reproduce another
+    implementation's choice: arviz-stats 1.x rounds down). k-hat is inf where fewer than MIN_TAIL draws form the tail
     (nothing to fit; the raw weights are then returned, normalized), and 0 where every
     finite weight is the same (no tail at all).
     """
@@ -281,7 +283,7 @@ def psis(log_weights) -> tuple[np.ndarray, float]:
     if np.ptp(vals) == 0.0:
         k = 0.0
     else:
-        tail_len = int(math.ceil(min(0.2 * S, 3.0 * math.sqrt(S))))
+        tail_len = int(math.ceil(min(0.2 * S, 3.0 * math.sqrt(S)))) if tail_draws is None else int(tail_draws)
         order = np.argsort(vals)
         cutoff = max(vals[order[-tail_len - 1]], np.log(np.finfo(float).tiny)) if tail_len < S else -np.inf
         tail = np.flatnonzero(vals > cutoff)

@@ -2,8 +2,10 @@
 
 Known answers:
 
-* the Pareto smoothing is ArviZ's ``psislw`` (which the metrics use for k-hat) to
-  round-off, on weights with light and heavy tails;
+* the Pareto smoothing is ArviZ's ``psislw`` to round-off, on weights with light and heavy
+  tails, under either ArviZ line, at sizes S where the tail length min(S / 5, 3 sqrt(S)) is
+  a whole number (arviz-stats 1.x rounds it down where the paper, ArviZ 0.2x and the zoo
+  round up: elsewhere 1.x fits one tail draw fewer);
 * on a Gaussian target N(MEAN, COV), a proposal 1.5 times wider is corrected to the
   target: 4,000 draws with an importance ESS above 1,500 (checked) give each variance to
   a relative sqrt(2 / 1500) = 3.7% and each mean to 0.6 sd / sqrt(1500) = 0.015; the
@@ -33,7 +35,7 @@ from zoo.validation.runs.engines import resolve_entry
 from test_generic_svi import COV, MEAN, GaussianTarget, _data
 
 
-@pytest.mark.parametrize("df, scale, n", [(30, 0.3, 200), (3, 1.0, 1000), (2, 3.0, 4000)])
+@pytest.mark.parametrize("df, scale, n", [(30, 0.3, 200), (3, 1.0, 900), (2, 3.0, 3600)])
 def test_the_smoothing_is_arviz_psis_to_round_off(df, scale, n):
     lw = np.random.default_rng(df).standard_t(df, size=n) * scale
     ours, khat = imp.psis(lw)

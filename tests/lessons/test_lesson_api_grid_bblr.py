@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-import arviz as az
 import numpy as np
 from matplotlib.figure import Figure
 
 import zoo  # noqa: F401  (float64)
+from zoo.models.base import Site
+from zoo.validation.base import arviz_adapter
 from zoo.models.grid_rvm import GridRVM
 from zoo.validation.base.figures import axis_label_problems
 from zoo.validation.records.grid_relevance import (
@@ -28,7 +29,8 @@ def _comparison(with_reference: bool = True):
     alpha = rng.gamma(2.0, 0.5, size=(2, 50, 3))
     beta = rng.gamma(2.0, 0.5, size=(2, 50, 2))
     mean = np.arange(6.0) - 2.5
-    reference = SimpleNamespace(idata=az.from_dict(posterior={"alpha": alpha, "beta": beta}), sampler="nuts",
+    reference = SimpleNamespace(idata=arviz_adapter.draws_to_idata(
+        {"alpha": alpha, "beta": beta}, (Site("alpha", (3,)), Site("beta", (2,)))), sampler="nuts",
                                 posterior=SimpleNamespace(mean_flat=lambda: mean))
     vb = SimpleNamespace(hyper_factors={"alpha": (np.full(3, 3.0), np.full(3, 2.0)),
                                         "beta": (np.full(2, 4.0), np.full(2, 1.0))},

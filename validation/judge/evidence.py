@@ -49,7 +49,7 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from ...inference.importance import khat_threshold
+from ...inference.importance import khat_threshold, psis
 from ...models.base import as_jax, checked_problem
 from ..base import arviz_adapter as adapter
 from ..references.nuts_program import sampled_site_names
@@ -341,7 +341,7 @@ def annealed_importance_sampling(density: UnconstrainedDensity, chains: np.ndarr
     lz = _log_mean_exp(log_w)
     w = np.exp(log_w - log_w.max())
     rel = float(np.std(w) / (math.sqrt(particles) * np.mean(w)))
-    khat, _ = adapter.psis_khat(log_w) if np.ptp(log_w) > 0 else (0.0, None)
+    khat = psis(log_w)[1] if np.ptp(log_w) > 0 else 0.0
     threshold = khat_threshold(particles)
     details = {"particles": particles, "temperatures": temperatures, "leapfrog_steps": leapfrog_steps,
                "first_step_size": first_step, "last_step_size": float(np.asarray(steps)[-1]),

@@ -30,12 +30,11 @@ from sklearn.metrics import roc_auc_score
 from ...inference.importance import (
     density_problem, importance_log_weights, inside_support as _inside, joint_importance_log_weights,
     joint_weights_problem,
-    khat_threshold, on_joint, support_mask,
+    khat_threshold, on_joint, psis, support_mask,
 )
 from ...inference.posterior import DrawsPosterior
 from ...models.base import checked_problem, flatten, is_classifier
 from ...models.checks import check_features
-from ..base import arviz_adapter as adapter
 from ..references import ESS_BULK_MIN, ESS_TAIL_MIN, MAX_DIVERGENCES, RHAT_MAX  # noqa: F401  (one rule, re-exported)
 
 # --------------------------------------------------------------------------------------
@@ -219,7 +218,7 @@ def _khat_of(log_w: np.ndarray) -> tuple[float | None, str | None, float, int | 
     lw = log_w[finite]
     if np.ptp(lw) < CONSTANT_LOG_WEIGHT_SPREAD:
         return 0.0, None, outside, fitted
-    khat, _ = adapter.psis_khat(lw)
+    _, khat = psis(lw)  # the zoo's PSIS: one definition whichever ArviZ is installed
     if not math.isfinite(khat):
         return None, "Pareto fit of the importance weights failed (non-finite k-hat)", outside, None
     return khat, None, outside, fitted

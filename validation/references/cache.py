@@ -166,12 +166,12 @@ def _cache_paths(cache_dir, key: str, sampler: str = "nuts") -> tuple[str, str]:
 def _stored_draws_and_stats(idata) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Every posterior variable as (chains, draws, ...) and every sampler statistic as
     (chains, draws), as stored."""
-    post = idata.posterior
+    post = adapter.group(idata, "posterior")
     draws = {name: np.asarray(post[name].transpose("chain", "draw", ...).values, dtype=float)
              for name in post.data_vars}
     stats = {}
-    if "sample_stats" in idata.groups():
-        ss = idata.sample_stats
+    if "sample_stats" in adapter.groups(idata):
+        ss = adapter.group(idata, "sample_stats")
         stats = {name: np.asarray(ss[name].transpose("chain", "draw", ...).values) for name in ss.data_vars}
     return draws, stats
 
@@ -279,7 +279,7 @@ def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], config: Refe
         # (from_netcdf) and the folder removed at once
         with tempfile.TemporaryDirectory(prefix="zoo-cache-read-") as private:
             idata = adapter.from_netcdf(_authenticated_netcdf(record, nc_path, private))
-        if "posterior" not in idata.groups():
+        if "posterior" not in adapter.groups(idata):
             raise _Damaged("the netCDF file has no posterior group")
         stored, stats = _stored_draws_and_stats(idata)
         if _content_digest(stored, stats) != record["content_sha256"]:
@@ -412,9 +412,33 @@ def _is_zoo_lock(path: str) -> bool:
     return len(data) <= _LOCK_MAX_BYTES and (text == "" or LOCK_STAMP.fullmatch(text) is not None)
 
 
-def _plain_files(folder: str, report: ClearReport, skip: str | None = None) -> list[str]:
-    """The names of the plain files in ``folder``; anything else (links, folders but
-    ``skip``) is reported kept."""
+#: the folders of JAX releases in the cache's jax/ (``zoo.jax_cache_dir``: one per release)
+JAX_RELEASE = re.compile(r"^[0-9]+(\.[0-9]+)+[a-z0-9.+-]*$")
+
+
+def jax_cache_folders(folder, jax_dir) -> list[str]:
+    """The folders of JAX's compiled programs that ``zoo cache`` counts and clears: ``jax_dir``
+    alone, or - where it is the zoo's own ``folder/jax/<jax release>`` - every release's folder
+    there and ``folder/jax`` itself (where programs lay before one folder per release), so
+    that programs an older JAX left are not kept for ever."""
+    jax_dir = os.fspath(jax_dir)
+    root = os.path.join(os.fspath(folder), "jax")
+    if os.path.abspath(os.path.dirname(jax_dir)) != os.path.abspath(root):
+        return [jax_dir]
+    releases = []
+    if os.path.isdir(root) and not os.path.islink(root):
+        for name in sorted(os.listdir(root)):
+            path = os.path.join(root, name)
+            if JAX_RELEASE.match(name) and os.path.isdir(path) and not os.path.islink(path):
+                releases.append(path)
+    if jax_dir not in releases:
+        releases.append(jax_dir)
+    return releases + [root]
+
+
+def _plain_files(folder: str, report: ClearReport, skip=None) -> list[str]:
+    """The names of the plain files in ``folder``; anything else (links, folders but those
+    in ``skip``, a path or a list of them) is reported kept."""
     if not os.path.isdir(folder):
         return []
     names = []
@@ -426,7 +450,7 @@ def _plain_files(folder: str, report: ClearReport, skip: str | None = None) -> l
             continue
         if stat.S_ISREG(st.st_mode):
             names.append(name)
-        elif skip is None or os.path.abspath(path) != os.path.abspath(skip):
+        elif os.path.abspath(path) not in {os.path.abspath(p) for p in ([skip] if isinstance(skip, str) else skip or [])}:
             report.keep(NOT_PLAIN, path)
     return names
 
@@ -443,12 +467,14 @@ def clear_cache(folder, jax_dir=None, mac_key: bytes | None = None) -> ClearRepo
     itself once empty if it is ``folder/jax``. Kept, by reason: everything else - entries
     of another key or an older zoo, files made by hand under the zoo's names, lock files
     holding anything else, ``.tmp-*`` files, files of an entry whose lock a running command
-    holds, links and folders (never followed), and other names."""
+    holds, links and folders (never followed), and other names. Where ``jax_dir`` is the
+    zoo's ``folder/jax/<release>``, every release's folder is cleared (:func:`jax_cache_folders`)."""
     folder = os.fspath(folder)
     report = ClearReport()
     if mac_key is None:
         mac_key = machine_key(create=False)
-    names = _plain_files(folder, report, skip=None if jax_dir is None else os.fspath(jax_dir))
+    jax_folders = [] if jax_dir is None else jax_cache_folders(folder, jax_dir)
+    names = _plain_files(folder, report, skip=jax_folders)
     present, todo = set(names), set(names)
 
     def path(name: str) -> str:
@@ -499,16 +525,16 @@ def clear_cache(folder, jax_dir=None, mac_key: bytes | None = None) -> ClearRepo
             report.keep(TEMPORARY, path(name))
         else:
             report.keep(OTHER, path(name))
-    if jax_dir is not None:
-        jax_dir = os.fspath(jax_dir)
-        for name in _plain_files(jax_dir, report):
+    ours = os.path.abspath(os.path.join(folder, "jax"))
+    for jax_folder in jax_folders:  # release folders first, then jax/ itself
+        for name in _plain_files(jax_folder, report, skip=jax_folders):
             if JAX_NAME.match(name):
-                report.delete(os.path.join(jax_dir, name))
+                report.delete(os.path.join(jax_folder, name))
             else:
-                report.keep(OTHER, os.path.join(jax_dir, name))
-        if os.path.abspath(jax_dir) == os.path.abspath(os.path.join(folder, "jax")):
+                report.keep(OTHER, os.path.join(jax_folder, name))
+        if os.path.abspath(jax_folder) == ours or os.path.abspath(os.path.dirname(jax_folder)) == ours:
             try:
-                os.rmdir(jax_dir)  # only when empty: the zoo made it
+                os.rmdir(jax_folder)  # only when empty: the zoo made it
             except OSError:
                 pass
     return report

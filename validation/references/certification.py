@@ -163,7 +163,7 @@ def certify(idata_or_draws, sites: tuple[Site, ...], divergences, *, rule: Certi
     diag = adapter.summary_diagnostics(idata, sites=sites)
     n_div = _count_divergences(divergences)
     failures, _ = _check_failures(diag, sites, n_div, rule)
-    post = idata.posterior
+    post = adapter.group(idata, "posterior")
     diagnostics = _diagnostics_dict(diag, n_div, post.sizes["chain"], post.sizes["draw"])
     return not failures, failures, diagnostics
 

@@ -23,6 +23,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from ..base import arviz_adapter as adapter
 from ..base.atomic import _jsonable, atomic_write
 from .certification import CERTIFICATION
 from .config import Reference
@@ -66,8 +67,9 @@ def posteriordb_info(reference: Reference, name: str) -> dict:
 
     provenance = reference.provenance
     sampler = dict(provenance.get("sampler", {}))
-    diverging = reference.idata.sample_stats["diverging"].values if "diverging" in reference.idata.sample_stats \
-        else np.zeros((post.n_chains, post.n_draws), bool)
+    stats = adapter.group(reference.idata, "sample_stats") if "sample_stats" in adapter.groups(reference.idata) \
+        else {}
+    diverging = stats["diverging"].values if "diverging" in stats else np.zeros((post.n_chains, post.n_draws), bool)
     return {
         "name": name,
         "inference": {"method": f"zoo reference: {reference.sampler}", "method_arguments": {

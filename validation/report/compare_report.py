@@ -25,6 +25,7 @@ from ...models.base import is_classifier
 from ..base import arviz_adapter
 from ..base.atomic import save_figure, write_json_atomic, write_text_atomic
 from ..base.figures import ShownFigure
+from . import forest
 from ..base.signing import OUTPUT_MANIFEST, file_sha256, read_signed_json, write_signed_json
 from ..base.tables import Table, format_value as _fmt, markdown_cell as _cell
 from ..judge.distribution import LEVELS
@@ -313,8 +314,8 @@ def _figures(comp: Comparison, idatas) -> tuple[dict[str, Figure], str | None]:
     if comp.reference is None:
         return {}, None
     sites = [s.name for s in comp.reference.posterior.sites]
-    coords, shown, total = arviz_adapter.forest_coords(idatas, sites)
-    figures = {"forest": arviz_adapter.forest_figure(idatas, sites, colors=[_color(k) for k in idatas],
+    coords, shown, total = forest.forest_coords(idatas, sites)
+    figures = {"forest": forest.forest_figure(idatas, sites, colors=[_color(k) for k in idatas],
                                                      coords=coords),
                "weights": _weight_metrics_figure(comp)}
     if not is_classifier(comp.prepared.spec):  # no predictive probabilities, no decision boundary

@@ -510,19 +510,27 @@ def test_each_model_gets_its_own_reference_defaults_and_options_override_them():
 def test_forest_plot_keeps_the_coordinates_furthest_from_the_reference():
     """At most FOREST_MAX_COORDS rows: scalars stay, a vector keeps the coordinates where
     some posterior's mean is furthest from the reference's (in reference sds)."""
-    import arviz as az
+    from zoo.models.base import Site
+    from zoo.validation.report.forest import forest_coords, forest_figure
 
     rng = np.random.default_rng(0)
     shift = np.zeros(100)
     shift[[7, 60]] = [3.0, -4.0]
-    ref = az.from_dict(posterior={"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100))})
-    far = az.from_dict(posterior={"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100)) + shift})
-    near = az.from_dict(posterior={"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100))})
-    coords, shown, total = arviz_adapter.forest_coords({"reference": ref, "near": near, "far": far}, ["b", "w"], 5)
+    sites = (Site("b", ()), Site("w", (100,)))
+
+    def posterior(offset):
+        draws = {"b": rng.normal(size=(2, 200)), "w": rng.normal(size=(2, 200, 100)) + offset}
+        return arviz_adapter.draws_to_idata(draws, sites)
+
+    ref, far, near = posterior(0.0), posterior(shift), posterior(0.0)
+    coords, shown, total = forest_coords({"reference": ref, "near": near, "far": far}, ["b", "w"], 5)
     assert (shown, total) == (5, 101)
     kept = [int(i) for i in coords["w_dim_0"]]
     assert len(kept) == 4 and {7, 60} <= set(kept) and kept == sorted(kept)
-    assert arviz_adapter.forest_coords({"reference": ref, "far": far}, ["b", "w"], 101) == (None, 101, 101)
+    assert forest_coords({"reference": ref, "far": far}, ["b", "w"], 101) == (None, 101, 101)
+    fig = forest_figure({"reference": ref, "far": far}, ["b", "w"], coords=coords)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["b"] + [f"w[{i}]" for i in kept]
 
 
 @pytest.mark.long

@@ -144,9 +144,11 @@ class GIG(dist.Distribution):
 
     # -- which of the three forms each element takes ---------------------------------
     def _cases(self):
-        gamma_case = self.b == 0
-        invgamma_case = (self.a == 0) & ~gamma_case
-        bessel_case = ~(gamma_case | invgamma_case)
+        # jnp.logical_not, not ~: the parameters may be Python floats, whose comparisons are
+        # Python bools, and ~ on a bool is integer inversion (~True == -2), deprecated in 3.12
+        gamma_case = jnp.asarray(self.b == 0)
+        invgamma_case = jnp.asarray(self.a == 0) & jnp.logical_not(gamma_case)
+        bessel_case = jnp.logical_not(gamma_case | invgamma_case)
         # placeholders in the branches an element does not take, so that no branch
         # produces NaN or infinite gradients that jnp.where would propagate
         a_s = jnp.where(self.a > 0, self.a, 1.0)

@@ -12,8 +12,8 @@ Caches. The command line keeps two things between runs, both in one folder,
 
 * certified reference draws of ``zoo compare`` (``<sampler>-<key>.nc`` and ``.json`` at the
   folder's top; ``zoo compare --cache-dir`` moves them, ``--no-cache`` skips them);
-* JAX's compiled programs in ``jax/`` inside it (:func:`jax_cache_dir`; env ZOO_JAX_CACHE
-  moves them alone).
+* JAX's compiled programs in ``jax/<jax version>/`` inside it (:func:`jax_cache_dir`; env
+  ZOO_JAX_CACHE moves them alone).
 
 An entry is re-used only when its content key matches (a reference: model, data, sampler
 settings and package versions; a program: the program, the jax version and the backend),
@@ -117,9 +117,12 @@ def cache_dir() -> str:
     return _os.environ.get("ZOO_CACHE_DIR") or _os.path.join(_os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
 
 
-def jax_cache_dir() -> str:
-    """The folder of JAX's compiled programs: env ZOO_JAX_CACHE, else ``jax/`` in :func:`cache_dir`."""
-    return _os.environ.get("ZOO_JAX_CACHE") or _os.path.join(cache_dir(), "jax")
+def jax_cache_dir(cache_folder: str | None = None) -> str:
+    """The folder of JAX's compiled programs: env ZOO_JAX_CACHE, else ``jax/<jax version>/`` in
+    ``cache_folder`` (default :func:`cache_dir`) - one folder per JAX release, so that two environments sharing the cache
+    (Python 3.11 and 3.13, say, which install different JAX releases) never mix their programs,
+    and a folder left by an older JAX can be deleted whole."""
+    return _os.environ.get("ZOO_JAX_CACHE") or _os.path.join(cache_folder or cache_dir(), "jax", _jax.__version__)
 
 
 def enable_compilation_cache(path: str | None = None) -> str:
@@ -127,8 +130,8 @@ def enable_compilation_cache(path: str | None = None) -> str:
 
     Every engine compiles its loops once per shape bucket (seconds each); a benchmark or
     CLI run that starts many processes, or is run again, pays that once. ``path`` defaults
-    to :func:`jax_cache_dir` (env ZOO_JAX_CACHE, else ``~/.cache/sparse-bayes-zoo/jax``, or
-    ``jax/`` inside env ZOO_CACHE_DIR). Not switched on at import (a library should not
+    to :func:`jax_cache_dir` (env ZOO_JAX_CACHE, else ``~/.cache/sparse-bayes-zoo/jax/<jax
+    version>``, or ``jax/<jax version>`` inside env ZOO_CACHE_DIR). Not switched on at import (a library should not
     write to the user's home unasked); the CLI's computing commands and the benchmarks call
     it. Compiled programs are keyed by JAX on the program, the jax version and the
     backend, so a stale entry is never used. Returns the directory.

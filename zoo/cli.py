@@ -624,8 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser(
         "cache", help="show where the caches are and how big; --clear deletes them",
         description="The zoo caches certified reference draws (zoo compare) and JAX's compiled programs, both "
-        "in one folder: env ZOO_CACHE_DIR, else ~/.cache/sparse-bayes-zoo (the programs in its jax/ folder, or "
-        "in env ZOO_JAX_CACHE). Entries are re-used only when their content key matches, so deleting them is "
+        "in one folder: env ZOO_CACHE_DIR, else ~/.cache/sparse-bayes-zoo (the programs in its jax/<jax version>/ "
+        "folder, or in env ZOO_JAX_CACHE). Entries are re-used only when their content key matches, so deleting them is "
         "always safe: the next run recomputes what it needs. --clear deletes only what the zoo can prove it wrote "
         "(entries signed with your key, its own lock files, JAX's files in its folder) and says what it kept "
         "and why; a running command's entry is kept.")
@@ -730,10 +730,10 @@ def _cache_entries(folder: str, pattern) -> list[str]:
 
 def _cmd_cache(args) -> int:
     folder = args.cache_dir or zoo.cache_dir()
-    jax_dir = zoo.jax_cache_dir() if args.cache_dir is None or os.environ.get("ZOO_JAX_CACHE") else \
-        os.path.join(folder, "jax")
+    jax_dir = zoo.jax_cache_dir(args.cache_dir)
+    jax_folders = reference_cache.jax_cache_folders(folder, jax_dir)  # every JAX release's, and jax/ itself
     groups = [("reference draws", folder, _cache_entries(folder, _REFERENCE_ENTRY)),
-              ("JAX compiled programs", jax_dir, _cache_entries(jax_dir, _JAX_ENTRY))]
+              ("JAX compiled programs", jax_folders[-1], [f for d in jax_folders for f in _cache_entries(d, _JAX_ENTRY)])]
     for label, where, files in groups:
         size = sum(os.path.getsize(f) for f in files)
         print(f"{label}: {where} ({len(files)} files, {size / 1e6:.1f} MB)")

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 
+import jax
 import pytest
 
 import zoo
@@ -396,9 +397,28 @@ def test_the_package_docstring_names_the_real_cache_paths(monkeypatch, tmp_path)
     monkeypatch.delenv("ZOO_CACHE_DIR", raising=False)
     monkeypatch.delenv("ZOO_JAX_CACHE", raising=False)
     home = os.path.join(os.path.expanduser("~"), ".cache", "sparse-bayes-zoo")
-    assert zoo.cache_dir() == home and zoo.jax_cache_dir() == os.path.join(home, "jax")
-    assert "~/.cache/sparse-bayes-zoo" in zoo.__doc__ and "``jax/``" in zoo.__doc__
+    # one folder of compiled programs per JAX release (two environments never mix theirs)
+    assert zoo.cache_dir() == home and zoo.jax_cache_dir() == os.path.join(home, "jax", jax.__version__)
+    assert "~/.cache/sparse-bayes-zoo" in zoo.__doc__ and "``jax/<jax version>/``" in zoo.__doc__
     assert "~/.cache/sparse-bayes-zoo/jax" in zoo.enable_compilation_cache.__doc__
     assert "~/.cache/zoo" not in zoo.__doc__ + zoo.enable_compilation_cache.__doc__
     monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
-    assert zoo.cache_dir() == str(tmp_path) and zoo.jax_cache_dir() == str(tmp_path / "jax")
+    assert zoo.cache_dir() == str(tmp_path) and zoo.jax_cache_dir() == str(tmp_path / "jax" / jax.__version__)
+
+
+def test_zoo_cache_clears_the_programs_of_every_jax_release(tmp_path, capsys, monkeypatch):
+    # one folder per JAX release (zoo.jax_cache_dir): an older release's programs, and those
+    # of the flat jax/ of earlier zoo versions, are counted and cleared too; a folder that is
+    # not a release's is kept and said
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ZOO_JAX_CACHE", raising=False)
+    program = f"jit_fit-{'c' * 64}-cache"
+    for folder in (cache / "jax" / jax.__version__, cache / "jax" / "0.4.30", cache / "jax", cache / "jax" / "mine"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / program).write_bytes(b"x" * 10)
+    status, out, _ = run_cli(["cache"], capsys)
+    assert status == 0 and f"JAX compiled programs: {cache / 'jax'} (3 files" in out
+    status, out, _ = run_cli(["cache", "--clear"], capsys)
+    assert status == 0 and "deleted 3 files" in out
+    assert sorted(os.listdir(cache / "jax")) == ["mine"] and os.listdir(cache / "jax" / "mine") == [program]

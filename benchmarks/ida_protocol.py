@@ -227,7 +227,8 @@ def main(argv=None) -> int:
     write_json_atomic({"meta": meta, "table": table}, os.path.join(args.out, "summary.json"))
     text = render(table)
     write_text_atomic(os.path.join(args.out, "summary.md"),
-                      text + f"\n\nwall time of this run: {wall:.0f} s with {args.jobs} jobs "
+                      "# PCVM's engines on the IDA benchmarks (benchmarks/ida_protocol.py)\n\n"
+                      + text + f"\n\nwall time of this run: {wall:.0f} s with {args.jobs} jobs "
                       "(cells found on disk were not redone)\n")
     print(text)
     log("done")

@@ -450,7 +450,8 @@ def main(argv=None) -> int:
     write_json_atomic({"meta": meta, "table": table, "mechanisms": mech}, os.path.join(args.out, "summary.json"))
     text = render(table) + "\n\nThe paper's loop, from its traces:\n\n" + render_mechanisms(mech)
     write_text_atomic(os.path.join(args.out, "summary.md"),
-                      text + f"\n\n{meta['date']}, {meta['machine']}, {meta['cpus']} CPUs, load at end "
+                      "# PCVM EM's stopping rule against the paper's (benchmarks/pcvm_em_stopping.py)\n\n"
+                      + text + f"\n\n{meta['date']}, {meta['machine']}, {meta['cpus']} CPUs, load at end "
                       f"{meta['load_at_end'][0]:.1f}; seconds are warm FitInfo.seconds (compilation excluded)\n")
     print(text)
     return 0

@@ -211,13 +211,14 @@ def load(name: str, split: int = 0, *, standardize: bool = True) -> Split:
     """Load split ``split`` of data set ``name``.
 
     Args:
-        name: one of :func:`names` (see :func:`describe` for what each is).
-        split: 0 .. n_splits - 1 (only 0 for the fixed-split sets ripley, esl_mixture,
-            a1a, w1a).
-        standardize: standardize inputs with the training split's means and sds.
+
+    * name: one of :func:`names` (see :func:`describe` for what each is).
+    * split: 0 .. n_splits - 1 (only 0 for the fixed-split sets ripley, esl_mixture,
+      a1a, w1a).
+    * standardize: standardize inputs with the training split's means and sds.
 
     Returns:
-        :class:`Split` with float64 inputs and 0/1 labels.
+        :class:`~zoo.data.Split` with float64 inputs and 0/1 labels.
 
     Raises:
         ValueError: unknown name (the message lists the valid ones) or split out of range.
@@ -329,7 +330,7 @@ def describe() -> list[dict]:
 def load_libsvm(name: str) -> Split:
     """LIBSVM binary data ``a1a`` (123 features) or ``w1a`` (300 features), raw.
 
-    Returns the official training and test files as a :class:`Split` with dense float64
+    Returns the official training and test files as a :class:`~zoo.data.Split` with dense float64
     0/1 features (not standardized) and labels 1 for +1, 0 for -1.
     """
     if name not in LIBSVM_FEATURES:

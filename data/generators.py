@@ -30,12 +30,16 @@ def waveform_pool(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Breiman's waveform data (Breiman, Friedman, Olshen & Stone 1984, CART §2.6.2).
 
-    With attributes m = 1..21 and base waves
+    With attributes m = 1..21 and base waves::
+
         h1(m) = max(6 - |m - 7|, 0),  h2(m) = h1(m - 8),  h3(m) = h1(m - 4),
-    a class c is drawn uniformly from {0, 1, 2}, u ~ U(0, 1), eps_m ~ N(0, 1) i.i.d., and
+
+    a class c is drawn uniformly from {0, 1, 2}, u ~ U(0, 1), eps_m ~ N(0, 1) i.i.d., and::
+
         class 0: x_m = u h1(m) + (1 - u) h2(m) + eps_m
         class 1: x_m = u h1(m) + (1 - u) h3(m) + eps_m
         class 2: x_m = u h2(m) + (1 - u) h3(m) + eps_m.
+
     Returns X (n, 21) and the three-class label c (n,) as float.
     ``key`` seeds the stream (default: the project's fixed waveform pool).
     """
@@ -53,10 +57,12 @@ def waveform_pool(
 def spiral_points(density: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Two intertwined spirals (Lang & Witbrock 1988, CMU benchmark).
 
-    For i = 0, 1, ..., 96 * density:
+    For i = 0, 1, ..., 96 * density::
+
         phi_i = i * pi / (16 * density),  r_i = 6.5 * (104 * density - i) / (104 * density),
         class 1: ( r_i sin(phi_i),  r_i cos(phi_i)),
         class 0: (-r_i sin(phi_i), -r_i cos(phi_i)).
+
     density = 1 gives the original 194 points (97 per class); each spiral makes three
     turns. Returns X (2 * (96 * density + 1), 2), y; class 1 first.
     """
@@ -78,11 +84,12 @@ OVERLAP_MEANS = ((-1.0, 0.0), (1.0, 0.0))
 
 
 def cross_sample(bg: np.random.PCG64, n0: int, n1: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two equal Gaussians, one rotated by 90 degrees: an overlapping "+" cross.
+    """Two equal Gaussians, one rotated by 90 degrees: an overlapping "+" cross::
 
         class 0: x ~ N(0, diag(s_long^2, s_short^2))   (horizontal arm)
         class 1: x ~ N(0, diag(s_short^2, s_long^2))   (vertical arm, = class 0 rotated 90°)
-    with (s_long, s_short) = CROSS_SD = (1, 0.15). The Bayes rule is |x1| > |x2| -> class 0
+
+    with (s_long, s_short) = CROSS_SD = (1, 0.15). The Bayes rule is ``|x1| > |x2|`` -> class 0
     and the Bayes error is (2 / pi) * arctan(s_short / s_long) = 0.0948. Returns n0 rows
     of class 0 then n1 of class 1.
     """
@@ -95,9 +102,10 @@ def cross_sample(bg: np.random.PCG64, n0: int, n1: int) -> tuple[np.ndarray, np.
 
 
 def overlap_sample(bg: np.random.PCG64, n0: int, n1: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two overlapping isotropic Gaussians.
+    """Two overlapping isotropic Gaussians::
 
         class 0: x ~ N((-1, 0), I),   class 1: x ~ N((+1, 0), I)   (OVERLAP_MEANS)
+
     The Bayes rule is x1 > 0 -> class 1 and the Bayes error is Phi(-1) = 0.1587.
     Returns n0 rows of class 0 then n1 of class 1.
     """
@@ -128,6 +136,10 @@ GGIG_WEAK_WEIGHT = 0.3
 
 def ggig_linear_arrays(n_relevant: int, n_train: int, repetition: int = 0, *, n_test: int = 3000,
                         n_features: int = 50, weight: float = 3.0):
+    """The arrays of one repetition of :func:`ggig_linear`'s design, (X_train, y_train, X_test,
+    y_test), without the Split around them; ``weight`` is the value of the relevant weights (the
+    paper's 3; ``GGIG_WEAK_WEIGHT`` for ggig_linear_weak). ValueError for a size that is not a
+    positive integer, ``n_relevant`` above ``n_features`` or a negative repetition."""
     for value, what in ((n_relevant, "n_relevant"), (n_train, "n_train"), (n_test, "n_test"),
                         (n_features, "n_features")):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -184,6 +196,9 @@ def horii_beta_star() -> np.ndarray:
 
 
 def horii_synthetic_arrays(repetition: int = 0, *, n_train: int = 100, n_test: int = 1000):
+    """The arrays of one repetition of :func:`horii_synthetic`'s design, (X_train, y_train,
+    X_test, y_test), without the Split around them. ValueError for a size that is not a positive
+    integer or a negative repetition."""
     for value, what in ((n_train, "n_train"), (n_test, "n_test")):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{what} must be a positive integer, got {value!r}")

@@ -57,14 +57,15 @@ class EslMixture:
     """ESL mixture-simulation data (Hastie, Tibshirani & Friedman, §2.3.3).
 
     Attributes:
-        X_train: (200, 2) inputs; y_train: (200,) labels (1 = ORANGE, 100 of each).
-        grid_X: (6831, 2) lattice points, x1 varying fastest over ``px1`` (69 values),
-            then x2 over ``px2`` (99 values).
-        grid_prob: (6831,) Bayes posterior P(y = 1 | x) on the lattice.
-        grid_marginal: (6831,) mixture density p(x) on the lattice.
-        means: (20, 2) mixture centres; means_class: (20,) their class (10 of each).
-        px1: (69,), px2: (99,) lattice axes.
-        component_var: variance of each Gaussian component (isotropic), 1/5.
+
+    * X_train: (200, 2) inputs; y_train: (200,) labels (1 = ORANGE, 100 of each).
+    * grid_X: (6831, 2) lattice points, x1 varying fastest over ``px1`` (69 values),
+      then x2 over ``px2`` (99 values).
+    * grid_prob: (6831,) Bayes posterior P(y = 1 | x) on the lattice.
+    * grid_marginal: (6831,) mixture density p(x) on the lattice.
+    * means: (20, 2) mixture centres; means_class: (20,) their class (10 of each).
+    * px1: (69,), px2: (99,) lattice axes.
+    * component_var: variance of each Gaussian component (isotropic), 1/5.
     """
 
     X_train: np.ndarray
@@ -95,15 +96,23 @@ class EslMixture:
 
 
 def read_rows(relative: str, sep: str = ",", skip: int = 0) -> list[list[str]]:
+    """The rows of a shipped text file (path ``relative`` to the data folder) as lists of
+    stripped fields split at ``sep`` (None: any whitespace), after ``skip`` header lines;
+    blank lines are dropped."""
     lines = read_bytes(relative).decode("utf-8").splitlines()[skip:]
     return [[t.strip() for t in line.split(sep)] for line in lines if line.strip()]
 
 
 def read_numeric(relative: str, sep: str = ",", skip: int = 0) -> np.ndarray:
+    """A shipped text file of numbers as a float array, one row per non-blank line (the
+    arguments of :func:`read_rows`)."""
     return np.array(read_rows(relative, sep, skip), dtype=float)
 
 
 def one_hot(values: list[str], levels: tuple[str, ...], attribute: str):
+    """A symbolic attribute one-hot encoded over its ``levels``: (columns, names), a 0/1
+    column named ``attribute=level`` per level, or a single one for the second level when
+    there are only two. ValueError for a value that is not among ``levels``."""
     unknown = sorted(set(values) - set(levels))
     if unknown:
         raise ValueError(f"attribute {attribute!r} has unexpected levels {unknown}")
@@ -116,6 +125,7 @@ def one_hot(values: list[str], levels: tuple[str, ...], attribute: str):
 
 
 def interval_midpoint(values: list[str]) -> np.ndarray:
+    """The midpoints of interval symbols such as ``"30-34"`` (32.0), as a float array."""
     out = []
     for v in values:
         lo, hi = v.split("-")
@@ -124,12 +134,17 @@ def interval_midpoint(values: list[str]) -> np.ndarray:
 
 
 def make_readonly(*arrays: np.ndarray) -> None:
+    """Mark the arrays read-only: the pools and splits built from them are cached, and a
+    caller must not be able to change what the next one gets."""
     for a in arrays:
         a.setflags(write=False)
 
 
 @dataclass(frozen=True, eq=False)
 class Pool:
+    """A data set's whole pool before splitting: inputs ``X`` (n, d), labels ``y`` (n,) as
+    float 0/1, and the column names (or None); read-only, made by :func:`make_pool`."""
+
     X: np.ndarray
     y: np.ndarray
     feature_names: tuple[str, ...] | None
@@ -137,6 +152,9 @@ class Pool:
 
 @dataclass(frozen=True, eq=False)
 class FixedSplit:
+    """A data set that comes with its own train / test split (ripley, esl_mixture, a1a,
+    w1a): float arrays and the column names (or None); read-only, made by :func:`make_fixed`."""
+
     X_train: np.ndarray
     y_train: np.ndarray
     X_test: np.ndarray
@@ -145,6 +163,8 @@ class FixedSplit:
 
 
 def make_pool(X, y, names=None) -> Pool:
+    """A read-only :class:`Pool` of ``X`` and ``y`` as contiguous float64 arrays (boolean
+    labels become 0/1) and the column ``names`` as a tuple (None: unnamed)."""
     X = np.ascontiguousarray(X, dtype=float)
     y = np.ascontiguousarray(y, dtype=float)
     make_readonly(X, y)
@@ -153,6 +173,7 @@ def make_pool(X, y, names=None) -> Pool:
 
 # --- one builder per data set ----------------------------------------------------------
 def read_banana() -> Pool:
+    """IDA's banana (KEEL ``banana.dat``): two inputs as given. Positive: label +1."""
     A = read_numeric("keel/banana.dat")
     return make_pool(A[:, :2], A[:, 2] == 1.0, ("x1", "x2"))
 
@@ -167,6 +188,9 @@ _BREAST_LEVELS = {
 
 
 def read_breast_cancer() -> Pool:
+    """Ljubljana breast cancer (KEEL ``breast.dat``), 15 inputs: age, tumour size and
+    involved nodes as interval midpoints, deg_malig as a number, the other symbols one-hot.
+    Positive: recurrence-events."""
     rows = read_rows("keel/breast.dat")
     col = lambda j: [r[j] for r in rows]  # noqa: E731
     cols, names = [], []
@@ -195,6 +219,8 @@ _PIMA_NAMES = (
 
 
 def read_diabetis() -> Pool:
+    """IDA's diabetis: the UCI Pima Indians Diabetes file, its eight inputs as given
+    (zeros stand for missing values). Positive: diabetic (class 1, tested positive)."""
     A = read_numeric("uci/pima-indians-diabetes.data.csv")
     return make_pool(A[:, :8], A[:, 8] == 1.0, _PIMA_NAMES)
 
@@ -238,6 +264,9 @@ _FLARE_NUMERIC = (
 
 
 def read_flare_solar() -> Pool:
+    """Solar flare (KEEL ``flare-F.dat``), 17 inputs: spot size and spot distribution
+    one-hot, six numeric codes as given, KEEL's Zurich-class-F label as an input. Positive: at
+    least one C, M or X class flare in the next 24 h (the module docstring says why)."""
     rows = read_rows("keel/flare-F.dat")
     cols, names = [], []
     for j, attr in enumerate(("largest_spot_size", "spot_distribution")):
@@ -280,6 +309,8 @@ _GERMAN_ATTRS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
 
 
 def read_german() -> Pool:
+    """German credit (KEEL ``german.dat``, UCI Statlog), 59 inputs: the 7 numeric
+    attributes as given, the 13 symbolic ones one-hot. Positive: bad credit risk (class 2)."""
     rows = read_rows("keel/german.dat")
     cols, names = [], []
     for j, (attr, levels) in enumerate(_GERMAN_ATTRS):
@@ -296,6 +327,8 @@ def read_german() -> Pool:
 
 
 def read_heart() -> Pool:
+    """Statlog heart (the UCI file, not KEEL's copy: see the module docstring), the 13
+    inputs as given, named by the file's header. Positive: heart disease present (class 2)."""
     text = read_bytes("uci/heart.dat").decode("utf-8").splitlines()
     header = text[0].split()
     A = np.array([line.split() for line in text[1:] if line.strip()], dtype=float)
@@ -314,6 +347,9 @@ _IMAGE_POSITIVE = (2.0, 3.0, 7.0)  # sky, foliage, grass
 
 
 def read_image() -> Pool:
+    """Image segmentation (KEEL ``segment.dat``): exact duplicate rows removed (the first
+    kept: 2086 rows), the constant region_pixel_count dropped (18 inputs). Positive: a
+    natural scene (sky, foliage or grass)."""
     A = read_numeric("keel/segment.dat")
     X, cls = A[:, :19], A[:, 19]
     _, first = np.unique(X, axis=0, return_index=True)
@@ -325,11 +361,13 @@ def read_image() -> Pool:
 
 
 def read_ringnorm() -> Pool:
+    """Breiman's ringnorm (KEEL ``ring.dat``): 20 inputs as given. Positive: label 1."""
     A = read_numeric("keel/ring.dat")
     return make_pool(A[:, :20], A[:, 20] == 1.0, [f"x{j + 1}" for j in range(20)])
 
 
 def read_twonorm() -> Pool:
+    """Breiman's twonorm (KEEL ``twonorm.dat``): 20 inputs as given. Positive: label 1."""
     A = read_numeric("keel/twonorm.dat")
     return make_pool(A[:, :20], A[:, 20] == 1.0, [f"x{j + 1}" for j in range(20)])
 
@@ -338,6 +376,9 @@ _BASES = ("A", "C", "G", "T")
 
 
 def read_splice() -> Pool:
+    """Primate splice junctions (KEEL ``splice.dat``): the sequences with ambiguous
+    letters dropped (3175 rows), each of the 60 positions one-hot over A, C, G, T (240
+    inputs). Positive: a splice junction, EI or IE."""
     rows = [r for r in read_rows("keel/splice.dat") if all(t in _BASES for t in r[:60])]
     letters = np.array([r[:60] for r in rows])
     X = (letters[:, :, None] == np.array(_BASES)[None, None, :]).reshape(len(rows), 240)
@@ -348,6 +389,8 @@ def read_splice() -> Pool:
 
 
 def read_thyroid() -> Pool:
+    """UCI new-thyroid: the five inputs as given. Positive: abnormal (hyper- or
+    hypothyroid, classes 2 and 3); negative: normal (class 1)."""
     text = read_bytes("uci/new-thyroid.data").decode("utf-8").splitlines()
     header = [h.strip().replace(" ", "_") for h in text[0].split(",")]
     A = np.array([line.split(",") for line in text[1:] if line.strip()], dtype=float)
@@ -355,17 +398,23 @@ def read_thyroid() -> Pool:
 
 
 def read_titanic() -> Pool:
+    """IDA's titanic (KEEL ``titanic.dat``): class, age and sex as the file's numeric
+    codes. Positive: survived (label +1)."""
     A = read_numeric("keel/titanic.dat")
     return make_pool(A[:, :3], A[:, 3] == 1.0, ("class", "age", "sex"))
 
 
 def read_ripley() -> FixedSplit:
+    """Ripley's synthetic data: the original training (250) and test (1000) files,
+    inputs xs and ys, label yc."""
     tr = read_numeric("ripley/synth.tr", sep=None, skip=1)
     te = read_numeric("ripley/synth.te", sep=None, skip=1)
     return make_fixed(tr[:, :2], tr[:, 2], te[:, :2], te[:, 2], ("xs", "ys"))
 
 
 def make_fixed(Xtr, ytr, Xte, yte, names) -> FixedSplit:
+    """A read-only :class:`FixedSplit` of the training and test arrays (as contiguous
+    float64) and the column ``names`` as a tuple (None: unnamed)."""
     arrays = [np.ascontiguousarray(a, dtype=float) for a in (Xtr, ytr, Xte, yte)]
     make_readonly(*arrays)
     return FixedSplit(*arrays, tuple(names) if names is not None else None)
@@ -375,6 +424,8 @@ LIBSVM_FEATURES = {"a1a": 123, "w1a": 300}
 
 
 def read_libsvm(name: str) -> FixedSplit:
+    """LIBSVM's ``a1a`` or ``w1a`` with its ``.t`` test file: dense 0/1 features (123
+    or 300, named f1, f2, ...) and labels 1 for +1, 0 for -1."""
     d = LIBSVM_FEATURES[name]
     Xtr, ytr = parse_libsvm(f"libsvm/{name}", d)
     Xte, yte = parse_libsvm(f"libsvm/{name}.t", d)

@@ -21,7 +21,7 @@ problems are rebuilt from the underlying raw data and re-split:
   negatives; its rows are then put in a random order (some files are sorted by class).
   Everything left over is the test set, in pool order. If more is left over than the
   IDA test size, the test set is cut to that size, again stratified. If less is left
-  over (image), the test set is smaller than IDA's; :func:`describe` says so.
+  over (image), the test set is smaller than IDA's; :func:`~zoo.data.describe` says so.
 * 100 splits for every IDA problem (EPCVM used 100 for all 13, also for image and
   splice, which have 20 in the IDA release).
 
@@ -103,16 +103,17 @@ class Split:
     """One train/test split of a data set.
 
     Attributes:
-        name: data set name (as passed to :func:`load`).
-        split: split index k.
-        X_train: (n_train, d) float64 inputs (standardized unless ``standardize=False``).
-        y_train: (n_train,) float64 labels in {0, 1}.
-        X_test: (n_test, d) float64 inputs, same map as the training inputs.
-        y_test: (n_test,) float64 labels in {0, 1}.
-        feature_names: tuple of d column names, or None.
-        standardization: the fitted :class:`Standardization` (means, sds over the
-            training split), or None when the inputs were returned raw.
-        source: where the rows came from and how the split was drawn.
+
+    * name: data set name (as passed to :func:`~zoo.data.load`).
+    * split: split index k.
+    * X_train: (n_train, d) float64 inputs (standardized unless ``standardize=False``).
+    * y_train: (n_train,) float64 labels in {0, 1}.
+    * X_test: (n_test, d) float64 inputs, same map as the training inputs.
+    * y_test: (n_test,) float64 labels in {0, 1}.
+    * feature_names: tuple of d column names, or None.
+    * standardization: the fitted :class:`Standardization` (means, sds over the
+      training split), or None when the inputs were returned raw.
+    * source: where the rows came from and how the split was drawn.
     """
 
     name: str
@@ -127,10 +128,14 @@ class Split:
 
     @property
     def n_features(self) -> int:
+        """d, the number of input columns (of the training and the test inputs alike)."""
         return self.X_train.shape[1]
 
 
 def bitgen(*key: int) -> np.random.PCG64:
+    """The PCG64 bit generator of the stream ``key``, seeded by
+    ``SeedSequence([PROJECT_SEED, *key])`` (for a split: the data set's seed id, then k). Only its
+    raw output is used (:func:`permutation`, :func:`uniform`, :func:`standard_normal`)."""
     return np.random.PCG64(np.random.SeedSequence([PROJECT_SEED, *key]))
 
 
@@ -182,6 +187,8 @@ def stratified_indices(
 
 
 def fit_standardization(X: np.ndarray) -> Standardization:
+    """The :class:`Standardization` fitted on training inputs ``X`` (n, d): column means and
+    sds (``ddof=0``), with sd 1 for a column that is constant up to round-off."""
     means = X.mean(axis=0)
     sds = X.std(axis=0)
     # A column is constant when its spread is round-off relative to its magnitude.

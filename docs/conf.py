@@ -27,8 +27,10 @@ extensions = [
 ]
 
 root_doc = "docs/index"
-include_patterns = ["docs/**", "README.md", "CONTRIBUTING.md", "DERIVATIONS.md", "notebooks/*.ipynb"]
-exclude_patterns = ["build", "docs/_ext/**"]
+include_patterns = ["docs/**", "README.md", "CONTRIBUTING.md", "DERIVATIONS.md", "notebooks/*.ipynb",
+                    "benchmarks/README.md", "benchmarks/results/*.md", "benchmarks/results/**/*.md"]
+# the accelerator check's raw reports name figures that were not kept (its README summarizes them)
+exclude_patterns = ["build", "docs/_ext/**", "benchmarks/results/accelerator_check/run*/**"]
 
 # the lessons are shown as stored: refresh.py executes them and checks their outputs
 nb_execution_mode = "off"
@@ -41,7 +43,10 @@ nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(np|numpy|jnp|jax|numpyro|scipy|xr|xarray|az|arviz|matplotlib|sklearn|dask|distributed|pd)(\..*)?"),
     (r"py:.*", r"(Any|Callable|Iterable|Iterator|Sequence|Mapping|Optional|Union|Literal|TypeVar|Self)"),
-    (r"py:.*", r"(typing|collections\.abc|os|pathlib|concurrent\.futures)\..*"),
+    (r"py:.*", r"(typing|collections\.abc|os|pathlib|concurrent\.futures|abc|enum|dataclasses)\..*"),
+    # annotations autodoc shows as written (``from __future__ import annotations``): a union or
+    # a generic it cannot split into names is no cross-reference a reader follows
+    (r"py:class", r".*[\[\]|'].*"),
 ]
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"

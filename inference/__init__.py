@@ -1,4 +1,4 @@
-"""Inference engines. Every engine has one signature:
+"""Inference engines. Every engine has one signature::
 
     fit(spec, Phi, y, *, config=None) -> Posterior
 

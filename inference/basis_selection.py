@@ -23,13 +23,16 @@ alpha_i = infinity (basis out). Here exp(q_i w - s_i w^2 / 2) is the message the
 (Gaussianized) likelihood sends to w_i once all other weights are integrated out. With
 the Gaussianized posterior N(mean, cov) over [b, w_active]:
 
-* out of the model (candidate column phi):
-    S = phi^T B phi - phi^T B Phi~ cov Phi~^T B phi,   Q = phi^T B (t_hat - Phi~ mean),
+* out of the model (candidate column phi)::
+
+      S = phi^T B phi - phi^T B Phi~ cov Phi~^T B phi,   Q = phi^T B (t_hat - Phi~ mean),
+
   s = S, q = Q;
 * in the model (the bias included): the posterior marginal of w_i is the product of its
   prior N(0, 1/alpha_i), its own extra site exp(h_i w - d_i w^2 / 2) (if the engine has
-  one, see :class:`Gaussianized`) and the message, so
-    s_i = 1/cov_ii - alpha_i - d_i,   q_i = mean_i / cov_ii - h_i.
+  one, see :class:`Gaussianized`) and the message, so ::
+
+      s_i = 1/cov_ii - alpha_i - d_i,   q_i = mean_i / cov_ii - h_i.
 
 For a plain Gaussian likelihood (no sites) these are exactly Tipping & Faul's S, Q with
 the in-model conversion s = alpha S/(alpha - S), q = alpha Q/(alpha - S) (tested). For
@@ -65,7 +68,7 @@ Rules (DERIVATIONS.md §1.5, with the truncated prior):
   at ``initial_alpha_bias``;
 * the action taken is the one with the largest predicted Delta L;
 * stop when there is nothing left to do: no candidate can be added, no basis must be
-  deleted and every in-model |Delta log alpha| (bias included) is below
+  deleted and every in-model ``|Delta log alpha|`` (bias included) is below
   ``min_delta_log_alpha`` (or gains less than ``min_delta_log_evidence``) -> converged.
   The iteration cap stops with converged=False, and so does a return to a state already
   visited (same active set and alphas): the rules are deterministic in that state, so
@@ -123,19 +126,19 @@ from .posterior import FitInfo, GaussianPosterior
 class Gaussianized(NamedTuple):
     """A Gaussian approximation of the posterior at the current active set and alpha.
 
-    mean: (M+1,) posterior mean of [b, w_active].
-    cov: (M+1, M+1) posterior covariance.
-    noise_precision: (N,) B, the precision of the equivalent regression likelihood.
-    targets: (N,) t_hat, its targets.
-    log_evidence: the engine's approximate log marginal likelihood (monitor).
-    site_precision, site_shift: (M+1,) or None. Gaussian factors exp(shift theta -
-        precision theta^2 / 2) on single coordinates that the engine folded into mean/cov
-        besides the likelihood and the N(0, 1/alpha) prior (Laplace: the quadratic
-        expansion of log sigma(beta w_i) at the mode; EP: the truncation sites). The
-        selection divides them out of the in-model factors, so that in- and out-of-model
-        factors both describe the likelihood alone. None = no such factors.
-    converged: whether the engine's own inner iteration converged.
-    state: anything engine-specific the next call may want (handed back in WarmStart).
+    - mean: (M+1,) posterior mean of [b, w_active].
+    - cov: (M+1, M+1) posterior covariance.
+    - noise_precision: (N,) B, the precision of the equivalent regression likelihood.
+    - targets: (N,) t_hat, its targets.
+    - log_evidence: the engine's approximate log marginal likelihood (monitor).
+    - site_precision, site_shift: (M+1,) or None. Gaussian factors exp(shift theta -
+      precision theta^2 / 2) on single coordinates that the engine folded into mean/cov
+      besides the likelihood and the N(0, 1/alpha) prior (Laplace: the quadratic
+      expansion of log sigma(beta w_i) at the mode; EP: the truncation sites). The
+      selection divides them out of the in-model factors, so that in- and out-of-model
+      factors both describe the likelihood alone. None = no such factors.
+    - converged: whether the engine's own inner iteration converged.
+    - state: anything engine-specific the next call may want (handed back in WarmStart).
     """
 
     mean: np.ndarray
@@ -152,11 +155,11 @@ class Gaussianized(NamedTuple):
 class WarmStart(NamedTuple):
     """What the selection hands to the next ``gaussianize`` call.
 
-    mean: (M_new+1,) the previous posterior mean mapped to the new active set (the bias
-        first; an added column starts at 0; a deleted column is dropped).
-    previous: the previous Gaussianized (its per-data-point noise_precision/targets and
-        ``state`` stay meaningful across active-set changes, e.g. EP site parameters).
-    active: (M_new,) the new active candidate indices; previous_active: the old ones.
+    - mean: (M_new+1,) the previous posterior mean mapped to the new active set (the bias
+      first; an added column starts at 0; a deleted column is dropped).
+    - previous: the previous Gaussianized (its per-data-point noise_precision/targets and
+      ``state`` stay meaningful across active-set changes, e.g. EP site parameters).
+    - active: (M_new,) the new active candidate indices; previous_active: the old ones.
     """
 
     mean: np.ndarray | None
@@ -173,28 +176,29 @@ GaussianizeFn = Callable[[PCVM, np.ndarray, np.ndarray, "WarmStart | None"], Gau
 class SelectionConfig:
     """Settings of the sequential selection.
 
-    initial_alpha, initial_alpha_bias: EPCVM Section V uses alpha_0,i = 0.5.
-    min_delta_log_alpha: 1e-3 as in Tipping's SparseBayes (MinDeltaLogAlpha); 1e-6 is
-        also in use. On Ripley (widths 0.5 and 1.0) 1e-6 returns the same
-        active set with log evidence within 5e-4, in 35-55% more steps.
-    min_delta_log_evidence: a re-estimate of a kept alpha (or of the bias) whose predicted
-        evidence gain is below this many nats is not taken. Without it, nearly separable
-        data (thyroid, a 112-point subset, widths 0.5 and 1.0) let EP's selection creep
-        for 1000 steps: alphas drift towards 0 by ~0.2% a step at gains of 5e-7 nats, each
-        step just above min_delta_log_alpha (on separable data the evidence is nearly flat
-        along a joint scaling of all alphas). Additions and deletions are never filtered.
-        1e-4 rather than 1e-5: on 5-fold-CV training sets of heart, breast_cancer and
-        diabetis it halved the steps of Laplace and EP selection (e.g. EP on heart at
-        width 2: 1000 capped steps -> 761 converged; Laplace on breast_cancer at width 1:
-        1000 -> 122) for evidence losses of 0.05-0.65 nats and identical validation and
-        test errors.
-    zero_factor: theta = q^2 - s below this counts as 0 (SparseBayes ZeroFactor).
-    max_iter: cap on the number of actions.
-    template: the PCVM spec whose link constants (surrogate slope, indicator sharpness)
-        the selected specs inherit.
-    scan: which out-of-model candidates are scored at a step.
-        "full" (the paper's, and Tipping & Faul's): every candidate at every step.
-        "working-set" (NOT the paper's; a deviation for large N, measured in
+    - initial_alpha, initial_alpha_bias: EPCVM Section V uses alpha_0,i = 0.5.
+    - min_delta_log_alpha: 1e-3 as in Tipping's SparseBayes (MinDeltaLogAlpha); 1e-6 is
+      also in use. On Ripley (widths 0.5 and 1.0) 1e-6 returns the same
+      active set with log evidence within 5e-4, in 35-55% more steps.
+    - min_delta_log_evidence: a re-estimate of a kept alpha (or of the bias) whose predicted
+      evidence gain is below this many nats is not taken. Without it, nearly separable
+      data (thyroid, a 112-point subset, widths 0.5 and 1.0) let EP's selection creep
+      for 1000 steps: alphas drift towards 0 by ~0.2% a step at gains of 5e-7 nats, each
+      step just above min_delta_log_alpha (on separable data the evidence is nearly flat
+      along a joint scaling of all alphas). Additions and deletions are never filtered.
+      1e-4 rather than 1e-5: on 5-fold-CV training sets of heart, breast_cancer and
+      diabetis it halved the steps of Laplace and EP selection (e.g. EP on heart at
+      width 2: 1000 capped steps -> 761 converged; Laplace on breast_cancer at width 1:
+      1000 -> 122) for evidence losses of 0.05-0.65 nats and identical validation and
+      test errors.
+    - zero_factor: theta = q^2 - s below this counts as 0 (SparseBayes ZeroFactor).
+    - max_iter: cap on the number of actions.
+    - template: the PCVM spec whose link constants (surrogate slope, indicator sharpness)
+      the selected specs inherit.
+    - scan: which out-of-model candidates are scored at a step.
+
+      - "full" (the paper's, and Tipping & Faul's): every candidate at every step.
+      - "working-set" (NOT the paper's; a deviation for large N, measured in
         benchmarks/epcvm_scaling.py): a full scan only every ``refresh_every`` steps and
         whenever the working set has nothing left to do; in between, only the
         ``working_set_size`` candidates with the largest Q^2/S of the last full scan (plus
@@ -202,10 +206,12 @@ class SelectionConfig:
         can then be missed, or taken later than the paper would take it, but convergence
         is only declared by a full scan: the returned state satisfies the paper's
         stopping rule over all candidates (DERIVATIONS.md §1.5).
-    reestimate: what a step does when the best action is a re-estimate (of a kept alpha or
-        of the bias).
-        "single" (the paper's): that one re-estimate.
-        "batch" (NOT the paper's; a deviation for large N, measured in
+
+    - reestimate: what a step does when the best action is a re-estimate (of a kept alpha or
+      of the bias).
+
+      - "single" (the paper's): that one re-estimate.
+      - "batch" (NOT the paper's; a deviation for large N, measured in
         benchmarks/epcvm_scaling.py): every re-estimate the rules allow at that state at
         once, each alpha set to its own optimum s^2/(q^2 - s) with the others held. The
         batch is kept only if its re-fit ends at least as high as the single re-estimate
@@ -213,10 +219,11 @@ class SelectionConfig:
         else the single is fitted too and the higher of the two is kept. Adds and
         deletions are untouched, and the stopping rule is the same, so the returned state
         is still a fixed point of the paper's rule (DERIVATIONS.md §1.5).
-    working_set_size, refresh_every: see ``scan``.
-    audit: with scan="working-set", run a full scan beside every working-set step as well
-        and record in ``history`` whether it picks the same action ("audit_same_action")
-        - a diagnostic of the deviation, as expensive as scan="full".
+
+    - working_set_size, refresh_every: see ``scan``.
+    - audit: with scan="working-set", run a full scan beside every working-set step as well
+      and record in ``history`` whether it picks the same action ("audit_same_action") -
+      a diagnostic of the deviation, as expensive as scan="full".
     """
 
     initial_alpha: float = 0.5
@@ -272,27 +279,27 @@ class Factors(NamedTuple):
 class SelectionResult:
     """The outcome of :func:`select_basis`.
 
-    active: (M,) selected candidate indices (in order of the columns of the final model).
-    alpha: (M,) their precisions; alpha_bias: the bias precision.
-    spec: frozen probit PCVM with that alpha and alpha_bias (the model for NUTS & co.).
-    posterior: the Gaussianized fit at the final active set and alpha.
-    trace: (n_iter+1,) log evidence after each Gaussianization.
-    history: one dict per action (iteration, action, index, alpha_old, alpha_new,
-        delta_predicted, log_evidence_before/after, n_active; forced_by_truncation for
-        deletions). With reestimate="batch" a kept batch is action "batch", index None,
-        indices (its members, -1 the bias), delta_predicted the sum of the members' own
-        predictions. On every step where a batch was tried: batch_size and
-        single_delta_predicted (the paper's step's prediction); where the single was
-        fitted too, batch_log_evidence and single_log_evidence.
-    factors: the s, q factors at the returned state (None if ``score`` picked an earlier
-        one); seconds: wall time of the whole run (compilation included);
-    n_inner_unconverged: Gaussianizations whose own iteration did not converge;
-    best_iteration: with ``score``, the step whose state is returned;
-    scans: one (kind, M, n_scored) per candidate scan, kind "full" or "working-set", M the
-        active-set size it saw and n_scored the out-of-model candidates it scored (what the
-        scan's products cost: 2 N n_scored (M + 2) flops);
-    timings: wall seconds by part: "gaussianize", "full_scan", "working_set" (scoring
-        and building the working set), "columns" (active kernel columns), "total".
+    - active: (M,) selected candidate indices (in order of the columns of the final model).
+    - alpha: (M,) their precisions; alpha_bias: the bias precision.
+    - spec: frozen probit PCVM with that alpha and alpha_bias (the model for NUTS & co.).
+    - posterior: the Gaussianized fit at the final active set and alpha.
+    - trace: (n_iter+1,) log evidence after each Gaussianization.
+    - history: one dict per action (iteration, action, index, alpha_old, alpha_new,
+      delta_predicted, log_evidence_before/after, n_active; forced_by_truncation for
+      deletions). With reestimate="batch" a kept batch is action "batch", index None,
+      indices (its members, -1 the bias), delta_predicted the sum of the members' own
+      predictions. On every step where a batch was tried: batch_size and
+      single_delta_predicted (the paper's step's prediction); where the single was
+      fitted too, batch_log_evidence and single_log_evidence.
+    - factors: the s, q factors at the returned state (None if ``score`` picked an earlier
+      one); seconds: wall time of the whole run (compilation included);
+    - n_inner_unconverged: Gaussianizations whose own iteration did not converge;
+    - best_iteration: with ``score``, the step whose state is returned;
+    - scans: one (kind, M, n_scored) per candidate scan, kind "full" or "working-set", M the
+      active-set size it saw and n_scored the out-of-model candidates it scored (what the
+      scan's products cost: 2 N n_scored (M + 2) flops);
+    - timings: wall seconds by part: "gaussianize", "full_scan", "working_set" (scoring
+      and building the working set), "columns" (active kernel columns), "total".
     """
 
     active: np.ndarray
@@ -314,6 +321,7 @@ class SelectionResult:
 
     @property
     def n_full_scans(self) -> int:
+        """How many of the candidate scans in ``scans`` were full ones."""
         return sum(1 for kind, _, _ in self.scans if kind == "full")
 
 
@@ -415,10 +423,10 @@ def sparsity_quality_factors(g: Gaussianized, Phi_all, active: np.ndarray,
                              Phi_active: np.ndarray | None = None) -> Factors:
     """s, q for all K candidates (out-of-model formula, then the in-model identities).
 
-    g: the Gaussianization at ``active`` (mean/cov over [b, w_active]).
-    Phi_all: (N, K) array, or :class:`KernelCandidates` (scored tile by tile, never
-        formed); active: (M,) indices into its columns; alpha: (M,).
-    Phi_active: (N, M) the active columns, if the caller has them (else computed).
+    - g: the Gaussianization at ``active`` (mean/cov over [b, w_active]).
+    - Phi_all: (N, K) array, or :class:`KernelCandidates` (scored tile by tile, never
+      formed); active: (M,) indices into its columns; alpha: (M,).
+    - Phi_active: (N, M) the active columns, if the caller has them (else computed).
 
     Dense: the O(N K M) part runs compiled, padded to a power-of-two number of columns
     (zero columns and zero covariance entries leave S and Q unchanged), so a selection
@@ -567,6 +575,8 @@ class KernelCandidates:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """(N, K): the shape of the design these candidates stand for, data points by
+        candidate columns."""
         return self.X.shape[0], self.centres.shape[0]
 
     def _blocks(self, A: np.ndarray):
@@ -881,16 +891,16 @@ def select_basis(Phi_all, y, gaussianize: GaussianizeFn, *, config: SelectionCon
                  progress: Callable[[int, dict[str, Any]], None] | None = None) -> SelectionResult:
     """Tipping & Faul's sequential add / re-estimate / delete for PCVM.
 
-    Phi_all: (N, K) candidate columns (label-signed basis; no bias column - the bias is
-        always in the model), or :class:`KernelCandidates` for large N (the same columns,
-        never formed: memory O(N M) instead of O(N K)). y: (N,) labels (0/1 or -1/+1).
-    gaussianize: engine callback, see :data:`GaussianizeFn`.
-    score: optional; if given, the returned state is the visited one with the smallest
-        score(Gaussianized) (EPCVM_EP keeps the model with the smallest leave-one-out
-        error); by default the last one.
-    progress: optional; called after every step as ``progress(step, state)`` with state
-        {"basis functions": M, "log evidence": after the step, "scan": "full" or
-        "working-set"} (the scikit-learn classifier's verbose lines). It only reads.
+    - Phi_all: (N, K) candidate columns (label-signed basis; no bias column - the bias is
+      always in the model), or :class:`KernelCandidates` for large N (the same columns,
+      never formed: memory O(N M) instead of O(N K)). y: (N,) labels (0/1 or -1/+1).
+    - gaussianize: engine callback, see ``GaussianizeFn`` (the type alias in this module).
+    - score: optional; if given, the returned state is the visited one with the smallest
+      score(Gaussianized) (EPCVM_EP keeps the model with the smallest leave-one-out
+      error); by default the last one.
+    - progress: optional; called after every step as ``progress(step, state)`` with state
+      {"basis functions": M, "log evidence": after the step, "scan": "full" or
+      "working-set"} (the scikit-learn classifier's verbose lines). It only reads.
 
     Returns a :class:`SelectionResult`.
     """
@@ -1101,18 +1111,18 @@ def fit_with_selection(
     :func:`select_basis`, optionally refit the selected model, and assemble the
     Gaussian posterior over [b, w_active] with its FitInfo.
 
-    engine / objective: the FitInfo labels; engine_compile_stats: the engine's
-        (count, seconds) compile counter, read before and after so that
-        ``info.compile_seconds`` holds this call's compilation (engine programs and the
-        selection's factor programs) and ``info.seconds`` the warm rest;
-    cholesky_of(g): the lower Cholesky factor of g.cov from the engine's state;
-    extra(selection, selected): engine-specific ``info.extra`` entries, given the final
-        selection and the Gaussianization the selection itself ended with (before any
-        refit);
-    score: as in :func:`select_basis`;
-    refit(selection): an optional final fit of the selected model (EP refits with its
-        paper settings); None keeps the selection's own Gaussianization.
-    progress: as in :func:`select_basis`.
+    - engine / objective: the FitInfo labels; engine_compile_stats: the engine's
+      (count, seconds) compile counter, read before and after so that
+      ``info.compile_seconds`` holds this call's compilation (engine programs and the
+      selection's factor programs) and ``info.seconds`` the warm rest;
+    - cholesky_of(g): the lower Cholesky factor of g.cov from the engine's state;
+    - extra(selection, selected): engine-specific ``info.extra`` entries, given the final
+      selection and the Gaussianization the selection itself ended with (before any
+      refit);
+    - score: as in :func:`select_basis`;
+    - refit(selection): an optional final fit of the selected model (EP refits with its
+      paper settings); None keeps the selection's own Gaussianization.
+    - progress: as in :func:`select_basis`.
 
     Returns (posterior, selection) with ``posterior.spec = selection.spec``; predict with
     ``posterior.predict_proba(Phi_new[:, selection.active])``.

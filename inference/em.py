@@ -119,13 +119,13 @@ def _run_compiled(jitted, *args):
 class EMConfig:
     """Settings of :func:`fit` (MAP at frozen alpha).
 
-    max_iter: EM iteration cap (the trace buffer has max_iter + 1 entries).
-    tol: stop when max_j |theta_new_j - theta_j| < tol. Probit EM converges linearly, so
-        the distance to the MAP is about tol / (1 - rate); the default is tight because
-        this engine is compared with NUTS at the 1e-3 level.
-    qp_max_iter: projected-Newton iterations per M-step (usually 1-2 are needed).
-    qp_tol: M-step KKT tolerance, relative to 1 + max|Phi^T Hbar|.
-    line_search_max: halvings of the projected Newton step.
+    - max_iter: EM iteration cap (the trace buffer has max_iter + 1 entries).
+    - tol: stop when ``max_j |theta_new_j - theta_j| < tol``. Probit EM converges linearly, so
+      the distance to the MAP is about tol / (1 - rate); the default is tight because
+      this engine is compared with NUTS at the 1e-3 level.
+    - qp_max_iter: projected-Newton iterations per M-step (usually 1-2 are needed).
+    - qp_tol: M-step KKT tolerance, relative to 1 + max|Phi^T Hbar|.
+    - line_search_max: halvings of the projected Newton step.
     """
 
     max_iter: int = 20_000

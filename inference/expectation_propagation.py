@@ -22,7 +22,7 @@ distribution and applying the change as a rank-one (Sherman-Morrison) update of 
 covariance (V_new = V - c (V g)(V g)^T: the minus sign of DERIVATIONS.md §1.4, which corrects the
 "+" of the seed's step (f)). After every sweep the posterior is recomputed from the
 site parameters by a Cholesky factorization of the precision (written as XLA loops, not
-LAPACK calls: see :func:`_cholesky`), which stops the round-off drift of the rank-one
+LAPACK calls: see ``_cholesky``), which stops the round-off drift of the rank-one
 updates, and the EP approximation of log p(y | alpha) (the trace) and the leave-one-out
 error estimate are evaluated from the cavities of that posterior.
 
@@ -33,7 +33,7 @@ Both sites are log-concave in u, so in exact arithmetic the tilted variance neve
 exceeds the cavity variance and neither case can occur; the guard is there for round-off
 (e.g. a truncation site whose cavity lies hundreds of standard deviations below zero).
 The tilted moments are computed with asymptotic series where the direct formulas cancel
-(see :func:`_tilt_factors`), so in practice the guard does not fire.
+(see ``_tilt_factors``), so in practice the guard does not fire.
 
 Parallel schedule (``EPConfig(schedule="parallel")``): every site is updated at once from
 the cavities of the same posterior, then the posterior is recomputed - one O(K D^2) pass
@@ -136,7 +136,7 @@ class EPConfig:
     max_sweeps: cap on full passes over all sites (the paper gives none; 100 is ample:
         Ripley with 20 columns and alpha = 10 converges in 7).
     tolerance: stop when no site parameter (tau, nu) changed by more than this over a
-        sweep, relative to max(1, |old value|) (the paper: "until the sites converge").
+        sweep, relative to ``max(1, |old value|)`` (the paper: "until the sites converge").
     damping: step in natural parameters, new = (1 - damping) old + damping proposed;
         1.0 is the undamped EP of the paper. For the parallel schedule it is the initial
         step, halved whenever the largest proposed site change fails to decrease.
@@ -325,7 +325,8 @@ def site_moments(cavity_mean, cavity_var, noise_var):
     noise_var = eps^2: 1 for the probit likelihood, 0 for the step 1[u >= 0].
     Returns (tau, nu): the natural parameters of the Gaussian site that reproduces the
     tilted mean and variance. With s^2 = eps^2 + sigma^2, z = mu / s, lambda = N(z)/Phi(z),
-    kappa = lambda (z + lambda):
+    kappa = lambda (z + lambda)::
+
         tau  = kappa / (eps^2 + sigma^2 (1 - kappa))     (= 1/v_n of DERIVATIONS.md §1.4)
         m    = s (z + 1/(z + lambda))                     (= m_n of DERIVATIONS.md §1.4)
         nu   = tau m
@@ -1096,7 +1097,7 @@ def gaussianize(spec_active: PCVM, Phi_active, y, warm_start: WarmStart | None =
     """EP on the active columns, returned as the regression problem basis selection needs.
 
     spec_active: PCVM with alpha (M,) and alpha_bias; Phi_active: (N, M) active columns;
-    y: (N,) labels; warm_start: None, a :class:`WarmStart` from ``select_basis`` or a
+    y: (N,) labels; warm_start: None, a :class:`~zoo.inference.basis_selection.WarmStart` from ``select_basis`` or a
     previous Gaussianized of this engine. EP restarts from its site parameters: all
     likelihood sites, and the truncation sites of columns that stay active (an added
     column's truncation site starts at zero).
@@ -1116,11 +1117,15 @@ def gaussianize(spec_active: PCVM, Phi_active, y, warm_start: WarmStart | None =
     The selection then treats them like the prior, as it treats Laplace's indicator
     expansion: with B = diag(noise_precision), Sigma = cov, mu = mean,
 
-    * candidate j not in the model (it has no truncation site yet):
+    * candidate j not in the model (it has no truncation site yet)::
+
           S_j = phi_j^T B phi_j - phi_j^T B Phi Sigma Phi^T B phi_j
           Q_j = phi_j^T B (t - Phi mu)
-    * column m in the model, its own truncation site divided out:
+
+    * column m in the model, its own truncation site divided out::
+
           s_m = 1/Sigma_mm - alpha_m - tau_m,   q_m = mu_m / Sigma_mm - nu_m,
+
       the message the likelihood sites send to w_m - the same quantity S_j, Q_j measure
       for a column outside (see :func:`sparsity_quality`).
     """

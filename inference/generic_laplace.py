@@ -13,7 +13,7 @@ nothing but ``spec.model(Phi, y)`` and ``spec.sites(n_basis)``:
    autodiff, one jit-compiled ``lax.while_loop``). Each step is the Newton step when the
    negative Hessian -H is positive definite. An iterate far from the mode may sit where
    the log density is not concave (PCVM's weights in log space below their mode, from a
-   random start); there the step solves (-H + mu I) d = g, mu = 2 |lambda_min(-H)|
+   random start); there the step solves (-H + mu I) d = g, ``mu = 2 |lambda_min(-H)|``
    (modified Newton), and where even that is not finite the unit-length gradient step.
    Every step is halved until the Armijo condition f(x + t d) >= f(x) + 1e-4 t g.d holds
    (non-finite values never count). The shift only steers the iterate: the Hessian of the
@@ -22,12 +22,12 @@ nothing but ``spec.model(Phi, y)`` and ``spec.sites(n_basis)``:
 3. Converged means: -H positive definite and the Newton decrement
    sqrt(g^T (-H)^-1 g) <= ``grad_tol`` (see :class:`GenericLaplaceConfig` for why this
    scaling). Otherwise - iteration cap, no ascent step left, a non-finite value, or -H
-   not positive definite at the reached point - :class:`ApproximationFailed` is raised
-   with the numbers (iterations, max |gradient|, decrement, smallest eigenvalue of -H).
+   not positive definite at the reached point - :class:`~zoo.inference.posterior.ApproximationFailed` is raised
+   with the numbers (iterations, ``max |gradient|``, decrement, smallest eigenvalue of -H).
    A regularized Hessian would hand out a Gaussian that approximates nothing.
 4. n_draws draws x = mode + L^-T z (-H = L L^T, z ~ N(0, I), seeded) are pushed through
    the model's postprocess function (T, plus the model's deterministic sites) and
-   returned as a :class:`DrawsPosterior` with one chain.
+   returned as a :class:`~zoo.inference.posterior.DrawsPosterior` with one chain.
 
 The draws cover the sites ``spec.sites`` lists; every one must be a latent site of the
 model (else ValueError). Latent sites the spec does not list (hierarchical
@@ -116,32 +116,32 @@ RUNNING, CONVERGED, ITERATION_CAP, STALLED, NONFINITE = 0, 1, 2, 3, 4
 class GenericLaplaceConfig:
     """Settings of the generic Laplace engine.
 
-    max_iter: cap on Newton steps (on the concave problems of the zoo Newton needs 5-15
-        from a random start; 100 leaves room for a modified-Newton phase where the start
-        is not in a concave region).
-    grad_tol: convergence tolerance on the Newton decrement sqrt(g^T (-H)^-1 g), the
-        gradient measured in the posterior's own scale. Why not max |g|: the unconstrained
-        coordinates mix scales (log lambda next to weights; a gradient grows with N), so
-        one absolute threshold is too loose for a tight coordinate and too strict for a
-        wide one. The decrement is invariant under any affine change of coordinates: it
-        is the length of the Newton step in the Mahalanobis metric of the Laplace
-        covariance, i.e. (to second order) the distance from the iterate to the exact
-        mode in posterior standard deviations, and its square is twice the log density
-        still to gain. 1e-6 puts the mode within 1e-6 sd of the exact one, far
-        below the Monte Carlo error of the draws (1/sqrt(4000) ~ 0.016 sd); Newton's
-        quadratic convergence usually lands orders of magnitude below it.
-    n_draws: number of Gaussian draws returned (one chain).
-    seed: seeds both the initialization strategy and the draws.
-    init: NumPyro initialization strategy, one of :data:`INIT_STRATEGIES`: "uniform"
-        (default: Uniform(-2, 2) per coordinate in unconstrained space, NumPyro's own
-        default for HMC), "median" (of 15 prior draws), "mean", "prior draw", "feasible"
-        (0 in unconstrained space). Where the log density is concave the start does not
-        matter; where it is not, the mode found (or the failure) may depend on it. Why
-        "uniform" by default: it needs no prior sampling - "median" draws 15 samples per
-        site, and for a Gamma-based prior (InvGamma, the generalized normal) compiling
-        JAX's gamma sampler costs several seconds per model on a cold start - and it never
-        starts exactly at a symmetric point such as w = 0, where a prior with a kink
-        (|w|^q, q <= 1) has no gradient ("feasible" does).
+    - max_iter: cap on Newton steps (on the concave problems of the zoo Newton needs 5-15
+      from a random start; 100 leaves room for a modified-Newton phase where the start
+      is not in a concave region).
+    - grad_tol: convergence tolerance on the Newton decrement sqrt(g^T (-H)^-1 g), the
+      gradient measured in the posterior's own scale. Why not ``max |g|``: the unconstrained
+      coordinates mix scales (log lambda next to weights; a gradient grows with N), so
+      one absolute threshold is too loose for a tight coordinate and too strict for a
+      wide one. The decrement is invariant under any affine change of coordinates: it
+      is the length of the Newton step in the Mahalanobis metric of the Laplace
+      covariance, i.e. (to second order) the distance from the iterate to the exact
+      mode in posterior standard deviations, and its square is twice the log density
+      still to gain. 1e-6 puts the mode within 1e-6 sd of the exact one, far
+      below the Monte Carlo error of the draws (1/sqrt(4000) ~ 0.016 sd); Newton's
+      quadratic convergence usually lands orders of magnitude below it.
+    - n_draws: number of Gaussian draws returned (one chain).
+    - seed: seeds both the initialization strategy and the draws.
+    - init: NumPyro initialization strategy, one of :data:`INIT_STRATEGIES`: "uniform"
+      (default: Uniform(-2, 2) per coordinate in unconstrained space, NumPyro's own
+      default for HMC), "median" (of 15 prior draws), "mean", "prior draw", "feasible"
+      (0 in unconstrained space). Where the log density is concave the start does not
+      matter; where it is not, the mode found (or the failure) may depend on it. Why
+      "uniform" by default: it needs no prior sampling - "median" draws 15 samples per
+      site, and for a Gamma-based prior (InvGamma, the generalized normal) compiling
+      JAX's gamma sampler costs several seconds per model on a cold start - and it never
+      starts exactly at a symmetric point such as w = 0, where a prior with a kink
+      (``|w|^q``, q <= 1) has no gradient ("feasible" does).
     """
 
     max_iter: int = 100
@@ -573,7 +573,7 @@ def fit(spec, Phi, y, *, config: GenericLaplaceConfig | None = None, name: str =
     pairs applied with ``spec.with_params`` first, for an entry that approximates a
     variant of the model (gridRVM's s-grid and rvm priors).
 
-    Returns a DrawsPosterior with draws {site: (1, n_draws, *shape)} over ``spec.sites``.
+    Returns a DrawsPosterior with draws ``{site: (1, n_draws, *shape)}`` over ``spec.sites``.
     Raises ApproximationFailed where no mode with a positive definite -H was reached, and
     ValueError where spec.sites and the model's latent sites disagree.
 
@@ -645,7 +645,7 @@ def fit_many(spec, Phi, ys, *, config: GenericLaplaceConfig | None = None, name:
     returned in its place (one data set's ApproximationFailed, or its refused labels'
     ValueError, is that entry, not the batch's).
 
-    How: NumPyro's initialization (see :func:`_init_one`) and the damped Newton loop run
+    How: NumPyro's initialization (see ``_init_one``) and the damped Newton loop run
     as ``jax.vmap`` programs over the data sets (``compile_cache.run_batched``: padded
     to a few batch sizes, cached per spec object, design shape and settings, so another
     batch size in the same bucket compiles nothing); then each data set goes through the

@@ -23,7 +23,7 @@ chain a path) and resampled by Pareto-smoothed importance resampling
 (:func:`zoo.inference.importance.corrected`), which gives weight to the paths that found
 posterior mass and drops the ones stuck elsewhere - a mixture of Gaussians, corrected
 towards the posterior. Paths that fail (a non-finite ELBO everywhere, non-finite draws or
-weights) are dropped and listed; when all do, :class:`ApproximationFailed`.
+weights) are dropped and listed; when all do, :class:`~zoo.inference.posterior.ApproximationFailed`.
 
 What is taken from BlackJAX and what is not. BlackJAX 1.7.1 provides the L-BFGS run with
 its history (``blackjax.optimizers.lbfgs.minimize_lbfgs``, optax's L-BFGS with a zoom line
@@ -51,10 +51,10 @@ median start, the keys of the ELBO draws and the key of the returned draws; path
 multi-path run uses fold_in(PRNGKey(seed), k + 1) for its start and its draws; the PSIS
 resampling uses numpy's generator seeded by ``seed``. The same seed repeats the draws.
 
-Returned: single path, a :class:`DrawsPosterior` with one chain of ``n_draws`` draws over
+Returned: single path, a :class:`~zoo.inference.posterior.DrawsPosterior` with one chain of ``n_draws`` draws over
 ``spec.sites`` and ``log_weights`` (1, n_draws). Multi-path, the PSIS-resampled
 DrawsPosterior (one chain of ``n_draws`` unweighted draws, no ``log_weights``), whose
-``info.extra`` has ``psis_khat`` and the rest of :func:`importance.corrected`'s, plus
+``info.extra`` has ``psis_khat`` and the rest of :func:`~zoo.inference.importance.corrected`'s, plus
 ``per_path`` and ``failed_paths``.
 
 Convergence (FitInfo): BlackJAX's Pathfinder reports no L-BFGS status; its
@@ -116,23 +116,23 @@ class PathfinderConfig:
     """How Pathfinder runs. Defaults follow Stan's ``pathfinder`` where BlackJAX's differ for
     a reason that matters here, else BlackJAX's.
 
-    maxiter: L-BFGS iterations at most (Stan 1000; BlackJAX's 30 stops many paths short of
-        the mode, and here an unused iteration costs next to nothing - the ELBO is estimated
-        only at the iterates reached; 100 and 1000 time the same on PCVM).
-    maxcor: L-BFGS history size; the low-rank part of the covariance has rank 2 * maxcor
-        (Stan 5, BlackJAX 10).
-    elbo_draws: draws per iterate for its ELBO estimate (Stan 25; BlackJAX 200, which costs
-        8 times as much along the path for a choice that needs only to rank the iterates).
-    n_draws: draws returned (the zoo's 4000, as the other engines; Stan 1000). In a
-        multi-path run each path draws n_draws and n_draws are resampled from the pool.
-    paths: multi-path's number of paths (Stan's 4); used by :func:`fit_multi`.
-    init_radius: multi-path starts are Uniform(-init_radius, init_radius) per unconstrained
-        coordinate (Stan's and NumPyro's 2).
-    ftol, gtol, maxls: L-BFGS's own stopping rule (relative decrease of -log p at most
-        ftol, or gradient norm at most gtol) and its line-search step cap (BlackJAX's
-        1e-5, 1e-8, 1000).
-    seed: of the median start's prior draws, the dispersed starts, the ELBO draws, the
-        returned draws and the PSIS resampling.
+    - maxiter: L-BFGS iterations at most (Stan 1000; BlackJAX's 30 stops many paths short of
+      the mode, and here an unused iteration costs next to nothing - the ELBO is estimated
+      only at the iterates reached; 100 and 1000 time the same on PCVM).
+    - maxcor: L-BFGS history size; the low-rank part of the covariance has rank 2 * maxcor
+      (Stan 5, BlackJAX 10).
+    - elbo_draws: draws per iterate for its ELBO estimate (Stan 25; BlackJAX 200, which costs
+      8 times as much along the path for a choice that needs only to rank the iterates).
+    - n_draws: draws returned (the zoo's 4000, as the other engines; Stan 1000). In a
+      multi-path run each path draws n_draws and n_draws are resampled from the pool.
+    - paths: multi-path's number of paths (Stan's 4); used by :func:`fit_multi`.
+    - init_radius: multi-path starts are Uniform(-init_radius, init_radius) per unconstrained
+      coordinate (Stan's and NumPyro's 2).
+    - ftol, gtol, maxls: L-BFGS's own stopping rule (relative decrease of -log p at most
+      ftol, or gradient norm at most gtol) and its line-search step cap (BlackJAX's
+      1e-5, 1e-8, 1000).
+    - seed: of the median start's prior draws, the dispersed starts, the ELBO draws, the
+      returned draws and the PSIS resampling.
     """
 
     maxiter: int = 1000
@@ -372,10 +372,10 @@ def fit(spec, Phi, y, *, config: PathfinderConfig | None = None, paths: int | No
     dispersed starts, pooled and PSIS-resampled. name: the engine name in FitInfo (default
     ``pathfinder`` / ``pathfinder-multi``).
 
-    Single path: a DrawsPosterior {site: (1, n_draws, *shape)} with ``log_weights`` (1,
+    Single path: a DrawsPosterior ``{site: (1, n_draws, *shape)}`` with ``log_weights`` (1,
     n_draws); ``info.trace`` the ELBO along the path, ``info.extra`` the chosen iterate, its
-    ELBO, the L-BFGS iterations and more (:func:`_run_path`). Multi-path: the resampled
-    DrawsPosterior of :func:`importance.corrected`, ``info.extra["per_path"]`` each path's
+    ELBO, the L-BFGS iterations and more (``_run_path``). Multi-path: the resampled
+    DrawsPosterior of :func:`~zoo.inference.importance.corrected`, ``info.extra["per_path"]`` each path's
     report, ``info.extra["failed_paths"]`` the dropped ones with their reasons.
 
     Raises ValueError for missing labels or bad ``paths``, TypeError for a config of another

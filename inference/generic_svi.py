@@ -36,7 +36,7 @@ therefore the average of the iterates of ``average_blocks`` further blocks (Poly
 averaging in the unconstrained guide parameters), which cancels most of that jitter.
 
 Draws: ``n_draws`` from the fitted guide, each with the model replayed on it, as a
-:class:`DrawsPosterior` with one chain over ``spec.sites`` and ``log_weights`` = log p(y, z) -
+:class:`~zoo.inference.posterior.DrawsPosterior` with one chain over ``spec.sites`` and ``log_weights`` = log p(y, z) -
 log q(z) over the model's whole latent space z (DERIVATIONS.md §8.4): the zoo's k-hat of the
 guide, and what ``advi-<family>+psis`` resamples by. Everything is seeded by
 ``SVIConfig.seed``.
@@ -142,7 +142,7 @@ def fit(spec, Phi, y, *, config: SVIConfig | None = None, family: str = "meanfie
     Phi: (N, M) design; y: (N,) labels 0/1 or -1/+1. config: :class:`SVIConfig`. name:
     the engine name in FitInfo (default ``advi-<family>``).
 
-    Returns a DrawsPosterior {site: (1, n_draws, *shape)}; ``info.trace`` is the smoothed
+    Returns a DrawsPosterior ``{site: (1, n_draws, *shape)}``; ``info.trace`` is the smoothed
     loss (-ELBO, block means), ``info.n_iter`` the steps run, ``info.converged`` False with
     the reason where the step cap ended the fit. Raises ApproximationFailed where the loss
     is not finite (the guide's draws left the model's support or overflowed).

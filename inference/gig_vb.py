@@ -14,8 +14,8 @@ which makes q(beta) q(tau) q(h) conjugate. One sweep updates, in order,
 2. q(tau_i) = GIG(rho - 1/2, A_i, B_i) with E[beta_i^2] = bbar_i^2 + Sigma_ii:
    gamma mixing A_i = E[a_i], B_i = E[beta_i^2]; inverse-gamma mixing A_i = 0,
    B_i = E[b_i] + E[beta_i^2] (an inverse gamma);
-3. q(h_i) = Gamma(k + |rho|, theta + E[tau_i]/2) (gamma mixing) or
-   Gamma(k + |rho|, theta + E[1/tau_i]/2) (inverse-gamma mixing);
+3. q(h_i) = ``Gamma(k + |rho|, theta + E[tau_i]/2)`` (gamma mixing) or
+   ``Gamma(k + |rho|, theta + E[1/tau_i]/2)`` (inverse-gamma mixing);
 4. xi_j = sqrt(x_j^T Sigma x_j + (x_j^T bbar)^2).
 
 At the paper's rho = 1 step 2 is GIG(1/2, a, B): E[tau] = (1 + sqrt(a B)) / a,
@@ -45,6 +45,7 @@ E[1/tau] = 1, i.e. S = I (exactly so at rho = 1 and for the inverse-gamma family
 rho in the gamma family B is set equal to A, which gives S close to I).
 
 Speed (DERIVATIONS.md §3.4; measured in ``benchmarks/gig_vb_costs.py``):
+
 * **SQUAREM** (Varadhan & Roland 2008), the default: two plain sweeps, the squared
   extrapolation of their differences in the log of q(tau)'s A and B, q(h)'s rate and xi, and
   one sweep from the extrapolated point, kept only if its ELBO is not below the second plain
@@ -53,7 +54,7 @@ Speed (DERIVATIONS.md §3.4; measured in ``benchmarks/gig_vb_costs.py``):
   converge sublinearly: thousands of sweeps on a1a and w1a; SQUAREM needs a few hundred.
   ``accelerate="none"`` is Algorithm 1 sweep by sweep.
 * **The stopping rule** is on the ELBO the user reads: one iteration (a cycle of three
-  sweeps, or one plain sweep) raises it by at most tol * max(1, |ELBO|); optionally also
+  sweeps, or one plain sweep) raises it by at most ``tol * max(1, |ELBO|)``; optionally also
   on E[beta] (``beta_tol``, the earlier second rule).
 * **Sparse designs** (binary features: w1a is 96 % zeros): in the primal branch q(beta) is
   computed from the pairs of nonzeros of each row - X^T Lambda X as a scatter-add, x_j^T Sigma
@@ -100,26 +101,28 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 class GIGVBConfig:
     """Settings of the VB iteration.
 
-    max_iter: sweeps (each updates q(beta), q(tau), q(h), xi once); an accelerated run
-        finishes its last three-sweep cycle, so it may end up to two sweeps past it.
+    - max_iter: sweeps (each updates q(beta), q(tau), q(h), xi once); an accelerated run
+      finishes its last three-sweep cycle, so it may end up to two sweeps past it.
+
     Stopping rules, checked after every iteration (one plain sweep, or one SQUAREM cycle of
     three sweeps); the run stops when any rule that is not None holds:
-    tol: the iteration raised the ELBO by at most tol * max(1, |ELBO|). The default 1e-10
-        stopped a1a, w1a and the synthetic designs we tried with the ELBO within 1e-3 nats of
-        the converged fit's, the training predictive within 1e-4 on average and the test
-        accuracy within one test point of it (DERIVATIONS.md §3.4; measured by
-        ``benchmarks/gig_vb_costs.py``);
-    beta_tol: no coordinate of E[beta] moved by more than beta_tol * (1 + max |E[beta]|)
-        (the engine's earlier second rule; with ``accelerate="none"``, tol = beta_tol = 1e-9
-        is the earlier default).
-    accelerate: "squarem" (default) or "none" (plain coordinate ascent, Algorithm 1).
-    design: "auto", "dense" or "sparse" (q(beta) from the nonzero pairs of the design;
-        primal branch only - the Woodbury branch is always dense).
-    branch: "auto" (Woodbury when p > n, as the paper), "primal" or "woodbury".
-    a_update: "quotient" (ours, E[a_i] = (k + 1) / (theta + E[tau_i] / 2), DERIVATIONS.md
-        §3.2) or "printed" (Algorithm 1 as printed, the product (k + 1)(theta + E[tau_i] / 2)).
-        "printed" is a misprint kept as a planted defect for ``validation/runs/battery.py``; its
-        ELBO falls, and it is never the engine's answer.
+
+    - tol: the iteration raised the ELBO by at most ``tol * max(1, |ELBO|)``. The default 1e-10
+      stopped a1a, w1a and the synthetic designs we tried with the ELBO within 1e-3 nats of
+      the converged fit's, the training predictive within 1e-4 on average and the test
+      accuracy within one test point of it (DERIVATIONS.md §3.4; measured by
+      ``benchmarks/gig_vb_costs.py``);
+    - beta_tol: no coordinate of E[beta] moved by more than ``beta_tol * (1 + max |E[beta]|)``
+      (the engine's earlier second rule; with ``accelerate="none"``, tol = beta_tol = 1e-9
+      is the earlier default).
+    - accelerate: "squarem" (default) or "none" (plain coordinate ascent, Algorithm 1).
+    - design: "auto", "dense" or "sparse" (q(beta) from the nonzero pairs of the design;
+      primal branch only - the Woodbury branch is always dense).
+    - branch: "auto" (Woodbury when p > n, as the paper), "primal" or "woodbury".
+    - a_update: "quotient" (ours, E[a_i] = (k + 1) / (theta + E[tau_i] / 2), DERIVATIONS.md
+      §3.2) or "printed" (Algorithm 1 as printed, the product (k + 1)(theta + E[tau_i] / 2)).
+      "printed" is a misprint kept as a planted defect for ``validation/runs/battery.py``; its
+      ELBO falls, and it is never the engine's answer.
     """
 
     max_iter: int = 5000
@@ -164,6 +167,11 @@ class _Q(NamedTuple):
 
 
 class VBResult(NamedTuple):
+    """What :func:`run` returns: the final q(beta) = N(bbar, cov), the final variational
+    parameters ``q``, and the run's record - the ELBO after every sweep (``trace``) and after
+    each of its four updates (``elbo_by_update``), the stop ``status``, the branch and design
+    form used, and timings. Per-sweep arrays have ``n_iter`` rows."""
+
     bbar: np.ndarray
     cov: np.ndarray
     q: dict  # final variational parameters (numpy)
@@ -631,7 +639,7 @@ def run(spec: GIGLogistic, Phi, y, *, config: GIGVBConfig | None = None) -> VBRe
 
 
 def largest_relative_fall(res: "VBResult") -> float:
-    """The largest fall of the ELBO where the theory forbids one, relative to max |ELBO|:
+    """The largest fall of the ELBO where the theory forbids one, relative to ``max |ELBO|``:
     within every sweep (each update maximizes the ELBO in its factor), from the iterate into
     a plain sweep, and along the iterate's trace (an extrapolation is kept only if it does
     not lower the ELBO). The entry into a sweep from an extrapolated point has no ELBO

@@ -5,6 +5,7 @@ Tipping's VRVM), all through the same loop.
 q(w, alpha, beta) = q(w) prod_i q(alpha_i) prod_j q(beta_j), the likelihood bounded by
 Jaakkola & Jordan (``jaakkola_jordan.py``). One sweep updates, in the paper's order, each
 block to the exact maximizer of the ELBO given the others:
+
 1. q(w) = N(mu, Sigma), Sigma = (diag E[prec] + 2 Phi^T Lambda Phi)^-1, mu = Sigma Phi^T (y - 1/2),
    with E[prec_ij] = E[alpha_i] E[beta_j] (p-grid), E[alpha_i] + E[beta_j] (s-grid) or
    E[alpha_k] (rvm);
@@ -77,15 +78,15 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 class GridVBConfig:
     """Settings of the VB iteration.
 
-    max_iter: sweeps (each updates q(w), q(alpha), q(beta), pi, xi once).
-    tol: stop when a sweep raises the ELBO by less than tol * max(1, |ELBO|);
-    mu_tol: or when no coordinate of E[w] moves by more than mu_tol * (1 + max |E[w]|)
-        (needed under the paper's vague hyper-prior, where the ELBO keeps rising by a
-        constant per sweep for every pruned weight as its precision grows).
-    branch: "auto" (Woodbury when M > N), "primal" or "woodbury".
-    second_moment: "full" (E[w_ij^2] = mu_ij^2 + Sigma_ij,ij, eq. 6) or "mean-only"
-        (mu_ij^2: the variance forgotten, a planted defect for ``validation/runs/battery.py``;
-        its ELBO can fall, and it is never the engine's answer).
+    - max_iter: sweeps (each updates q(w), q(alpha), q(beta), pi, xi once).
+    - tol: stop when a sweep raises the ELBO by less than ``tol * max(1, |ELBO|)``;
+    - mu_tol: or when no coordinate of E[w] moves by more than ``mu_tol * (1 + max |E[w]|)``
+      (needed under the paper's vague hyper-prior, where the ELBO keeps rising by a
+      constant per sweep for every pruned weight as its precision grows).
+    - branch: "auto" (Woodbury when M > N), "primal" or "woodbury".
+    - second_moment: "full" (E[w_ij^2] = mu_ij^2 + Sigma_ij,ij, eq. 6) or "mean-only"
+      (mu_ij^2: the variance forgotten, a planted defect for ``validation/runs/battery.py``;
+      its ELBO can fall, and it is never the engine's answer).
     """
 
     max_iter: int = 5000
@@ -119,6 +120,11 @@ class _Q(NamedTuple):
 
 
 class VBResult(NamedTuple):
+    """What :func:`run` returns: the final q(w) = N(mu, cov), the final variational
+    parameters ``q``, and the run's record - the ELBO after every sweep (``trace``) and after
+    each of its five updates (``elbo_by_update``), the stop ``status``, the branch used, and
+    timings. Per-sweep arrays have ``n_iter`` rows."""
+
     mu: np.ndarray
     cov: np.ndarray
     q: dict  # final variational parameters (numpy)

@@ -14,13 +14,13 @@ cannot put back. DERIVATIONS.md §8.4.
 
 Two sources of weights:
 
-* a :class:`GaussianPosterior` over the flat measured sites (Laplace, EP, VB): its draws
+* a :class:`~zoo.inference.posterior.GaussianPosterior` over the flat measured sites (Laplace, EP, VB): its draws
   are weighted with the model's density of those sites, ``spec.log_density_sites`` where
   the other latents integrate out in closed form, else the NumPyro model's log joint; a
   model whose sites' density has no closed form (gridRVM) is weighted on the joint with
   the approximation's factors over the other latents (``hyper_factors``). A draw outside
   the target's support (a negative weight of PCVM) has weight 0.
-* a :class:`DrawsPosterior` that carries ``log_weights`` (SVI's guides, Pathfinder,
+* a :class:`~zoo.inference.posterior.DrawsPosterior` that carries ``log_weights`` (SVI's guides, Pathfinder,
   auto-laplace): the engine computed log p(z, y) - log q(z) on the model's whole latent
   space z when it drew.
 
@@ -198,7 +198,7 @@ def weighted_draws(approx, spec, Phi, y, *, n_draws: int, key) -> DrawsPosterior
     """``approx`` (a posterior with a density) as ``n_draws`` of its draws over its sites,
     each with its importance log weight against ``spec``'s posterior on (Phi, y).
 
-    A :class:`DrawsPosterior` that already carries ``log_weights`` is returned as it is.
+    A :class:`~zoo.inference.posterior.DrawsPosterior` that already carries ``log_weights`` is returned as it is.
     ApproximationFailed (one line) where no weights exist: a point estimate, draws without
     a density, or a model that needs latents the approximation does not cover.
     """

@@ -136,6 +136,11 @@ def check_iteration_settings(max_iter, **tolerances) -> None:
 
 
 class AscentState(NamedTuple):
+    """The loop state of :func:`coordinate_ascent`: the variational parameters ``q``, the
+    sweeps done (``it``), the stop status (running, converged, iteration cap or non-finite;
+    ``STATUS`` names them), the last sweep's ELBO and every sweep's ELBO after each of
+    its block updates (rows beyond ``it`` are NaN)."""
+
     q: Any
     it: jnp.ndarray
     status: jnp.ndarray
@@ -145,9 +150,9 @@ class AscentState(NamedTuple):
 
 def coordinate_ascent(q0, elbo0, sweep, mean_of, *, n_updates: int, max_iter: int, tol, mean_tol) -> AscentState:
     """Run ``sweep(q) -> (q, ELBO after each of its block updates)`` under ``lax.while_loop``
-    until one of two rules stops it: a sweep raised the ELBO by at most tol * max(1, |ELBO|),
+    until one of two rules stops it: a sweep raised the ELBO by at most ``tol * max(1, |ELBO|)``,
     or no coordinate of the Gaussian's mean (``mean_of(q)``) moved by more than
-    mean_tol * (1 + max |mean|). The mean is updated first in a sweep, from the previous
+    ``mean_tol * (1 + max |mean|)``. The mean is updated first in a sweep, from the previous
     sweep's other blocks, and the starting q already holds that first update, so the
     mean's change counts from the second sweep on. A non-finite ELBO or mean stops it too.
     """

@@ -13,7 +13,7 @@ U = diag(u), u_i = 1 / p_i (u_i = 0 pins w_i at exactly 0),
       = U Phi^T (I_N + Phi U Phi^T)^{-1} zbar                                 (n > N)
 
 both by Cholesky of a symmetric positive definite matrix; no 1/w_i is ever formed, so a
-weight can shrink to 0 without overflow. The rules (``MMConfig.rule``):
+weight can shrink to 0 without overflow. The rules (``MMConfig.rule``)::
 
     ggig  u_i = wt_i^(2-q) / c,  c = q <1/lambda>,
           <1/lambda> = (n_act/q + a) / (sum_act |w_i|^q + b)    (eqs. 9, 11, 12; wt = |w|)
@@ -25,11 +25,11 @@ weight can shrink to 0 without overflow. The rules (``MMConfig.rule``):
                                       Not a special case of ggig - the GGIG paper only
                                       calls its rule "similar to GJ")
 
-Active set and pruning: a weight with |w_i| < ``prune_threshold`` (1e-4, the paper's
+Active set and pruning: a weight with ``|w_i| < prune_threshold`` (1e-4, the paper's
 "updated only based on w_i >= 1e-4") is set to exactly 0 and stays there (u_i = 0);
 n_act in eq. 9 counts the weights still active (our reading of n, DERIVATIONS.md §2.4).
 
-Objective (``info.trace``), the function each step cannot decrease (DERIVATIONS.md §2.4):
+Objective (``info.trace``), the function each step cannot decrease (DERIVATIONS.md §2.4)::
 
     ggig  F(w) = sum_n log Phi(s_n f_n) - (a + n_act/q) log(b + sum_act |w_i|^q)
     lap   F(w) = sum_n log Phi(s_n f_n) - gamma sum |w_i|
@@ -41,7 +41,7 @@ active set keeps its size; a pruning step removes a term and may lower it (the e
 DERIVATIONS.md §2.4 names). ggig's F is the log marginal posterior of the NumPyro model with
 lambda integrated out (``GGSMProbit.log_marginal_prior`` plus the probit likelihood).
 
-Stopping: max_i | |w_i| - wt_i | < ``tol`` (the paper: "the distance between |w| and wt
+Stopping: ``max_i | |w_i| - wt_i | < tol`` (the paper: "the distance between ``|w|`` and wt
 below a threshold"; 1e-3 as in the PCVM code) or ``max_iter``.
 
 Collapse (DERIVATIONS.md §2.5). With the paper's a = b = 1e-3 the marginal prior rewards shrinking
@@ -88,16 +88,16 @@ _STATUS = {_CONVERGED: "converged", _ITERATION_CAP: "iteration cap", _COLLAPSED:
 class MMConfig:
     """Settings of the MM iteration.
 
-    rule: "ggig" (the paper's engine; q, a, b from the spec), "lap", "gj" or "stu".
-    gamma: LAP's Laplace rate (the paper cross-validates it over
-        {0.01, 0.04, 0.08, 0.1, 0.4, 0.8, 1, 4, 8, 10}).
-    stu_c, stu_d: STU's Gamma(c, d) hyper-prior on each precision. c = d = 0 is GJ's
-        rule; the small default d keeps the rule finite at w = 0 as the PCVM code's
-        p_min = 1e-5 does.
-    init: "ones" (w = 1, the large-scale start that collapses less, DERIVATIONS.md §2.5) or
-        "ridge" ((Phi^T Phi + I)^{-1} Phi^T s, scaled to unit max |w|).
-    tol: stop when max | |w| - wt | < tol. max_iter: cap.
-    prune_threshold: |w_i| below this is set to 0 for good.
+    - rule: "ggig" (the paper's engine; q, a, b from the spec), "lap", "gj" or "stu".
+    - gamma: LAP's Laplace rate (the paper cross-validates it over
+      {0.01, 0.04, 0.08, 0.1, 0.4, 0.8, 1, 4, 8, 10}).
+    - stu_c, stu_d: STU's Gamma(c, d) hyper-prior on each precision. c = d = 0 is GJ's
+      rule; the small default d keeps the rule finite at w = 0 as the PCVM code's
+      p_min = 1e-5 does.
+    - init: "ones" (w = 1, the large-scale start that collapses less, DERIVATIONS.md §2.5) or
+      "ridge" ((Phi^T Phi + I)^{-1} Phi^T s, scaled to unit ``max |w|``).
+    - tol: stop when ``max | |w| - wt | < tol``. max_iter: cap.
+    - prune_threshold: ``|w_i|`` below this is set to 0 for good.
     """
 
     rule: str = "ggig"

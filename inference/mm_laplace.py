@@ -13,41 +13,41 @@ NUTS reference:
    MM's own rule (the limit MM was heading for) and listed in ``extra["polish_pruned"]``
    and ``info.reason``. The polish can move far where the target is flat (at q = 0.1 on
    the Section 6.1 design ~0.9 along the overall scale of w): ``extra["polish_shift"]``;
-3. if -H is not positive definite, raise :class:`ApproximationFailed` - no Gaussian is
+3. if -H is not positive definite, raise :class:`~zoo.inference.posterior.ApproximationFailed` - no Gaussian is
    centred there, and a regularized one would approximate nothing;
 4. otherwise draw w_A ~ N(w*_A, (-H)^-1), hold every pruned weight at exactly 0 in every
    draw, and draw lambda from its exact conditional given each w draw.
 
 Target, and which exponent. With lambda integrated out, the GGSM prior of m weights is
-proportional to (b + sum |w_i|^q)^-(a + m/q). Two readings give two targets over w_A:
+proportional to ``(b + sum |w_i|^q)^-(a + m/q)``. Two readings give two targets over w_A:
 
-* ``exponent="mm"`` (default): m = |A|, the objective MM maximizes (eq. 9 with n the
+* ``exponent="mm"`` (default): ``m = |A|``, the objective MM maximizes (eq. 9 with n the
   number of active weights), so w* is its stationary point and the Gaussian sits at the
   MM mode, as the issue asks. It is also a statement about the spec's own model: the
-  GGSM family is closed under integrating weights out (integrate w_-A out of
-  prod_i GN(w_i | lambda) and the |A| remaining factors are left), so this is the exact
+  GGSM family is closed under integrating weights out (integrate ``w_-A`` out of
+  prod_i GN(w_i | lambda) and the ``|A|`` remaining factors are left), so this is the exact
   marginal prior of w_A times the likelihood with the pruned weights' columns dropped.
-  Its lambda conditional is lambda | w_A ~ InvGamma(a + |A|/q, b + sum_A |w_i|^q).
+  Its lambda conditional is ``lambda | w_A ~ InvGamma(a + |A|/q, b + sum_A |w_i|^q)``.
 * ``exponent="model"``: m = n (all weights), the model's density with the pruned weights
   *conditioned* to be exactly 0. w* is not its stationary point (the larger exponent
-  shrinks harder), so the Newton polish moves it, sometimes into the cusp of |w|^q at 0
+  shrinks harder), so the Newton polish moves it, sometimes into the cusp of ``|w|^q`` at 0
   (then the approximation fails, saying so). Its lambda conditional is
-  lambda | w ~ InvGamma(a + n/q, b + sum |w_i|^q).
+  ``lambda | w ~ InvGamma(a + n/q, b + sum |w_i|^q)``.
 
 Either way lambda is drawn from the conditional *of the same target* as w, so each draw
-(lambda, w) comes from one stated joint distribution. Mixing the two (w from the |A|
+(lambda, w) comes from one stated joint distribution. Mixing the two (w from the ``|A|``
 exponent, lambda with n/q) would not be a distribution of anything; conditioning on
 exact zeros also claims more shrinkage than the reference, whose pruned weights are small
-but not 0 and each add |w_i|^q (not 0) to the scale of lambda's conditional.
+but not 0 and each add ``|w_i|^q`` (not 0) to the scale of lambda's conditional.
 
 Why draws and not a Gaussian over (lambda, w). lambda is positive and its conditional is
 known exactly (conjugate InvGamma); a Gaussian over lambda would put mass below 0 and
 miss its skew, while the exact conditional costs nothing. The result is a
-:class:`DrawsPosterior` (1 chain, ``n_draws`` draws, seeded) over the spec's sites.
+:class:`~zoo.inference.posterior.DrawsPosterior` (1 chain, ``n_draws`` draws, seeded) over the spec's sites.
 
-Curvature. |w|^q has no second derivative at 0, but every active weight is at least the
+Curvature. ``|w|^q`` has no second derivative at 0, but every active weight is at least the
 pruning threshold (1e-4) away from it, where the closed form below is exact. For q < 1
-the prior's curvature q (q - 1) |w|^(q-2) is positive (the prior is convex in w near 0)
+the prior's curvature ``q (q - 1) |w|^(q-2)`` is positive (the prior is convex in w near 0)
 and unbounded as w -> 0: a weight that MM was still shrinking towards 0 when it stopped
 makes -H indefinite. That is the case this engine reports instead of forcing.
 """
@@ -90,7 +90,7 @@ def _prior_shape(spec: GGSMProbit, n_active: int, n_total: int, exponent: str) -
 
 
 def log_target(w_A, Phi_A, s, spec: GGSMProbit, shape: float) -> float:
-    """sum_n log Phi(s_n (Phi_A w_A)_n) - shape * log(b + sum |w_A|^q) (up to a constant)."""
+    """``sum_n log Phi(s_n (Phi_A w_A)_n) - shape * log(b + sum |w_A|^q)`` (up to a constant)."""
     w_A = np.asarray(w_A, float)
     return float(np.sum(log_ndtr(s * (Phi_A @ w_A))) - shape * math.log(spec.b + np.sum(np.abs(w_A) ** spec.q)))
 
@@ -101,8 +101,8 @@ def gradient_and_neg_hessian(w_A, Phi_A, s, spec: GGSMProbit, shape: float):
     Likelihood: with f = Phi_A w and r = phi(f) / Phi(s f) (the inverse Mills ratio, in
     its erfcx form so that it stays finite when s f is very negative),
     d/df log Phi(s f) = s r and d2/df2 = -r (s f + r), which lies in (-1, 0).
-    Prior -c log(b + S), S = sum |w_i|^q, t_i = dS/dw_i = q |w_i|^(q-1) sign(w_i):
-    gradient -c t / (b + S); Hessian -c [diag(q (q-1) |w_i|^(q-2)) / (b + S) - t t^T / (b + S)^2].
+    Prior -c log(b + S), ``S = sum |w_i|^q``, ``t_i = dS/dw_i = q |w_i|^(q-1) sign(w_i)``:
+    gradient -c t / (b + S); Hessian ``-c [diag(q (q-1) |w_i|^(q-2)) / (b + S) - t t^T / (b + S)^2]``.
     """
     w_A = np.asarray(w_A, float)
     q, c = spec.q, shape

@@ -74,45 +74,48 @@ class TopDownEMConfig:
     """Settings of :func:`fit_top_down`; the defaults are the authors' loop
     (``paper()``), ``fixed_point()`` is the loop that stops (DERIVATIONS.md §1.2.1).
 
-    max_iter: 500 (EM iterations; a Newton step rides on an iteration, it is not one).
-    tol: the paper's stop, max|w - w_old| < 1e-3 (checked from iteration 2 on); used when
-        ``newton`` is False.
-    prune_threshold: w_i <= 1e-3 is set to 0 and leaves the model for good.
+    - max_iter: 500 (EM iterations; a Newton step rides on an iteration, it is not one).
+    - tol: the paper's stop, max|w - w_old| < 1e-3 (checked from iteration 2 on); used when
+      ``newton`` is False.
+    - prune_threshold: w_i <= 1e-3 is set to 0 and leaves the model for good.
 
-    newton: after every EM iteration that left the active set (and the bias's place in
-        the monitor) as it was for the second time in a row, try one damped Newton step
-        on the monitored objective in (log w, b), kept only if it raises the objective
-        and keeps every weight above the threshold. Stop when the active set held, the
-        Hessian is negative definite (no damping needed) and the scaled gradient
-        max_i |w_i dF/dw_i|, |b dF/db| is below ``grad_tol``: a strict local maximum of the
-        monitor on the active set, i.e. a fixed point of the paper's iteration.
-        False: the paper's iteration and stop (``tol``).
-    grad_tol: 1e-6, the scaled-gradient stop of ``newton`` (F changes by at most ~1e-6
-        per unit of relative change of a weight).
-    mstep: "ridge" (the paper): w = M (I + M K^T K M)^-1 M K^T (Hbar - b), then weights
-        <= threshold, negative ones included, are set to 0. "nonnegative": the same
-        objective maximized over w >= 0 (a box QP in u = M^-1 w, projected Newton), so a
-        weight reaches 0 by the constraint and no prune moves f by more than the
-        threshold; its fixed points with every kept weight above the threshold are the
-        ridge M-step's.
+    - newton: after every EM iteration that left the active set (and the bias's place in
+      the monitor) as it was for the second time in a row, try one damped Newton step
+      on the monitored objective in (log w, b), kept only if it raises the objective
+      and keeps every weight above the threshold. Stop when the active set held, the
+      Hessian is negative definite (no damping needed) and the scaled gradient
+      ``max_i |w_i dF/dw_i|, |b dF/db|`` is below ``grad_tol``: a strict local maximum of the
+      monitor on the active set, i.e. a fixed point of the paper's iteration.
+      False: the paper's iteration and stop (``tol``).
+    - grad_tol: 1e-6, the scaled-gradient stop of ``newton`` (F changes by at most ~1e-6
+      per unit of relative change of a weight).
+    - mstep: "ridge" (the paper): w = M (I + M K^T K M)^-1 M K^T (Hbar - b), then weights
+      <= threshold, negative ones included, are set to 0. "nonnegative": the same
+      objective maximized over w >= 0 (a box QP in u = M^-1 w, projected Newton), so a
+      weight reaches 0 by the constraint and no prune moves f by more than the
+      threshold; its fixed points with every kept weight above the threshold are the
+      ridge M-step's.
 
-    alpha_update: how the precisions are re-estimated from the current weights.
-        "code" (default): alpha_i = (2c + 1) / (2 (w_i^2 + 2d)), which for c = d = 0 is the
+    - alpha_update: how the precisions are re-estimated from the current weights.
+
+      - "code" (default): alpha_i = (2c + 1) / (2 (w_i^2 + 2d)), which for c = d = 0 is the
         authors' 1 / (2 w_i^2) (their M = sqrt(2) diag(w)), and likewise
-        alpha_b = 1 / (2 b^2) for the bias (S = sqrt(2)|b| in their code).
-        "derived": alpha_i = (2c + 1) / (w_i^2 + 2d), the posterior mean of alpha_i under
+        alpha_b = 1 / (2 b^2) for the bias (``S = sqrt(2)|b|`` in their code).
+      - "derived": alpha_i = (2c + 1) / (w_i^2 + 2d), the posterior mean of alpha_i under
         the Gamma(c, d) hyper-prior (= 1 / w_i^2 for c = d = 0, the Gaussian-Jeffreys rule).
-        The default is "code" because this algorithm exists in the zoo to reproduce the
-        published PCVM_EM numbers, which came from that code; the two differ by a factor
-        2 (DERIVATIONS.md §1.2). "code" prunes less aggressively: its fixed points maximize
-        log-likelihood - 1/2 sum log w_i, "derived" ones log-likelihood - sum log w_i.
-    gamma_shape, gamma_rate: c and d of the Gamma hyper-prior (0, 0 in the paper).
-    n_restarts: random initializations; the best is kept by the final value of the
-        objective the algorithm increases (see :func:`fit_top_down`). The authors' code
-        runs once; the EPCVM paper's 8 initializations are picked by test error on CV
-        folds, which is a model-selection protocol outside this function.
-    min_bucket: smallest padded width of the active set (see :func:`fit_top_down`).
-    max_alpha_bias: cap on the reported bias precision (b can collapse to exactly 0).
+
+      The default is "code" because this algorithm exists in the zoo to reproduce the
+      published PCVM_EM numbers, which came from that code; the two differ by a factor
+      2 (DERIVATIONS.md §1.2). "code" prunes less aggressively: its fixed points maximize
+      log-likelihood - 1/2 sum log w_i, "derived" ones log-likelihood - sum log w_i.
+
+    - gamma_shape, gamma_rate: c and d of the Gamma hyper-prior (0, 0 in the paper).
+    - n_restarts: random initializations; the best is kept by the final value of the
+      objective the algorithm increases (see :func:`fit_top_down`). The authors' code
+      runs once; the EPCVM paper's 8 initializations are picked by test error on CV
+      folds, which is a model-selection protocol outside this function.
+    - min_bucket: smallest padded width of the active set (see :func:`fit_top_down`).
+    - max_alpha_bias: cap on the reported bias precision (b can collapse to exactly 0).
     """
 
     max_iter: int = 500
@@ -516,7 +519,8 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key,
                  progress=None) -> tuple[PointPosterior, PCVM, np.ndarray]:
     """The 2009 PCVM_EM: start with every basis column, re-estimate alpha, prune.
 
-    Each iteration (as in the authors' pcvm_train.m, kernel width fixed):
+    Each iteration (as in the authors' pcvm_train.m, kernel width fixed)::
+
       E-step  Hbar = f + s N(f)/Phi(s f)  (the first iteration uses the random H of the
               initialization instead of f);
       alphas  alpha_i from the previous w_i, alpha_b from the previous b (see
@@ -533,6 +537,7 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key,
       Newton  (``config.newton``; off in the paper) once the active set has held for two
               iterations, one damped Newton step on the monitor in (b, log w), kept if
               it raises the monitor and keeps every weight above the threshold.
+
     Stops (``newton``) at a strict local maximum of the monitor on the active set:
     negative definite Hessian and scaled gradient max|w_i dF/dw_i| < grad_tol - a fixed
     point of the paper's iteration; or (paper) when max|w - w_old| < tol from iteration
@@ -566,13 +571,13 @@ def fit_top_down(Phi, y, *, config: TopDownEMConfig | None = None, key,
     below 0), "w_min_trace" (the smallest active weight).
 
     Args:
-        Phi: (n, M) basis (label-signed kernel columns; M = n in the paper).
-        y: (n,) labels 0/1 or -1/+1.
-        config: :class:`TopDownEMConfig`.
-        key: a jax PRNG key (or an int seed).
-        progress: ``progress(iteration, state)`` whenever the host regains control (after
-            each compiled chunk: at every compaction of the active set and at the end),
-            state {"basis functions": the active count}; or None.
+        - Phi: (n, M) basis (label-signed kernel columns; M = n in the paper).
+        - y: (n,) labels 0/1 or -1/+1.
+        - config: :class:`TopDownEMConfig`.
+        - key: a jax PRNG key (or an int seed).
+        - progress: ``progress(iteration, state)`` whenever the host regains control (after
+          each compiled chunk: at every compaction of the active set and at the end),
+          state {"basis functions": the active count}; or None.
 
     Returns:
         (posterior, spec_selected, active_columns): ``spec_selected`` is

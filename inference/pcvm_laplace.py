@@ -5,7 +5,7 @@ The approximation is always built on the paper's *surrogate* model (what
 ``spec.with_params(surrogate=True).model`` samples): the probit link replaced by the
 scaled logistic sigma(lambda f), lambda = sqrt(8/pi), and the indicator 1[w_i >= 0] by
 the smooth factor sigma(beta w_i), beta = 3. With theta = [b, w_1..w_M] and the flat
-design [1 | Phi] (so f = [1 | Phi] theta) the objective is
+design [1 | Phi] (so f = [1 | Phi] theta) the objective is ::
 
     Q(theta) = sum_n [t_n log sigma(lambda f_n) + (1 - t_n) log(1 - sigma(lambda f_n))]
                - 1/2 theta^T A theta + sum_{i>=1} log sigma(beta w_i),
@@ -181,6 +181,9 @@ class NewtonState(NamedTuple):
 
 
 def newton_init(theta0, problem: _Problem, max_iter: int) -> NewtonState:
+    """The state the Newton loop starts from: ``theta0`` with every quantity of the point
+    still NaN (the first step evaluates them), counters and jitter at 0, status running and a trace
+    of ``max_iter + 1`` NaN slots."""
     N, P = problem.design.shape
     nan = jnp.asarray(jnp.nan)
     return NewtonState(
@@ -378,11 +381,11 @@ def _status(out: dict[str, Any], config: LaplaceConfig) -> tuple[bool, str]:
 def fit(spec: PCVM, Phi, y, *, config: LaplaceConfig | None = None) -> GaussianPosterior:
     """Laplace approximation of the EPCVM surrogate posterior at the spec's frozen alpha.
 
-    spec: a PCVM spec (probit or surrogate; the approximation is of the surrogate model in
-        both cases, as in the paper; the returned posterior keeps ``spec`` so that
-        ``predict_proba`` uses the spec's own link, Phi(mu / sqrt(1 + s^2)) for probit).
-    Phi: (N, M) design matrix (label-signed basis columns, no bias column).
-    y: (N,) labels, 0/1 or -1/+1.
+    - spec: a PCVM spec (probit or surrogate; the approximation is of the surrogate model in
+      both cases, as in the paper; the returned posterior keeps ``spec`` so that
+      ``predict_proba`` uses the spec's own link, Phi(mu / sqrt(1 + s^2)) for probit).
+    - Phi: (N, M) design matrix (label-signed basis columns, no bias column).
+    - y: (N,) labels, 0/1 or -1/+1.
 
     Returns a GaussianPosterior over theta = [b, w_1..w_M] with mean = the mode of Q and
     covariance (Phi~^T B Phi~ + A + D)^{-1}. ``info.trace`` holds Q per Newton iteration

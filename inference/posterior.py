@@ -1,10 +1,11 @@
 """Posterior types returned by every engine and by the NUTS reference.
 
 Three kinds, one interface:
+
 * :class:`GaussianPosterior` - mean and Cholesky factor over the flat parameter vector
   (Laplace, EP, VB);
 * :class:`PointPosterior`   - a single parameter value (MAP by EM/MM, SLA);
-* :class:`DrawsPosterior`   - draws of shape (chains, draws, *site shape) (NUTS, Gibbs,
+* :class:`DrawsPosterior`   - draws of shape ``(chains, draws, *site_shape)`` (NUTS, Gibbs,
   a Gaussian in an unconstrained space pushed through its transforms).
 
 Each knows its spec and sites, can ``sample``, ``predict_proba`` on a new design matrix
@@ -55,6 +56,7 @@ class FitInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_timing(self, seconds: float, compile_seconds: float) -> "FitInfo":
+        """A copy with ``seconds`` and ``compile_seconds`` set, every other field kept."""
         return FitInfo(
             self.engine, self.converged, self.n_iter, self.reason, seconds,
             compile_seconds, self.objective, self.trace, self.extra,
@@ -71,10 +73,12 @@ class Posterior:
 
     # --- to implement ---
     def sample(self, key, n: int) -> dict[str, np.ndarray]:
-        """n independent draws, as {site: array of shape (n, *site.shape)}."""
+        """n independent draws, as ``{site: array of shape (n, *site.shape)}``."""
         raise NotImplementedError
 
     def mean_flat(self) -> np.ndarray:
+        """The posterior mean (a point estimate's value) as a flat vector of length
+        :attr:`dim`, in the order of ``sites``."""
         raise NotImplementedError
 
     def sd_flat(self) -> np.ndarray | None:
@@ -82,14 +86,18 @@ class Posterior:
         raise NotImplementedError
 
     def predict_proba(self, Phi_new) -> np.ndarray:
+        """The predictive probability ``p(y = 1 | x)`` of each row of the design ``Phi_new``,
+        shape (n,)."""
         raise NotImplementedError
 
     # --- shared ---
     @property
     def dim(self) -> int:
+        """The length of the flat parameter vector: the sites' total size."""
         return total_size(self.sites)
 
     def mean(self) -> dict[str, np.ndarray]:
+        """:meth:`mean_flat` split into site values, ``{site: array of the site's shape}``."""
         return {k: np.asarray(v) for k, v in unflatten(self.mean_flat(), self.sites).items()}
 
     def flat_names(self) -> list[str]:
@@ -139,15 +147,18 @@ class GaussianPosterior(Posterior):
 
     @property
     def cov(self) -> np.ndarray:
+        """The covariance ``L L^T``, shape (dim, dim)."""
         return self.chol @ self.chol.T
 
     def mean_flat(self):
+        """The Gaussian's mean vector."""
         return np.asarray(self.mean_vec)
 
     def sd_flat(self):
         return np.sqrt(np.sum(self.chol**2, axis=1))
 
     def sample_flat(self, key, n: int) -> np.ndarray:
+        """``n`` independent draws as flat vectors, shape (n, dim), from the JAX PRNG ``key``."""
         return self.flat_from_normals(jax.random.normal(key, (n, self.dim)))
 
     def flat_from_normals(self, z) -> np.ndarray:
@@ -184,6 +195,8 @@ class GaussianPosterior(Posterior):
         return out
 
     def predict_proba(self, Phi_new):
+        """``E[p(y = 1 | f)]`` under the Gaussian's distribution of each row's linear predictor
+        ``f``: the spec's ``gaussian_prob`` of its mean and variance (no sampling)."""
         A = np.asarray(self.spec.flat_design(Phi_new))
         mean_f = A @ self.mean_vec
         var_f = np.sum((A @ self.chol) ** 2, axis=1)
@@ -207,6 +220,7 @@ class PointPosterior(Posterior):
             raise FloatingPointError(f"{self.info.engine}: point estimate is not finite")
 
     def mean_flat(self):
+        """The point estimate itself."""
         return np.asarray(self.value)
 
     def sd_flat(self):
@@ -217,13 +231,15 @@ class PointPosterior(Posterior):
         return {k: np.asarray(v) for k, v in unflatten(flat, self.sites).items()}
 
     def predict_proba(self, Phi_new):
+        """The plug-in prediction: the spec's link applied to the linear predictor at the
+        point estimate."""
         params = unflatten(self.value, self.sites)
         return np.asarray(self.spec.prob(self.spec.linear_predictor(params, Phi_new)))
 
 
 @dataclass(frozen=True, eq=False)
 class DrawsPosterior(Posterior):
-    """Draws {site: (chains, draws, *shape)} - the NUTS reference and sampler engines.
+    """Draws ``{site: (chains, draws, *shape)}`` - the NUTS reference and sampler engines.
 
     log_weights: None, or (chains, draws) importance log weights log p(z, y) - log q(z)
     of each draw, where the draws come from an approximation q with a density over the
@@ -260,10 +276,12 @@ class DrawsPosterior(Posterior):
 
     @property
     def n_chains(self) -> int:
+        """The number of chains (the draws' first axis)."""
         return self.draws[self.sites[0].name].shape[0]
 
     @property
     def n_draws(self) -> int:
+        """The number of draws per chain (the draws' second axis)."""
         return self.draws[self.sites[0].name].shape[1]
 
     def flat_draws(self) -> np.ndarray:
@@ -272,6 +290,8 @@ class DrawsPosterior(Posterior):
         return np.asarray(flatten(pooled, self.sites))
 
     def mean_flat(self):
+        """The mean of all draws, pooled over chains, in flat order (unweighted: the
+        ``log_weights`` are not applied)."""
         return self.flat_draws().mean(0)
 
     def sd_flat(self):

@@ -85,25 +85,25 @@ LAPLACE_HESSIANS = ("model", "logistic")
 class SLAConfig:
     """Settings of SLA (module docstring). Thresholds and eta refer to E / N.
 
-    gamma_min, r_gamma: the first stage's gamma (capped at the spec's) and its growth.
-    radius, r_radius, step, r_step: the coordinate probe's range R and grid S, and their
-        shrink factors per stage (Nguyen & Sanner: 8, 1/2, 0.2, 1/2).
-    eta0, r_eta, eta_min: gradient descent's learning rate, its shrink factor on a step
-        that does not lower E, and where the descent stops.
-    eps_loss: smallest decrease of E / N that counts as one; eps_grad: gradient norm of
-        E / N below which the descent stops.
-    max_rounds: cap on (descent, probe) rounds per stage; max_descent: steps per descent.
-    start: "lr" (L2 logistic regression with the spec's lam, by Newton) or "zeros".
-    loss: "bblr" (the model's negative log likelihood: SLA's answer is the spec's posterior
-        mode) or "sigmoid" (Nguyen & Sanner's sigmoid loss sum_n sigmoid(-gamma t_n f_n) with
-        the same Gaussian term lam / 2 ||w||^2 - not a log likelihood; the "SLA" column of
-        Hasan & Pal's tables. Only with a = 0, b = 1, so that the spec's prediction
-        sigmoid(gamma f) > 1/2 is the loss's own rule f > 0).
-    laplace_hessian: the curvature of ``laplace``'s Gaussian: "model" (the Hessian of the
-        spec's own log joint) or "logistic" - a documented defect for the planted-defect
-        battery: the Hessian of plain L2 logistic regression (a = 0, b = 1) at the same mode,
-        the slip of reusing LR's Laplace for the bounded likelihood. With a > 0 or a + b < 1
-        the bounded likelihood is flatter, so this Gaussian is too narrow.
+    - gamma_min, r_gamma: the first stage's gamma (capped at the spec's) and its growth.
+    - radius, r_radius, step, r_step: the coordinate probe's range R and grid S, and their
+      shrink factors per stage (Nguyen & Sanner: 8, 1/2, 0.2, 1/2).
+    - eta0, r_eta, eta_min: gradient descent's learning rate, its shrink factor on a step
+      that does not lower E, and where the descent stops.
+    - eps_loss: smallest decrease of E / N that counts as one; eps_grad: gradient norm of
+      E / N below which the descent stops.
+    - max_rounds: cap on (descent, probe) rounds per stage; max_descent: steps per descent.
+    - start: "lr" (L2 logistic regression with the spec's lam, by Newton) or "zeros".
+    - loss: "bblr" (the model's negative log likelihood: SLA's answer is the spec's posterior
+      mode) or "sigmoid" (Nguyen & Sanner's sigmoid loss sum_n sigmoid(-gamma t_n f_n) with
+      the same Gaussian term lam / 2 ||w||^2 - not a log likelihood; the "SLA" column of
+      Hasan & Pal's tables. Only with a = 0, b = 1, so that the spec's prediction
+      sigmoid(gamma f) > 1/2 is the loss's own rule f > 0).
+    - laplace_hessian: the curvature of ``laplace``'s Gaussian: "model" (the Hessian of the
+      spec's own log joint) or "logistic" - a documented defect for the planted-defect
+      battery: the Hessian of plain L2 logistic regression (a = 0, b = 1) at the same mode,
+      the slip of reusing LR's Laplace for the bounded likelihood. With a > 0 or a + b < 1
+      the bounded likelihood is flatter, so this Gaussian is too narrow.
     """
 
     gamma_min: float = 2.0
@@ -217,6 +217,8 @@ _probe_jit = jax.jit(_probe, static_argnums=(6, 7))
 
 
 def probe_steps(step: float, radius: float) -> np.ndarray:
+    """The offsets the coordinate probe tries on each weight: ``step, -step, 2 step,
+    -2 step, ...`` up to the largest multiple of ``step`` within ``radius``."""
     k = int(math.floor(radius / step + 1e-9))
     mult = np.repeat(np.arange(1, k + 1), 2) * np.tile([1.0, -1.0], k)
     return step * mult

@@ -7,7 +7,7 @@ pi N(0, s2) + (1 - pi) Laplace(0, ell) (eq. 41). For fixed (pi, s2, ell) the eng
 minimizes E(w) = -log p(y, w) of that spec - exactly the NumPyro model's negative log
 joint - by SLA's range optimization (``inference/sla.py``: the sigmoid's gamma annealed,
 each stage a loop of a gradient-descent phase and a coordinate-probe phase). After every
-probe phase a hard-assignment EM step re-estimates the prior:
+probe phase a hard-assignment EM step re-estimates the prior::
 
     j in G  iff  pi N(w_j; 0, s2) >= (1 - pi) Laplace(w_j; 0, ell),   L = the others,
     pi = |G| / M,   s2 = mean_G w_j^2,   ell = mean_L |w_j|,
@@ -28,7 +28,7 @@ How this differs from ``sla.run_sla``, and why:
   mixture prior), and at w_j = 0, where the Laplace component has a kink, the descent takes
   the minimum-norm subgradient and stops a coordinate at 0 instead of letting it cross
   (orthant-wise steps, as OWL-QN does for an L1 term). Plain gradient steps stall at the
-  kink: every step that moves a weight across 0 pays |step| / ell and is refused, and the
+  kink: every step that moves a weight across 0 pays ``|step| / ell`` and is refused, and the
   learning rate then shrinks for every coordinate at once;
 * the probe tracks f = Phi w and moves it by a column per candidate, O(N) per candidate
   instead of the O(N M) of recomputing Phi w: the same moves as SLA's probe (tested),
@@ -44,7 +44,7 @@ How this differs from ``sla.run_sla``, and why:
 The kept kernel functions ("support vectors" in the paper, which gives no threshold) are
 the members of the broader component of the final hard assignment - the Gaussian one
 whenever the Laplace is the spike, as it is from the default start - i.e. the weights the
-EM itself calls non-negligible. A magnitude count (|w_j| >= 1 % of the largest) is
+EM itself calls non-negligible. A magnitude count (``|w_j| >= 1 %`` of the largest) is
 recorded beside it.
 
 What to expect: the hard EM prices a kept weight at about log M + log(s / ell) nats of
@@ -75,7 +75,7 @@ from .sla import SLAConfig, gamma_schedule, logistic_start, mean_objective, prob
 ENGINE_NAME = "sla-sparse"
 OBJECTIVE_NAME = ("E(w) = -log joint of the gauss-laplace spec at the stage's gamma and the segment's "
                   "(pi, s2, ell)")
-#: a weight is counted "large" when |w_j| is at least this fraction of the largest |w|
+#: a weight is counted "large" when ``|w_j|`` is at least this fraction of the largest ``|w|``
 MAGNITUDE_FRACTION = 0.01
 
 
@@ -90,7 +90,7 @@ class SparseConfig:
         (pi, s2, ell) by more than this (relative) and no assignment.
     ell_floor, sd_floor: the smallest ell and sqrt(s2), in units of u. The guard against a
         component collapsing onto 0: the weights the Laplace holds reach exactly 0, so
-        mean_L |w| is 0 and ell sits on its floor whenever L has members.
+        ``mean_L |w|`` is 0 and ell sits on its floor whenever L has members.
     pi_floor: the smallest share of a component; None: 1 / (2M) (an emptied component
         keeps half a weight's share, so it can win weights back).
     init_pi, init_sd, init_ell: the constants the end-to-end fit starts the EM from, sd
@@ -250,7 +250,7 @@ class EMStep:
 def hard_em_step(w, pi: float, s2: float, ell: float, *, s2_floor: float, ell_floor: float,
                  pi_floor: float | None = None) -> EMStep:
     """Assign w_j to the Gaussian where pi N(w_j; 0, s2) >= (1 - pi) Laplace(w_j; 0, ell),
-    else to the Laplace; then pi = |G| / M, s2 = mean_G w^2, ell = mean_L |w| (the maximum
+    else to the Laplace; then ``pi = |G| / M``, s2 = mean_G w^2, ``ell = mean_L |w|`` (the maximum
     likelihood values for the hard assignment). Guards: pi in [1 / (2M), 1 - 1 / (2M)]
     (an empty component keeps half a member's share, so it can win weights back); an empty
     component keeps its old scale; s2 >= s2_floor, ell >= ell_floor."""
@@ -303,7 +303,7 @@ def kept_columns(w, spec: BBLR) -> np.ndarray:
 
 
 def magnitude_count(w, fraction: float = MAGNITUDE_FRACTION) -> int:
-    """How many |w_j| are at least ``fraction`` of the largest (0 for w = 0)."""
+    """How many ``|w_j|`` are at least ``fraction`` of the largest (0 for w = 0)."""
     a = np.abs(np.asarray(w, dtype=float))
     return int(np.sum(a >= fraction * a.max())) if a.size and a.max() > 0 else 0
 
@@ -322,7 +322,7 @@ def run_sparse_sla(spec: BBLR, Phi, y, config: SparseConfig, w0=None,
     Returns (w, final spec, record). The record holds ``trace`` (E after every descent and
     probe phase and at the start of every segment), ``segment_of`` (a segment: one gamma
     and one (pi, s2, ell)), ``stage_of``, ``stages``, ``em`` (every EM step: stage, round,
-    constants, |G|, floors that acted), ``unit`` (u), ``gaussian`` (the final assignment),
+    constants, ``|G|``, floors that acted), ``unit`` (u), ``gaussian`` (the final assignment),
     ``kept`` (indices), ``n_kept``, ``n_large`` (magnitude count) and ``converged``."""
     if spec.prior != "gauss-laplace":
         raise ValueError(f"the sparse engine needs a spec with prior='gauss-laplace', got prior={spec.prior!r}")

@@ -32,6 +32,7 @@ class Site:
 
     @property
     def size(self) -> int:
+        """The number of scalars in the site: the product of ``shape`` (1 for a scalar site)."""
         return int(np.prod(self.shape, dtype=int))
 
 
@@ -41,19 +42,27 @@ class ModelSpec(Protocol):
 
     name: str
 
-    def model(self, Phi, y=None) -> None:  # the NumPyro model
+    def model(self, Phi, y=None) -> None:
+        """The NumPyro model on the design ``Phi``, shape (n, n_basis); ``y`` (0/1 labels) is
+        observed when given and sampled from the prior predictive when None."""
         ...
 
-    def sites(self, n_basis: int) -> tuple[Site, ...]:  # latent sites, in flat order
+    def sites(self, n_basis: int) -> tuple[Site, ...]:
+        """The latent sites for a design of ``n_basis`` columns, in the order that flat
+        vectors use (:func:`~zoo.models.base.flatten`, :func:`~zoo.models.base.unflatten`)."""
         ...
 
-    def linear_predictor(self, params: dict[str, Any], Phi):  # f, shape (..., n)
+    def linear_predictor(self, params: dict[str, Any], Phi):
+        """The linear predictor ``f`` from site values ``params`` (batch dims in front are
+        kept): shape (..., n)."""
         ...
 
-    def prob(self, f):  # p(y = 1 | f): the link applied to the linear predictor
+    def prob(self, f):
+        """``p(y = 1 | f)``: the model's link applied to the linear predictor ``f``."""
         ...
 
-    def to_dict(self) -> dict[str, Any]:  # JSON-able hyper-parameters (for hashes, reports)
+    def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict, for hashes and reports."""
         ...
 
 
@@ -93,7 +102,7 @@ def is_classifier(spec) -> bool:
 def checked_problem(spec, Phi, y=None, *, name: str = "Phi"):
     """(Phi, y) checked as ``spec``'s model takes them, as NumPy: a classifier's design matrix
     and 0/1 labels (``checks.check_design``), or a general model's data arrays and observed
-    values by site (:meth:`GeneralSpec.checked`). ValueError in one line naming the problem."""
+    values by site (:meth:`zoo.models.general.GeneralSpec.checked`). ValueError in one line naming the problem."""
     if is_classifier(spec):
         from .checks import check_design  # checks imports scipy.sparse: only a classifier needs it
 
@@ -124,4 +133,5 @@ def as_jax(tree):
 
 
 def total_size(sites: tuple[Site, ...]) -> int:
+    """The length of the flat vector of ``sites``: the sum of their sizes."""
     return sum(s.size for s in sites)

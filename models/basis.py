@@ -66,18 +66,23 @@ class LinearBasis:
 
     @classmethod
     def fit(cls, X: np.ndarray) -> "LinearBasis":
+        """The linear basis of the training inputs ``X`` (n, d): it only records ``d``."""
         X = check_features(X)
         return cls(n_features=X.shape[1])
 
     def transform(self, X: np.ndarray) -> np.ndarray:
+        """A copy of ``X`` as the design matrix, shape (n, n_features); ValueError
+        (:func:`~zoo.models.checks.check_features`) for another width or bad entries."""
         X = check_features(X, n_features=self.n_features)
         return X.copy()
 
     def subset(self, columns: np.ndarray) -> "ColumnSubset":
+        """The basis restricted to some features (the weights an engine kept)."""
         return ColumnSubset(self, np.asarray(columns, dtype=int))
 
     @property
     def n_basis(self) -> int:
+        """The number of design columns: the number of input features."""
         return self.n_features
 
 
@@ -96,6 +101,8 @@ class RBFBasis:
 
     @classmethod
     def fit(cls, X: np.ndarray, width: float, signs: np.ndarray | None = None) -> "RBFBasis":
+        """The RBF basis centred on the training inputs ``X`` (n, d); ValueError unless
+        ``width`` is positive and finite and ``signs`` (if given) is +1/-1, one per row."""
         X = check_features(X)
         if not np.isfinite(width) or width <= 0:
             raise ValueError(f"kernel width must be a positive finite number, got {width}")
@@ -106,6 +113,8 @@ class RBFBasis:
         return cls(centres=X.copy(), width=float(width), signs=signs)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
+        """The design matrix of inputs ``X``: kernel values against the centres, each
+        column multiplied by its sign; shape (n, n_centres)."""
         X = check_features(X, n_features=self.centres.shape[1])
         K = rbf_kernel(X, self.centres, self.width)
         return K if self.signs is None else K * self.signs[None, :]
@@ -121,6 +130,7 @@ class RBFBasis:
 
     @property
     def n_basis(self) -> int:
+        """The number of design columns: one per centre."""
         return self.centres.shape[0]
 
 
@@ -132,14 +142,17 @@ class WithBias:
     inner: Any
 
     def transform(self, X: np.ndarray) -> np.ndarray:
+        """The inner basis's design matrix of ``X`` with a column of ones in front."""
         Phi = self.inner.transform(X)
         return np.concatenate([np.ones((Phi.shape[0], 1)), Phi], axis=1)
 
     def subset(self, columns: np.ndarray) -> "ColumnSubset":
+        """Some columns of this basis (column 0 is the bias column)."""
         return ColumnSubset(self, np.asarray(columns, dtype=int))
 
     @property
     def n_basis(self) -> int:
+        """The number of design columns: the inner basis's plus the bias column."""
         return 1 + self.inner.n_basis
 
 
@@ -151,10 +164,12 @@ class ColumnSubset:
     columns: np.ndarray
 
     def transform(self, X: np.ndarray) -> np.ndarray:
+        """The base basis's design matrix of ``X``, restricted to ``columns``."""
         return self.base.transform(X)[:, self.columns]
 
     @property
     def n_basis(self) -> int:
+        """The number of columns kept."""
         return int(self.columns.size)
 
 
@@ -180,6 +195,8 @@ class PerDimensionRBFBasis:
 
     @classmethod
     def fit(cls, X: np.ndarray, delta: float) -> "PerDimensionRBFBasis":
+        """The basis centred on the training inputs ``X`` (n, d); ValueError unless ``delta``
+        is positive and finite."""
         X = check_features(X)
         if not np.isfinite(delta) or delta <= 0:
             raise ValueError(f"RBF parameter delta must be a positive finite number, got {delta}")
@@ -187,17 +204,22 @@ class PerDimensionRBFBasis:
 
     @property
     def table_shape(self) -> tuple[int, int]:
+        """The shape of the relevance table: (input dimensions, centres)."""
         return self.centres.shape[1], self.centres.shape[0]
 
     def transform(self, X: np.ndarray) -> np.ndarray:
+        """The design matrix of inputs ``X``: the (dimension x centre) table of each row
+        flattened row by row, shape (n, d * n_centres)."""
         X = check_features(X, n_features=self.centres.shape[1])
         # (n, d, n_centres): dimension i of object n against dimension i of centre j
         diff = X[:, :, None] - self.centres.T[None, :, :]
         return np.exp(-self.delta * diff * diff).reshape(X.shape[0], -1)
 
     def subset(self, columns: np.ndarray) -> "ColumnSubset":
+        """Some columns of the flattened table (the weights an engine kept)."""
         return ColumnSubset(self, np.asarray(columns, dtype=int))
 
     @property
     def n_basis(self) -> int:
+        """The number of design columns: input dimensions times centres."""
         return self.centres.shape[0] * self.centres.shape[1]

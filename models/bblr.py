@@ -81,6 +81,8 @@ class BetaBernoulliLogistic(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
+        """The log-probability of ``value`` (a 0/1 label, or an array of them broadcasting
+        against ``f``), elementwise; -inf outside {0, 1} when arguments are validated."""
         return bb_log_prob(value, self.f, self.a, self.b, self.gamma)
 
     @property
@@ -113,7 +115,7 @@ def gauss_laplace_responsibility(w, pi, s2, ell):
 
 class GaussLaplaceMixture(dist.Distribution):
     """pi N(0, s2) + (1 - pi) Laplace(0, ell): the sparse kernel BBLR's prior per weight
-    (eq. 41; Laplace(w; 0, ell) = exp(-|w| / ell) / (2 ell))."""
+    (eq. 41; ``Laplace(w; 0, ell) = exp(-|w| / ell) / (2 ell)``)."""
 
     arg_constraints = {}
     support = constraints.real
@@ -130,9 +132,13 @@ class GaussLaplaceMixture(dist.Distribution):
         return jnp.where(jax.random.uniform(k_pick, sample_shape) < self.pi, gauss, lap)
 
     def log_prob(self, value):
+        """The mixture's log density at ``value``, elementwise
+        (:func:`gauss_laplace_log_prob`)."""
         return gauss_laplace_log_prob(value, self.pi, self.s2, self.ell)
 
     def responsibility(self, value):
+        """The Gaussian component's share of the density at ``value``, elementwise
+        (:func:`gauss_laplace_responsibility`)."""
         return gauss_laplace_responsibility(value, self.pi, self.s2, self.ell)
 
 
@@ -152,7 +158,7 @@ class BBLR:
     a, b: the likelihood's floor and range, a >= 0, b > 0, a + b <= 1 (c = 1 - a - b >= 0).
     gamma: the sharpness of the sigmoid, > 0.
     prior: "gaussian" (w ~ N(0, 1 / lam), the paper's L2 term lam / 2 ||w||^2) or
-        "gauss-laplace" (each w_j ~ pi N(0, s2) + (1 - pi) Laplace(0, ell)).
+    "gauss-laplace" (each w_j ~ pi N(0, s2) + (1 - pi) Laplace(0, ell)).
     """
 
     a: float = 0.0
@@ -216,16 +222,21 @@ class BBLR:
 
     @property
     def c(self) -> float:
+        """The floor of p(y = 0): ``c = 1 - a - b`` (>= 0)."""
         return 1.0 - self.a - self.b
 
     def with_params(self, **overrides) -> "BBLR":
+        """A copy with the given hyper-parameters replaced (checked as in the constructor)."""
         return replace(self, **overrides)
 
     # -- the contract -------------------------------------------------------------
     def sites(self, n_basis: int) -> tuple[Site, ...]:
+        """One site: the weights ``w``, one per basis column (there is no separate bias)."""
         return (Site("w", (n_basis,), "real", ("basis",)),)
 
     def prior_distribution(self):
+        """The prior of one weight as a NumPyro distribution: ``Normal(0, 1 / sqrt(lam))`` or
+        a :class:`GaussLaplaceMixture`."""
         if self.prior == "gaussian":
             return dist.Normal(0.0, 1.0 / math.sqrt(self.lam))
         return GaussLaplaceMixture(self.pi, self.s2, self.ell)
@@ -240,6 +251,8 @@ class BBLR:
         return jnp.sum(bb_log_prob(jnp.asarray(y), f, self.a, self.b, self.gamma), axis=-1)
 
     def log_joint(self, w, Phi, y):
+        """log p(w, y) = :meth:`log_prior` + :meth:`log_likelihood`; ``w`` may carry batch
+        axes in front."""
         return self.log_prior(w) + self.log_likelihood(w, Phi, y)
 
     def log_density_sites(self, params, Phi, y):
@@ -248,14 +261,18 @@ class BBLR:
         return self.log_joint(params["w"], Phi, y)
 
     def model(self, Phi, y=None):
+        """The NumPyro model: i.i.d. weights from :meth:`prior_distribution` and the
+        :class:`BetaBernoulliLogistic` likelihood of ``f = Phi @ w``."""
         Phi = jnp.asarray(Phi)
         w = numpyro.sample("w", self.prior_distribution().expand([Phi.shape[1]]).to_event(1))
         numpyro.sample("y", BetaBernoulliLogistic(Phi @ w, self.a, self.b, self.gamma), obs=y)
 
     def linear_predictor(self, params, Phi):
+        """``f = Phi @ w``, shape (..., n), for site values with any batch dims in front."""
         return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["w"]))
 
     def prob(self, f):
+        """``p(y = 1 | f) = a + b sigmoid(gamma f)``."""
         return self.a + self.b * sigmoid(self.gamma * jnp.asarray(f))
 
     def gaussian_prob(self, mean_f, var_f):
@@ -265,12 +282,16 @@ class BBLR:
         return self.a + self.b * expected_sigmoid(self.gamma * jnp.asarray(mean_f, float), sd)
 
     def flat_design(self, Phi):
+        """A with ``f = A @ theta`` for the flat parameter ``theta = w``: ``Phi`` itself."""
         return jnp.asarray(Phi)
 
     def constant_data(self, n_basis: int) -> dict[str, Any]:
+        """The numeric hyper-parameters of :meth:`to_dict` as arrays, for the constant_data
+        group of InferenceData (``n_basis`` is unused: no constant depends on it)."""
         return {k: np.asarray(v) for k, v in self.to_dict().items() if isinstance(v, float)}
 
     def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict (only the active prior's constants)."""
         out = {"model": self.name, "a": self.a, "b": self.b, "gamma": self.gamma, "prior": self.prior}
         if self.prior == "gaussian":
             out["lam"] = self.lam

@@ -35,6 +35,8 @@ class ProbitBernoulli(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
+        """log Phi(f) for a label 1 and log Phi(-f) for a label 0, elementwise, each by
+        ``log_ndtr`` (finite for any ``f``)."""
         return value * log_ndtr(self.f) + (1.0 - value) * log_ndtr(-self.f)
 
     @property
@@ -48,7 +50,7 @@ class ProbitBernoulli(dist.Distribution):
 
 
 class GeneralizedNormal(dist.Distribution):
-    """Generalized normal (exponential power) distribution with shape q and scale lambda:
+    """Generalized normal (exponential power) distribution with shape q and scale lambda::
 
         p(w) = q / (2 lambda^(1/q) Gamma(1/q)) exp(-|w - loc|^q / lambda),   q > 0, lambda > 0.
 
@@ -57,7 +59,7 @@ class GeneralizedNormal(dist.Distribution):
     prior of ``models/ggsm_probit.py``); scipy's ``gennorm(beta=q, loc, scale=lambda^(1/q))``
     is the same law.
 
-    Sampling is exact: |w - loc|^q / lambda ~ Gamma(1/q, 1), with an independent random sign.
+    Sampling is exact: ``|w - loc|^q / lambda ~ Gamma(1/q, 1)``, with an independent random sign.
     """
 
     arg_constraints = {
@@ -83,6 +85,7 @@ class GeneralizedNormal(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
+        """The log density at ``value``, elementwise (the class docstring's formula)."""
         q = self.q
         log_norm = jnp.log(q) - jnp.log(2.0) - jnp.log(self.lam) / q - gammaln(1.0 / q)
         return log_norm - jnp.abs(value - self.loc) ** q / self.lam
@@ -159,6 +162,8 @@ class GIG(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
+        """The log density at ``value``, elementwise, in whichever of the three forms (Bessel,
+        Gamma, inverse gamma) each element's parameters take; -inf where ``value <= 0``."""
         x = jnp.where(value > 0, value, 1.0)
         log_x = jnp.log(x)
         if self._static_case == "gamma":
@@ -362,6 +367,8 @@ class LogBetaPrime(dist.Distribution):
 
     @validate_sample
     def log_prob(self, value):
+        """The log density of ``u = value`` (the class docstring's formula), elementwise,
+        with ``log(1 + e^u)`` computed as a softplus."""
         from jax.scipy.special import betaln
 
         return self.alpha * value - (self.alpha + self.beta) * jax.nn.softplus(value) - betaln(self.alpha, self.beta)

@@ -231,9 +231,13 @@ class GeneralSpec:
         return self.judged
 
     def linear_predictor(self, params, Phi):
+        """Always raises TypeError: a general model has no classifier part, so no linear
+        predictor (the contract's method, for the engines that ask)."""
         raise TypeError(f"model {self.name} has no classifier part: no linear predictor")
 
     def prob(self, f):
+        """Always raises TypeError: a general model has no link, so no predictive
+        probabilities."""
         raise TypeError(f"model {self.name} has no classifier part: no predictive probabilities")
 
     def to_dict(self) -> dict[str, Any]:

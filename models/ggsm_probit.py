@@ -1,5 +1,5 @@
 """GGSM probit: probit regression with a generalized Gaussian scale mixture prior
-(Liu, Wu & Zhou, the GGIG paper; DERIVATIONS.md §2).
+(Liu, Wu & Zhou, the GGIG paper; DERIVATIONS.md §2). ::
 
     p(y_n = 1 | w) = Phi( phi(x_n)^T w )
     w_i | lambda  ~  GeneralizedNormal(lambda, q)   i.i.d.,  q in (0, 2]
@@ -14,7 +14,7 @@ The bias is not a separate site: as in the paper, phi(x) carries a constant colu
 weight has the same prior as every other weight.
 
 Prior on lambda. The paper uses a = b = 1e-3 (near Jeffreys). Two facts make that a bad
-*default*: (i) the marginal prior of w is then proportional to (b + sum |w_i|^q)^-(a + n/q),
+*default*: (i) the marginal prior of w is then proportional to ``(b + sum |w_i|^q)^-(a + n/q)``,
 which with b -> 0 rewards shrinking all of w towards 0 by up to (n/q) log(1/b) nats, so
 the MAP iteration of the paper can collapse to w = 0 (DERIVATIONS.md §2.5), and (ii) NUTS does not
 certify on that posterior even at q = 2 (R-hat 1.17 in the probe of the issue). The default
@@ -45,9 +45,9 @@ PAPER_A = PAPER_B = 1e-3
 class GGSMProbit:
     """GGSM probit spec.
 
-    q: shape of the generalized normal prior, in (0, 2] (the scale-mixture bound of the
-        paper's MM algorithm needs q <= 2).
-    a, b: shape and scale of the InvGamma prior on lambda.
+    - q: shape of the generalized normal prior, in (0, 2] (the scale-mixture bound of the
+      paper's MM algorithm needs q <= 2).
+    - a, b: shape and scale of the InvGamma prior on lambda.
     """
 
     q: float = 1.0
@@ -72,9 +72,13 @@ class GGSMProbit:
 
     # -- the contract -------------------------------------------------------------
     def sites(self, n_basis: int) -> tuple[Site, ...]:
+        """The shared scale ``lam`` (positive) and the weights ``w``, one per basis column
+        (the bias is a column of the design, not a site)."""
         return (Site("lam", (), "positive"), Site("w", (n_basis,), "real", ("basis",)))
 
     def model(self, Phi, y=None):
+        """The NumPyro model: ``lam`` from its InvGamma prior, i.i.d. generalized normal
+        weights given ``lam``, and the probit likelihood of ``f = Phi @ w``."""
         Phi = jnp.asarray(Phi)
         n_basis = Phi.shape[1]
         lam = numpyro.sample("lam", dist.InverseGamma(self.a, self.b))
@@ -82,9 +86,11 @@ class GGSMProbit:
         numpyro.sample("y", ProbitBernoulli(Phi @ w), obs=y)
 
     def linear_predictor(self, params, Phi):
+        """``f = Phi @ w``, shape (..., n), for site values with any batch dims in front."""
         return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["w"]))
 
     def prob(self, f):
+        """``p(y = 1 | f) = Phi(f)``, the standard normal CDF."""
         return ndtr(f)
 
     def gaussian_prob(self, mean_f, var_f):
@@ -98,12 +104,13 @@ class GGSMProbit:
 
     def log_marginal_prior(self, w):
         """log p(w) with lambda integrated out, up to a constant:
-        -(a + n/q) log(b + sum |w_i|^q) (the objective of DERIVATIONS.md §2.4)."""
+        ``-(a + n/q) log(b + sum |w_i|^q)`` (the objective of DERIVATIONS.md §2.4)."""
         w = jnp.asarray(w)
         n = w.shape[-1]
         return -(self.a + n / self.q) * jnp.log(self.b + jnp.sum(jnp.abs(w) ** self.q, axis=-1))
 
     def with_params(self, **overrides) -> "GGSMProbit":
+        """A copy with the given hyper-parameters replaced (checked as in the constructor)."""
         return replace(self, **overrides)
 
     def constant_data(self, n_basis: int) -> dict[str, Any]:
@@ -113,4 +120,5 @@ class GGSMProbit:
         return {"q": np.asarray(self.q), "a": np.asarray(self.a), "b": np.asarray(self.b)}
 
     def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict, for hashes and reports."""
         return {"model": self.name, "q": self.q, "a": self.a, "b": self.b}

@@ -25,14 +25,14 @@ in 10 minutes. ``GIGLogistic.paper_prior()`` gives the paper's.
 Parameterization (``parameterization``), the same model either way:
 
 * ``"noncentred"`` (default, for NUTS): h ~ Gamma(k, theta); tau = scale(h) * g with a
-  standard Gamma(|rho|, 1) draw g (tau = 2 g / a in the gamma case, tau = b / (2 g) in
+  standard ``Gamma(|rho|, 1)`` draw g (tau = 2 g / a in the gamma case, tau = b / (2 g) in
   the inverse-gamma case); beta = sqrt(tau) z with z ~ N(0, 1). The sampled sites are
   h, g, z; tau and beta are deterministic. With few data per coordinate the centred
   form is a funnel between tau_i and beta_i.
 * ``"centred"``: h ~ Gamma(k, theta), tau ~ GIG(...), beta ~ N(0, tau) - the paper's
   model written literally, with our GIG distribution.
-* ``"marginal"``: h integrated out analytically. A Gamma(|rho|, rate h/2) scale with
-  h ~ Gamma(k, rate theta) is 2 theta times a BetaPrime(|rho|, k), so u = log(tau / (2
+* ``"marginal"``: h integrated out analytically. A ``Gamma(|rho|, rate h/2)`` scale with
+  h ~ Gamma(k, rate theta) is 2 theta times a ``BetaPrime(|rho|, k)``, so u = log(tau / (2
   theta)) (gamma mixing; u = -log(2 theta tau) for inverse-gamma mixing, where 1/tau is
   the Gamma-mixed Gamma) has the ``LogBetaPrime(|rho|, k)`` law; beta = sqrt(tau) z. NUTS
   then sees u and z only - no funnel between h and tau. h has no site in this form.
@@ -74,11 +74,11 @@ _U_NODES = np.arange(-800, 801) * _U_STEP  # numpy: no JAX computation at import
 class GIGLogistic:
     """GIG-hierarchical logistic regression spec.
 
-    rho: GIG index; > 0 for ``mixing="gamma"`` (paper: 1), < 0 for ``"inverse-gamma"``.
-    k, theta: shape and rate of the Gamma hyper-prior on each a_i (or b_i).
-    mixing: "gamma" (tau_i | a_i ~ GIG(rho, a_i, 0)) or "inverse-gamma" (GIG(rho, 0, b_i)).
-    parameterization: "noncentred" or "centred" (module docstring); the posterior of
-        beta is the same, only NUTS's geometry differs.
+    - rho: GIG index; > 0 for ``mixing="gamma"`` (paper: 1), < 0 for ``"inverse-gamma"``.
+    - k, theta: shape and rate of the Gamma hyper-prior on each a_i (or b_i).
+    - mixing: "gamma" (tau_i | a_i ~ GIG(rho, a_i, 0)) or "inverse-gamma" (GIG(rho, 0, b_i)).
+    - parameterization: "noncentred" or "centred" (module docstring); the posterior of
+      beta is the same, only NUTS's geometry differs.
     """
 
     rho: float = 1.0
@@ -121,6 +121,8 @@ class GIGLogistic:
 
     # -- the contract -------------------------------------------------------------
     def sites(self, n_basis: int) -> tuple[Site, ...]:
+        """One measured site: the weights ``beta``, one per basis column (tau and h, whatever
+        their parameterization, are not measured)."""
         return (Site("beta", (n_basis,), "real", ("basis",)),)
 
     def mixing_distribution(self, h):
@@ -130,10 +132,13 @@ class GIGLogistic:
         return GIG(self.rho, h, zero) if self.mixing == "gamma" else GIG(self.rho, zero, h)
 
     def tau_from_standard(self, h, g):
-        """tau = scale(h) * g for a standard Gamma(|rho|, 1) draw g (non-centred form)."""
+        """``tau = scale(h) * g`` for a standard ``Gamma(|rho|, 1)`` draw g (non-centred form)."""
         return 2.0 * g / h if self.mixing == "gamma" else h / (2.0 * g)
 
     def model(self, Phi, y=None):
+        """The NumPyro model in the spec's ``parameterization`` (module docstring): every form
+        has a ``beta`` site (sampled or deterministic) and the logistic likelihood of
+        ``f = Phi @ beta``."""
         Phi = jnp.asarray(Phi)
         d = Phi.shape[1]
         if self.parameterization == "collapsed":
@@ -160,9 +165,11 @@ class GIGLogistic:
         numpyro.sample("y", dist.Bernoulli(logits=Phi @ beta), obs=y)
 
     def linear_predictor(self, params, Phi):
+        """``f = Phi @ beta``, shape (..., n), for site values with any batch dims in front."""
         return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["beta"]))
 
     def prob(self, f):
+        """``p(y = 1 | f) = sigmoid(f)``."""
         return sigmoid(f)
 
     def gaussian_prob(self, mean_f, var_f):
@@ -175,7 +182,7 @@ class GIGLogistic:
         """log p(beta_i) with tau_i and h_i integrated out, elementwise.
 
         tau has the closed-form marginal tau = 2 theta e^u (gamma mixing; 1 / tau = 2 theta
-        e^u for inverse-gamma mixing) with u ~ LogBetaPrime(|rho|, k) (the "marginal"
+        e^u for inverse-gamma mixing) with ``u ~ LogBetaPrime(|rho|, k)`` (the "marginal"
         parameterization), so p(beta) = int N(beta | 0, tau(u)) p(u) du, a 1-D integral of
         a smooth function of u: the trapezoid rule on u in [-80, 80] at spacing 0.1
         (``_U_NODES``). Left of the data it is cut off doubly exponentially, right of it
@@ -204,12 +211,15 @@ class GIGLogistic:
         return jnp.asarray(Phi)
 
     def with_params(self, **overrides) -> "GIGLogistic":
+        """A copy with the given hyper-parameters replaced (checked as in the constructor)."""
         return replace(self, **overrides)
 
     def constant_data(self, n_basis: int) -> dict[str, Any]:
+        """Hyper-parameters as arrays, for the constant_data group of InferenceData."""
         return {"rho": np.asarray(self.rho), "k": np.asarray(self.k), "theta": np.asarray(self.theta)}
 
     def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict, for hashes and reports."""
         # the parameterization changes how NUTS walks, so it is part of the reference's
         # identity (cache key), though not of the posterior
         return {"model": self.name, "rho": self.rho, "k": self.k, "theta": self.theta,

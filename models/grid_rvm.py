@@ -27,7 +27,7 @@ is 1e-6 (nearly the improper 1/alpha), and :meth:`GridRVM.paper_prior` gives tha
 default here is a0 = b0 = c0 = d0 = 2 (each precision has mean 1 and sd 0.7), for the
 reasons the GGSM and GIG models met and one of gridRVM's own: SBC needs a proper prior,
 and a weight the likelihood does not bound (an all-zero pixel, a pixel lit in images of
-one class only) keeps a prior tail |w|^-(1 + e) whose exponent e is set by the shapes
+one class only) keeps a prior tail ``|w|^-(1 + e)`` whose exponent e is set by the shapes
 (DERIVATIONS.md §5.6): on the digits, shape 1 gives e = 2, so those weights would have a
 posterior mean but no sd; shape 2 gives e = 4 and both.
 
@@ -86,14 +86,14 @@ def check_table_shape(shape) -> tuple[int, int]:
 class GridRVM:
     """gridRVM spec.
 
-    shape: (M1, M2), the table's rows and columns; the design must have M1 * M2 columns
-        in row-major order.
-    prior: "p-grid", "s-grid" or "rvm" (module docstring).
-    a0, b0: shape and rate of the Gamma prior on each row precision alpha_i (for "rvm",
-        on each weight's precision).
-    c0, d0: shape and rate of the Gamma prior on each column precision beta_j (unused by
-        "rvm").
-    parameterization: "noncentred" or "centred": how NUTS sees the weights.
+    - shape: (M1, M2), the table's rows and columns; the design must have M1 * M2 columns
+      in row-major order.
+    - prior: "p-grid", "s-grid" or "rvm" (module docstring).
+    - a0, b0: shape and rate of the Gamma prior on each row precision alpha_i (for "rvm",
+      on each weight's precision).
+    - c0, d0: shape and rate of the Gamma prior on each column precision beta_j (unused by
+      "rvm").
+    - parameterization: "noncentred" or "centred": how NUTS sees the weights.
     """
 
     shape: tuple[int, int]
@@ -124,6 +124,7 @@ class GridRVM:
     # -- shapes -------------------------------------------------------------------
     @property
     def n_weights(self) -> int:
+        """The number of weights: the table's cells, M1 * M2."""
         return self.shape[0] * self.shape[1]
 
     @property
@@ -135,6 +136,8 @@ class GridRVM:
         return {"alpha": (self.shape[0],), "beta": (self.shape[1],)}
 
     def check_design_width(self, n_columns: int) -> None:
+        """ValueError, naming both counts, unless a design of ``n_columns`` columns has one
+        column per cell of the table."""
         if n_columns != self.n_weights:
             raise ValueError(
                 f"the design has {n_columns} columns but the table is {self.shape[0]} rows x {self.shape[1]} "
@@ -161,10 +164,15 @@ class GridRVM:
 
     # -- the contract -------------------------------------------------------------
     def sites(self, n_basis: int) -> tuple[Site, ...]:
+        """One measured site: the weights ``w``, one per cell of the table; ValueError
+        (:meth:`check_design_width`) when ``n_basis`` is not M1 * M2."""
         self.check_design_width(n_basis)
         return (Site("w", (n_basis,), "real", ("basis",)),)
 
     def model(self, Phi, y=None):
+        """The NumPyro model: Gamma precisions (per the ``prior``), weights in the spec's
+        ``parameterization`` (a ``w`` site either way) and the logistic likelihood of
+        ``f = Phi @ w``."""
         Phi = jnp.asarray(Phi)
         self.check_design_width(Phi.shape[1])
         alpha, beta = self._hyper_sites()
@@ -181,9 +189,11 @@ class GridRVM:
         numpyro.sample("y", dist.Bernoulli(logits=Phi @ w), obs=y)
 
     def linear_predictor(self, params, Phi):
+        """``f = Phi @ w``, shape (..., n), for site values with any batch dims in front."""
         return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), jnp.asarray(params["w"]))
 
     def prob(self, f):
+        """``p(y = 1 | f) = sigmoid(f)``."""
         return sigmoid(f)
 
     def gaussian_prob(self, mean_f, var_f):
@@ -237,13 +247,17 @@ class GridRVM:
         return values.reshape(values.shape[:-1] + self.shape)
 
     def with_params(self, **overrides) -> "GridRVM":
+        """A copy with the given hyper-parameters replaced (checked as in the constructor)."""
         return replace(self, **overrides)
 
     def constant_data(self, n_basis: int) -> dict[str, Any]:
+        """The table shape and the Gamma constants as arrays, for the constant_data group of
+        InferenceData."""
         return {"table_shape": np.asarray(self.shape), "a0": np.asarray(self.a0), "b0": np.asarray(self.b0),
                 "c0": np.asarray(self.c0), "d0": np.asarray(self.d0)}
 
     def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict, for hashes and reports."""
         # the parameterization changes how NUTS walks, so it is part of the reference's
         # identity (cache key), though not of the posterior
         return {"model": self.name, "prior": self.prior, "shape": list(self.shape), "a0": self.a0, "b0": self.b0,

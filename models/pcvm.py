@@ -67,10 +67,14 @@ class PCVM:
 
     # -- the contract -------------------------------------------------------------
     def sites(self, n_basis: int) -> tuple[Site, ...]:
+        """The bias ``b`` and the weights ``w`` (one per basis column): ``w`` is "nonnegative"
+        under the truncated prior, "real" under the surrogate."""
         support = "real" if self.surrogate else "nonnegative"
         return (Site("b", ()), Site("w", (n_basis,), support, ("basis",)))
 
     def alpha_vector(self, n_basis: int) -> jnp.ndarray:
+        """The weights' prior precisions as a vector of length ``n_basis`` (a scalar ``alpha``
+        is repeated); ValueError if a vector ``alpha`` has another length."""
         if self.alpha.ndim == 0:
             return jnp.full((n_basis,), float(self.alpha))
         if self.alpha.shape != (n_basis,):
@@ -81,6 +85,8 @@ class PCVM:
         return jnp.asarray(self.alpha)
 
     def model(self, Phi, y=None):
+        """The NumPyro model: truncated-normal weights and a probit likelihood, or with
+        ``surrogate`` the normal weights, smooth indicator and scaled logistic link."""
         Phi = jnp.asarray(Phi)
         n_basis = Phi.shape[1]
         w_scale = 1.0 / jnp.sqrt(self.alpha_vector(n_basis))
@@ -99,11 +105,13 @@ class PCVM:
             numpyro.sample("y", ProbitBernoulli(f), obs=y)
 
     def linear_predictor(self, params, Phi):
+        """``f = Phi @ w + b``, shape (..., n), for site values with any batch dims in front."""
         w = jnp.asarray(params["w"])
         b = jnp.asarray(params["b"])
         return jnp.einsum("nm,...m->...n", jnp.asarray(Phi), w) + b[..., None]
 
     def prob(self, f):
+        """``p(y = 1 | f)``: ``Phi(f)``, or ``sigma(surrogate_slope * f)`` under the surrogate."""
         if self.surrogate:
             return sigmoid(self.surrogate_slope * f)
         return ndtr(f)
@@ -123,6 +131,7 @@ class PCVM:
         return jnp.concatenate([jnp.ones((Phi.shape[0], 1)), Phi], axis=1)
 
     def with_params(self, **overrides) -> "PCVM":
+        """A copy with the given hyper-parameters replaced (checked as in the constructor)."""
         return replace(self, **overrides)
 
     def constant_data(self, n_basis: int) -> dict[str, np.ndarray]:
@@ -130,6 +139,7 @@ class PCVM:
         return {"alpha": np.asarray(self.alpha_vector(n_basis)), "alpha_bias": np.asarray(self.alpha_bias)}
 
     def to_dict(self) -> dict[str, Any]:
+        """The hyper-parameters as a JSON-able dict, for hashes and reports."""
         return {
             "model": self.name,
             "alpha": self.alpha.tolist(),

@@ -23,7 +23,8 @@ trapezoidal rule on the whole line and converges geometrically in the number of 
 once g(T) is negligible - no special treatment of small x, large x or large nu.
 
 The window [L, T] is placed where g lives. Its log, h(t) = -x cosh t + log cosh(nu t),
-peaks near t* = asinh(|nu| / x) with curvature about -s, s = sqrt(x^2 + nu^2). Bounds:
+peaks near ``t* = asinh(|nu| / x)`` with curvature about -s, s = sqrt(x^2 + nu^2). Bounds:
+
 * right: for t > t*, h falls by at least s (cosh(d) - 1) at distance d, so
   d_R = acosh(1 + 60 / s) drops it by 60 nats (e^-60 relative; double precision);
 * left: for nu t large, h(t* - d) falls by about s (d - 1 + e^-d) >= 60 at
@@ -95,14 +96,14 @@ def _erfcx_jax(x):
 
 def log_ndtr(x):
     """log Phi(x) in float64, as ``jax.scipy.special.log_ndtr`` computes it (they agree to
-    within 5e-16, relative where |log Phi| > 1 and absolute below; the tests check both
+    within 5e-16, relative where ``|log Phi| > 1`` and absolute below; the tests check both
     against scipy) at a fraction of its cost: one erfc, one log and no branch evaluated in
     vain. jax's version evaluates Phi twice and its asymptotic series for every element
     and selects among them (about 290 ns an element here, against 12 ns); GGSM's slice-Gibbs
     sweep (validation/references/slice_gibbs.py) spends nearly all its time in it, on every slice
     evaluation of every weight.
 
-    x > -20: Phi(x) = erfc(|x| / sqrt 2) / 2 for x < 0 and 1 - erfc(x / sqrt 2) / 2 for
+    x > -20: ``Phi(x) = erfc(|x| / sqrt 2) / 2`` for x < 0 and 1 - erfc(x / sqrt 2) / 2 for
     x >= 0 (for x >= 0, log(1 - e/2) instead of log1p(-e/2) loses at most 1.2e-16 in
     absolute terms, where log Phi lies in (-0.7, 0]). x <= -20, where erfc underflows soon
     after: jax's own asymptotic series of order 3,

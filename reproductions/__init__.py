@@ -45,6 +45,8 @@ ENTRIES: dict[str, Entry] = _entries()
 
 
 def get_entry(name: str) -> Entry:
+    """The registered entry called ``name`` (a key of ``ENTRIES``); ValueError naming the
+    available ones otherwise."""
     if name not in ENTRIES:
         raise ValueError(f"unknown reproduce entry {name!r}; available: {', '.join(ENTRIES)}")
     return ENTRIES[name]

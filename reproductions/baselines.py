@@ -53,7 +53,7 @@ def linear_svm(X, y, seed: int):
 
 
 def mcnemar(b: float, c: float) -> float:
-    """(|b - c| - 1)^2 / (b + c), 0 when b + c = 0 or |b - c| <= 1."""
+    """``(|b - c| - 1)^2 / (b + c)``, 0 when b + c = 0 or ``|b - c| <= 1``."""
     if b + c <= 0:
         return 0.0
     return max(abs(b - c) - 1.0, 0.0) ** 2 / (b + c)

@@ -258,6 +258,10 @@ def check_options(options: dict, reps: int) -> None:
 
 
 def run(ctx) -> dict:
+    """Run ``bblr-fig7``: an SVM cell and a sparse KBBLR cell for every repetition and training
+    size, then the table of kernel functions kept and test errors, the verdicts on claims (a) to
+    (c) and the figure ``fig7.png`` in the entry's folder (module docstring).
+    Returns {"markdown": the table's text, "json": its data}."""
     o = ctx.options
     sizes, n_test = _check(ctx)
     subsets(pool()[1], sizes, n_test, ctx.seed, 0)  # a ValueError before any fit if they do not fit
@@ -353,6 +357,9 @@ def run(ctx) -> dict:
 
 
 def fig7_figure(rows: list, sizes: list, verdicts: dict, path: str, *, reps: int, ab: str) -> None:
+    """Draw ``fig7.png`` at ``path``, the SVM beside the sparse KBBLR: kernel functions kept against
+    n on linear axes (with claim (c)'s two fits), 1 + that count on log-log axes (with the mean
+    slopes of (a) and (b)), and the test error (± 2 se)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(15.0, 4.2), layout="constrained")

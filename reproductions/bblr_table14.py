@@ -162,6 +162,10 @@ def _pp(stats: dict) -> str:
 
 
 def run(ctx) -> dict:
+    """Run ``bblr-table14``: the SVC (``bblr-kernel``'s cell), linear BBLR2 and the non-sparse
+    KBBLR on every data set and split, then the error table and the verdicts on "compares
+    favorably" and "not sparse" (module docstring). ValueError for fewer than two repetitions.
+    Returns {"markdown": the table's text, "json": its data}."""
     o = ctx.options
     if ctx.reps < 2:
         raise ValueError(f"--reps must be at least 2 for {ctx.entry.name} (a paired standard error needs two "

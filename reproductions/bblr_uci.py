@@ -68,7 +68,7 @@ are judged by the paired test below, not by these bands.
 
 Pooled McNemar test (Table 8). For BBLR3 against LR (and SVM), over every test fold of every
 repetition and data set: B = points BBLR3 classifies right and the other wrong, C = the
-reverse; chi^2 = (|B - C| - 1)^2 / (B + C) (Edwards' continuity correction), significant
+reverse; ``chi^2 = (|B - C| - 1)^2 / (B + C)`` (Edwards' continuity correction), significant
 at 5 % when above 3.841 (chi^2 with 1 degree of freedom). Treating each fold as an
 independent test, as the paper does, counts every point once per repetition: the evidence
 is overstated about ``reps``-fold. The table therefore also gives the statistic of one
@@ -377,6 +377,11 @@ def _fmt_verdict(v: tuple[str, str]) -> str:
 # The entry
 # ------------------------------------------------------------------------------------
 def run_entry(ctx) -> dict:
+    """Run ``bblr-uci``: a cell per data set fitted on all its points (training errors, Tables 1
+    and 3) and one per (data set, noise condition, repetition, fold) (test errors, Tables 4-7),
+    then the tables with their verdicts, the pooled McNemar tests (Table 8), the check of the
+    paper's counts against its percentages and the settings chosen.
+    Returns {"markdown": the table's text, "json": its data}."""
     o = ctx.options
     data_sets, n_folds, recipes, lam_grid = o["data"], o["folds"], o["noise"], o["lam_grid"]
     if ctx.reps > MAX_REPS:

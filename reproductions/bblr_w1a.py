@@ -13,6 +13,7 @@ other data and get no reproduced / not-reproduced verdict. What can be checked i
 paper's claim about them: BBLR3's test error below LR's and SVM's, with McNemar p < 0.01.
 
 Methods (every setting chosen on the training file only):
+
 * LR: scikit-learn's L2 LogisticRegression (liblinear, intercept), C over 10^(-3..3) in half
   decades by 5-fold stratified CV on held-out log loss; SVM: LinearSVC, the same C grid by
   5-fold CV on accuracy - the same baselines as ``bblr-uci``.
@@ -31,7 +32,7 @@ lam = 0.01, against 10 s at lam = 1), and BBLR3 never chose such a lam on the UC
 standardized inputs either. Give ``--lam-grid`` to widen it.
 
 McNemar (Table 10's ``**``): B = test points BBLR3 classifies right and the other method
-wrong, C = the reverse; chi^2 = (|B - C| - 1)^2 / (B + C) with Edwards' continuity
+wrong, C = the reverse; ``chi^2 = (|B - C| - 1)^2 / (B + C)`` with Edwards' continuity
 correction, p from chi^2 with one degree of freedom. Unlike ``bblr-uci``'s pooled folds,
 each test point counts once here, so the test is valid as it stands.
 """
@@ -121,6 +122,8 @@ def _chosen(m: str, rec: dict) -> str:
 
 
 def run_entry(ctx) -> dict:
+    """Run ``bblr-w1a``: one cell per method on w1a's predefined split, its tables made by
+    :func:`render`. ValueError unless ``--reps`` is 1. Returns {"markdown": the table's text, "json": its data}."""
     if ctx.reps != 1:
         raise ValueError(f"bblr-w1a has one predefined train / test split: --reps must be 1, got {ctx.reps}")
     methods = [m for m in METHODS if m in ctx.options["methods"]]

@@ -53,11 +53,11 @@ def cell_key(prefix: str, kwargs: dict) -> str:
 class CellTask(NamedTuple):
     """What to compute for one cell.
 
-    key: unique name inside the entry's output folder ("/" separates levels).
-    func: "module:function" that returns a JSON-able dict; it must be importable in a
-        fresh process, so a worker can run it.
-    kwargs: plain-data keyword arguments of ``func``.
-    cost: a rough relative cost, so that the longest cells start first.
+    * key: unique name inside the entry's output folder ("/" separates levels).
+    * func: "module:function" that returns a JSON-able dict; it must be importable in a
+      fresh process, so a worker can run it.
+    * kwargs: plain-data keyword arguments of ``func``.
+    * cost: a rough relative cost, so that the longest cells start first.
     """
 
     key: str
@@ -129,9 +129,13 @@ class CellStore:
         return self._cluster.__exit__(*exc)
 
     def close(self) -> None:
+        """Stop the worker cluster of ``jobs > 1`` if one was started (what leaving a
+        ``with`` block does)."""
         self.__exit__(None, None, None)
 
     def path(self, key: str) -> str:
+        """The file of cell ``key``: ``<folder>/cells/<key>.json`` with each "/" of the key
+        as "__". ValueError for an empty key, one that starts with "/" or holds ".."."""
         if not key or key.startswith("/") or ".." in key:
             raise ValueError(f"bad cell key {key!r}")
         return os.path.join(self.cells_dir, key.replace("/", "__") + ".json")

@@ -123,6 +123,7 @@ class Entry:
     check: Callable[[dict, int], None] | None = None
 
     def option(self, name: str) -> Option:
+        """The entry's :class:`Option` called ``name``; KeyError if it has none."""
         for o in self.options:
             if o.name == name:
                 return o
@@ -169,10 +170,16 @@ def check_classes(labels, need: int, what: str, cv: str, flag: str) -> None:
 
 @dataclass
 class RunContext:
+    """What an entry's run function receives: its :class:`Entry`, the run's repetitions and
+    seed, its options parsed (:meth:`Entry.checked`), the
+    :class:`~zoo.reproductions.cells.CellStore` that computes and keeps its cells, and the
+    entry's output folder."""
+
     entry: Entry
     reps: int
     seed: int
     options: dict
     store: CellStore
     out_dir: str
+    #: where the entry's progress lines go (default: printed to stderr)
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))

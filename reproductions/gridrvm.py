@@ -16,7 +16,7 @@ the vague prior was measured to over-prune with little data (see the entry's tab
 Stopping rule. Under the vague prior the precision of an irrelevant weight grows only by a
 factor (1 + 2 a0) per sweep, so the ELBO keeps rising long after the predictions have
 settled and VB's own default tolerances (1e-9) are hardly ever met. Here a fit stops when no
-coordinate of E[w] moves by more than MU_TOL = 1e-6 relative to (1 + max |E[w]|) in a sweep,
+coordinate of E[w] moves by more than MU_TOL = 1e-6 relative to ``(1 + max |E[w]|)`` in a sweep,
 or the ELBO by less than 1e-9 relative, or at ``--max-sweeps``; the cells that stopped on the
 cap are counted in the tables (they are not wrong, only unfinished: their weights were still
 being pruned).
@@ -27,12 +27,13 @@ the sign of Phi E[w]; this skips the (5000 x M) x (M x M) product of the predict
 variance, which at M = 6400 took 7 s (about 250 sweeps).
 
 Sparsity. Three counts per fit, because they answer different questions:
+
 * relevant weights (``grid_vb``'s rule): well-determinedness 1 - E[prec] Var(w) >= 1/2,
   i.e. the data, not the prior, determine the weight; a row (column) is relevant when one
   of its weights is;
 * the effective number of parameters, the sum of the well-determinednesses (MacKay);
 * weights in use: the weight's contribution to the linear predictor,
-  |E[w_k]| sqrt(mean_n phi_k(x_n)^2) over the training inputs, is at least IN_USE_FRACTION
+  ``|E[w_k]| sqrt(mean_n phi_k(x_n)^2)`` over the training inputs, is at least IN_USE_FRACTION
   (1 %) of the largest contribution; rows and columns in use likewise.
 
 The first undercounts the s-grid. Under the vague prior its VB locks one family of factors:
@@ -266,6 +267,10 @@ def _fig3_cost(basis: str, k: int) -> float:
 
 
 def run_fig3(ctx) -> dict:
+    """Run ``gridrvm-fig3``: VB for the RVM, the p-grid and the s-grid on every (basis, number of
+    noise features k, repetition), then the error and sparsity tables, the verdicts on claims (a),
+    (b), (d) and (e), and the figure ``fig3.png`` in the entry's folder.
+    Returns {"markdown": the table's text, "json": its data}."""
     o = ctx.options
     noise, bases = o["noise"], o["bases"]
     tasks = []
@@ -323,7 +328,7 @@ def run_fig3(ctx) -> dict:
         "",
     ]
     for basis in bases:
-        md += [f"### ({BASIS_PANEL[basis]}) {BASIS_TEXT[basis]}", "",
+        md += [f"## ({BASIS_PANEL[basis]}) {BASIS_TEXT[basis]}", "",
                "| method | k | train error % | test error % | sweeps (capped) | relevant weights / rows / columns "
                "| effective | in use weights / rows / columns |",
                "|---|---|---|---|---|---|---|---|"]
@@ -524,6 +529,10 @@ def _fig3_claims(pick, noise: list, bases: list, n_test: int) -> dict:
 
 
 def fig3_figure(pick, noise: list, bases: list, path: str, *, reps: int) -> None:
+    """Draw ``fig3.png`` at ``path``: per basis the train and test errors of the three VB methods
+    against k (± 1 sd over repetitions, the Bayes error dashed), and for the per-dimension table
+    panel (e), the weights in use and the effective number. ``pick(basis, method, k)`` gives the
+    cells."""
     from matplotlib.figure import Figure
 
     panels = [b for b in FIG3_BASES if b in bases] + (["e"] if "per-dimension-rbf" in bases else [])
@@ -679,6 +688,10 @@ def _check_digits_options(o: dict) -> None:
 
 
 def run_digits(ctx) -> dict:
+    """Run ``gridrvm-digits``: the three VB methods under both hyper-priors, the linear SVM and L1
+    logistic regression on nested training sets of the 8 x 8 digits, then the learning-curve table,
+    the verdicts and the figures ``learning_curve.png`` and ``relevance.png``.
+    Returns {"markdown": the table's text, "json": its data}."""
     o = ctx.options
     _check_digits_options(o)
     sizes = sorted(set(o["sizes"]))
@@ -822,6 +835,9 @@ def run_digits(ctx) -> dict:
 
 
 def digits_curve_figure(pick, sizes: list, path: str, *, reps: int, n_test: int) -> None:
+    """Draw ``learning_curve.png`` at ``path``: test error against training images (± 1 sd over
+    repetitions), one panel per hyper-prior of the VB methods, the SVM and L1-LR baselines in both.
+    ``pick(method, prior, size)`` gives the cells."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 4.2))

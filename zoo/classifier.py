@@ -1,4 +1,4 @@
-"""A scikit-learn compatible classifier over any (model, engine) pair.
+"""A scikit-learn compatible classifier over any (model, engine) pair::
 
     from zoo.classifier import SparseBayesClassifier
     from sklearn.model_selection import GridSearchCV
@@ -135,7 +135,7 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
                                       in Python: pcvm's three, bblr's sla-sparse), after it
                                       the time taken; 2: a progress line at every step.
                                       Lines go to stderr.
-    **hyper-parameters                each model's own, declared in its registry record
+    ``**hyper-parameters``            each model's own, declared in its registry record
                                       (``ModelRecord.classifier_params``; listed below for
                                       the models registered when this module was imported),
                                       each None by default (the model's own default). Every
@@ -204,6 +204,12 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
     # fit / predict
     # ----------------------------------------------------------------------------------
     def fit(self, X, y):
+        """Fit the model's posterior to ``X`` (n, d) and the two-class labels ``y`` with the chosen engine,
+        end to end: the engine selects its own hyper-parameters and basis functions, as its paper does.
+
+        Parameters are checked first (ValueError naming the first bad one), and the fit's cost is planned
+        before any work (see the module docstring). Sets ``posterior_``, ``active_``, ``classes_``,
+        ``fit_plan_`` and the other fitted attributes, and returns ``self``."""
         record, entry, options, seed, verbose = self._checked_params()
         X_arr = check_features(X, min_features=1)
         # feature names and n_features_in_ the scikit-learn way (X is known to be clean
@@ -296,6 +302,10 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         return record, entry, options, int(seed), int(verbose)
 
     def predict_proba(self, X):
+        """Class probabilities of each row of ``X``, shape (n, 2), columns in the order of ``classes_``: the
+        fitted posterior's predictive probability of ``classes_[1]`` on the kept basis functions (averaged
+        over the posterior where the engine gives a distribution, at its point estimate where it gives one),
+        and one minus it. NotFittedError before :meth:`fit`."""
         check_is_fitted(self, "posterior_")
         X_arr = check_features(X)
         validate_data(self, X, reset=False, dtype=np.float64)  # feature count and names as in fit
@@ -304,10 +314,15 @@ class SparseBayesClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
+        """The predicted label of each row of ``X``: ``classes_[1]`` where its predictive probability
+        (:meth:`predict_proba`) is above 1/2, else ``classes_[0]``."""
         proba = self.predict_proba(X)  # first: raises NotFittedError before classes_ is read
         return self.classes_[(proba[:, 1] > 0.5).astype(int)]
 
     def decision_function(self, X):
+        """A score per row of ``X``, positive for ``classes_[1]``: its predictive probability minus 1/2, so
+        that scikit-learn's threshold 0 gives :meth:`predict` and the scores rank rows as the probabilities do
+        (ROC AUC)."""
         return self.predict_proba(X)[:, 1] - 0.5
 
 

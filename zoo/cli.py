@@ -58,6 +58,9 @@ from zoo.validation.runs.sbc_simulation import DEFAULT_DESIGN_POINTS, SBCSetting
 from zoo.validation.runs import posterior_sbc
 from zoo.validation.runs.study import expand, load_config, run_study
 
+# the command line's own public names; everything else here is imported for the commands' use
+__all__ = ["main", "build_parser", "folder_problem", "bars_fit"]
+
 
 def _parse_params(items: list[str]) -> dict[str, float]:
     params = {}
@@ -538,6 +541,9 @@ def _reference_defaults_text(records, setting: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``zoo`` argument parser: one sub-command each for compare, sbc, study, datasets,
+    reproduce and cache, whose help texts list the registered models, engines and defaults.
+    Each sub-command stores the function that runs it as ``func``."""
     parser = argparse.ArgumentParser(prog="zoo", description="Sparse Bayesian classifier zoo")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -681,6 +687,10 @@ def _one_line_warnings() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``zoo`` command ``argv`` (default: ``sys.argv[1:]``) and return its exit status: 0
+    on success; 1 when part of the work failed (cells of a study or a reproduction, cache entries
+    that could not be deleted); 2 for a bad name, number or folder (one line on stderr; argparse's
+    own errors exit with 2 as well); 130 on Ctrl-C. The console script ``zoo`` calls it."""
     global _command
     _printable_console()  # before argparse, whose help and errors print too
     args = build_parser().parse_args(argv)

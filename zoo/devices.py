@@ -33,6 +33,7 @@ import os
 
 import jax
 
+#: the values ``--device`` takes (what each chooses: the module docstring)
 DEVICES = ("auto", "cpu", "accelerator")
 #: what ``auto`` chooses where every engine has a batched form, and otherwise
 _AUTO_BATCHED = "accelerator"

@@ -21,11 +21,12 @@ quantiles only when asked: its default follows its credible-interval setting).
 
 Conventions shared with the NUTS reference, so that an approximation and the reference
 can be put side by side (forest plots, the same diagnostics):
+
 * posterior variables are the model's latent sites (``spec.sites(M)``), shaped
-  (chain, draw, *site shape), with the site's ``dims`` (e.g. "w" -> ("basis",));
-* constant data ``Phi`` has dims ("obs", "basis") and ``y`` has ("obs",);
+  ``(chain, draw, *site_shape)``, with the site's ``dims`` (e.g. "w" -> ``("basis",)``);
+* constant data ``Phi`` has dims ``("obs", "basis")`` and ``y`` has ``("obs",)``;
 * a Gaussian approximation is represented by draws from it with the reference's
-  (chains, draws); a point estimate by a single draw, shape (1, 1, *site shape).
+  (chains, draws); a point estimate by a single draw, shape ``(1, 1, *site_shape)``.
 """
 from __future__ import annotations
 
@@ -168,7 +169,7 @@ def draws_to_idata(
     sample_stats: dict[str, np.ndarray] | None = None,
     attrs: dict[str, Any] | None = None,
 ):
-    """Wrap draws {site: (chains, draws, *site.shape)} as ArviZ's posterior data
+    """Wrap draws ``{site: (chains, draws, *site.shape)}`` as ArviZ's posterior data
     (InferenceData under 0.2x, DataTree under 1.x).
 
     Only the given sites enter the posterior group (in their order); extra keys of
@@ -242,7 +243,7 @@ def posterior_variables_names(idata) -> tuple[str, ...]:
 
 
 def posterior_variables(idata, names) -> dict[str, np.ndarray]:
-    """Draws {name: (chains, draws, *shape)} of the posterior group's variables ``names``,
+    """Draws ``{name: (chains, draws, *shape)}`` of the posterior group's variables ``names``,
     in their stored axis order after chain and draw (for sites that are not measured
     sites, such as a hierarchical model's scales: the evidence needs every latent)."""
     post = group(idata, "posterior")
@@ -260,7 +261,7 @@ def posterior_to_idata(posterior, key, chains: int = 4, draws: int = 1000, const
     """Any Posterior as ArviZ's posterior data with the NUTS reference's names, dims and draw shape.
 
     Gaussian: ``chains * draws`` draws from it, shaped (chains, draws, ...).
-    Point: one draw, shape (1, 1, *site shape) - it claims no spread, so there is nothing
+    Point: one draw, shape ``(1, 1, *site_shape)`` - it claims no spread, so there is nothing
     to repeat. Draws: its own draws unchanged (``key``, ``chains``, ``draws`` unused).
     """
     kind = getattr(posterior, "kind", "")
@@ -397,6 +398,40 @@ def from_netcdf(path):
         return xr.load_datatree(os.fspath(path), engine="h5netcdf")
     with az.rc_context({"data.load": "eager"}):
         return az.from_netcdf(os.fspath(path), engine="h5netcdf")
+
+
+def to_zarr(idata, path) -> str:
+    """Write idata as a Zarr store (a folder) at ``path``, through xarray's DataTree on either
+    line (ArviZ 0.2x's own ``to_zarr`` refuses zarr 3): the same groups as the netCDF file.
+    Written into a fresh folder beside ``path`` first, then moved into place, so a reader
+    never sees half a store; an earlier store at ``path`` is replaced. Needs ``zarr``."""
+    path = os.path.abspath(os.fspath(path))
+    tree = idata if ARVIZ_1 else idata.to_datatree()
+    parent = os.path.dirname(path)
+    fresh = tempfile.mkdtemp(prefix=".tmp-zarr-", dir=parent)
+    old = None
+    try:
+        # Zarr format 3 has no consolidated metadata (zarr warns it is outside the spec)
+        tree.to_zarr(os.path.join(fresh, "store"), mode="w", consolidated=False)
+        if os.path.exists(path):
+            old = tempfile.mkdtemp(prefix=".tmp-zarr-old-", dir=parent)
+            os.replace(path, os.path.join(old, "store"))
+        os.replace(os.path.join(fresh, "store"), path)
+    finally:
+        import shutil
+
+        shutil.rmtree(fresh, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def from_zarr(path):
+    """Read a Zarr store of posterior data (from :func:`to_zarr`, or ArviZ 1.x's own) fully
+    into memory, under either line. Needs ``zarr``."""
+    with xr.open_datatree(os.fspath(path), engine="zarr", consolidated=False) as tree:
+        tree = tree.load()
+    return tree if ARVIZ_1 else az.InferenceData.from_datatree(tree)
 
 
 def posterior_attrs(idata) -> dict[str, Any]:

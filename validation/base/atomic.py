@@ -42,6 +42,8 @@ def atomic_write(path, write: Callable[[str], None], *, suffix: str = "") -> str
 
 
 def write_text_atomic(path, text: str) -> str:
+    """Write ``text`` to ``path`` as UTF-8 (whatever the locale), flushed and synced to disk
+    before :func:`atomic_write` renames it into place; return ``path``."""
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:  # whatever the locale
             fh.write(text)

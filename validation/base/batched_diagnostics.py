@@ -18,7 +18,7 @@ The definitions, step by step as ArviZ implements them (``arviz/stats/diagnostic
   (S + 1/4)) for S draws (Blom's offsets);
 * R-hat of (C, N): sqrt((N var(chain means) / mean(chain variances) + N - 1) / N), both
   variances with ddof 1; the rank R-hat is the larger of it on the z-scaled split draws
-  and on the z-scaled split |draws - median|;
+  and on the z-scaled split ``|draws - median|``;
 * ESS of (C, N): autocovariances by FFT (length the next fast size of 2N), rho_t = 1 -
   (W - mean over chains of acov_t) / var_plus with W the within-chain variance and
   var_plus = W (N - 1) / N + var(chain means); Geyer's initial positive sequence (sum the
@@ -144,8 +144,8 @@ def rank_diagnostics(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def summaries(draws_list, sites) -> list[dict]:
     """``adapter.summary_diagnostics`` of many runs at once: for each ``draws`` of
-    ``draws_list`` ({site: (chains, draws, *site.shape)}, all of one shape), {"rhat_max",
-    "ess_bulk_min", "ess_tail_min", "per_site": {name: {"rhat", "ess_bulk", "ess_tail"}}}
+    ``draws_list`` (``{site: (chains, draws, *site.shape)}``, all of one shape), ``{"rhat_max",
+    "ess_bulk_min", "ess_tail_min", "per_site": {name: {"rhat", "ess_bulk", "ess_tail"}}}``
     with per-site arrays shaped like the site, from one :func:`rank_diagnostics` call."""
     if not draws_list:
         return []

@@ -179,7 +179,7 @@ _SOURCE_LOCK = threading.Lock()
 
 
 def object_source(obj) -> str:
-    """``inspect.getsource(obj)``, one thread at a time (:data:`_SOURCE_LOCK`)."""
+    """``inspect.getsource(obj)``, one thread at a time (``_SOURCE_LOCK``)."""
     with _SOURCE_LOCK:
         return inspect.getsource(obj)
 

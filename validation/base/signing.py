@@ -234,7 +234,7 @@ def _context(path, tail: int) -> str:
 
 def write_signed_json(obj: dict, path, domain: str, *, tail: int = 2) -> str:
     """``obj`` written atomically to ``path`` as JSON, signed under ``domain`` and its place
-    (:func:`_context`) with this user's key (made if missing). Without a usable key it is
+    (``_context``) with this user's key (made if missing). Without a usable key it is
     written unsigned (a warning says why, once): a later read will not trust it and
     computes it again."""
     mac_key = machine_key(create=True)

@@ -78,6 +78,9 @@ class Table:
         return [format_value(v, self.digits.get(c, 4)) for c, v in zip(self.columns, row)]
 
     def to_markdown(self, *, notes: bool = True) -> str:
+        """The table as Markdown: a header row of the column names, then one line per row with
+        each cell formatted by :func:`format_value` and made safe by :func:`markdown_cell`;
+        with ``notes`` (the default) the table's notes follow after a blank line, one a line."""
         lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(markdown_cell(t) for t in self._text(row)) + " |" for row in self.rows]
         if notes and self.notes:

@@ -37,6 +37,8 @@ class Defect:
     model: str | None = None
 
     def applies_to(self, model: str, engine: str) -> bool:
+        """Whether this defect is one to apply to ``engine`` of ``model``: its model is None or
+        ``model``, and its ``engines`` are empty or name ``engine``."""
         return (self.model is None or model == self.model) and (not self.engines or engine in self.engines)
 
     def __call__(self, fit: Callable) -> Callable:
@@ -106,9 +108,9 @@ def transform_posterior(posterior, *, cov_factor: float = 1.0, shift_sd: float =
     """The posterior with its covariance scaled by ``cov_factor`` (sds by its square root)
     and its mean moved by ``shift_sd`` of its own sds, in one ``coordinate`` or in all
     (None). Gaussian: exactly; draws: each draw moved and spread about the draws' mean.
-    ``correlations``: "dropped" (mean field) or "rotated" (:func:`rotated_correlation`)
-    replaces the correlation matrix first, keeping every marginal
-    (:func:`replace_correlations`)."""
+    ``correlations``: "dropped" (mean field) or "rotated"
+    (:func:`~zoo.validation.judge.correlations.rotated_correlation`) replaces the correlation
+    matrix first, keeping every marginal (:func:`replace_correlations`)."""
     if correlations is not None:
         if correlations not in CORRELATIONS:
             raise ValueError(f"unknown correlations {correlations!r}; known: {', '.join(CORRELATIONS)}")

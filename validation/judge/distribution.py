@@ -9,7 +9,7 @@ missing. This verdict compares cumulative probabilities instead of moments.
 
 The tests. For every coordinate i and level p_k in :data:`LEVELS`, t_ik is the engine's
 p_k-quantile of coordinate i (closed form for a Gaussian; from the first half of every chain
-for draws, so that the thresholds are fixed given the draws tested). Then
+for draws, so that the thresholds are fixed given the draws tested). Then::
 
     F_e,ik = the engine's probability of theta_i <= t_ik      (p_k exactly for a Gaussian;
                                                                 the second halves for draws)
@@ -19,7 +19,7 @@ and z_ik = (F_e,ik - F_r,ik) / se_ik, with se_ik^2 the squared Monte Carlo error
 means, by batch means over every chain (the indicators' autocorrelation is what the batch
 means see; ``verdict.moments_and_mcse``), taken at the probability p0 the test assumes (a
 score test's error: the batch-means inflation kept, the binomial part evaluated at p0 =
-F_e, or the pooled estimate for draws; :func:`_null_error` says why) and floored at the error
+F_e, or the pooled estimate for draws; ``_null_error`` says why) and floored at the error
 of independent draws, sqrt(p0 (1 - p0) / N): the smallest the error can honestly be, which
 keeps z finite where the reference never goes below the threshold (the engine's mass outside
 the posterior's support). A Gaussian's quantiles have no Monte Carlo error, so its F_e has none.
@@ -34,7 +34,7 @@ without estimating them.
 The rule is Bonferroni's, as the other verdicts': half the false-alarm rate for the d K
 coordinate tests, half for the pooled ones (with d = 1 the coordinate tests alone), each
 test's threshold the (1 - alpha_f / (2 K_f)) quantile of Student's t with the batch means'
-degrees of freedom. Any |z| above its threshold: "differs". The rate reached for exact
+degrees of freedom. Any ``|z|`` above its threshold: "differs". The rate reached for exact
 engines is measured (``benchmarks/distribution_verdict.py``; docs/validation.md).
 
 Support: mass the engine puts where the model's density is zero (below 0 in a coordinate
@@ -205,7 +205,7 @@ def distribution_verdict(approx, ref_post, *, false_alarm: float = FALSE_ALARM,
     ``ref_post`` (a DrawsPosterior over the same sites), as the module docstring defines it.
 
     Returns a :class:`~zoo.validation.judge.verdict.Verdict` of scope "distribution":
-    statistic and threshold of the worst test (largest |z| over its threshold), n_tests,
+    statistic and threshold of the worst test (largest ``|z|`` over its threshold), n_tests,
     worst (up to three tests: coordinate or "pooled", test, z, difference = the engine's
     probability minus the reference's), point_mass, detectable_cdf_change (the CDF change
     the reference detects with probability 1/2 in its least precise coordinate test),

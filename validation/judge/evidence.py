@@ -26,8 +26,8 @@ by quadrature (:func:`quadrature_log_evidence`), which is how the estimators and
 errors are tested.
 
 The verdict (:func:`evidence_verdict`): an engine's estimate of log Z differs where
-|value - log Z_ref| > z_(1 - alpha/2) se_ref; a lower bound (an ELBO) is violated where
-value - log Z_ref > z_(1 - alpha) se_ref, and its gap log Z_ref - value (the KL divergence
+``|value - log Z_ref| > z_(1 - alpha/2) se_ref``; a lower bound (an ELBO) is violated where
+``value - log Z_ref > z_(1 - alpha) se_ref``, and its gap log Z_ref - value (the KL divergence
 of q from the posterior, for an exact ELBO) is reported. An exact value is flagged with
 probability alpha as far as se_ref is a calibrated standard error (measured in
 ``benchmarks/evidence.py`` against quadrature).
@@ -73,13 +73,13 @@ MIN_BRIDGE_DRAWS = 100
 # ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class UnconstrainedDensity:
-    """log p(y, T(z)) + log |J_T(z)| of a NumPyro model, z its flat unconstrained latents.
+    """``log p(y, T(z)) + log |J_T(z)|`` of a NumPyro model, z its flat unconstrained latents.
 
     Its integral over z is the evidence p(y): a change of variables does not change an
     integral, and the Jacobian is part of NumPyro's potential energy.
 
-    log_joint: (n, d) -> (n,), jitted. log_joint_one: (d,) -> () (for gradients).
-    to_unconstrained: {site: (n, *shape)} constrained draws -> (n, d).
+    log_joint: ``(n, d) -> (n,)``, jitted. log_joint_one: ``(d,) -> ()`` (for gradients).
+    to_unconstrained: ``{site: (n, *shape)}`` constrained draws -> ``(n, d)``.
     names: the latent sites, in the flat order. dim: d.
     """
 
@@ -143,6 +143,8 @@ class EvidenceEstimate:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The estimate as a plain dict of its fields, the JSON form stored in result files
+        (inside :meth:`ReferenceEvidence.to_json`, which reads it back field by field)."""
         return asdict(self)
 
 
@@ -164,12 +166,16 @@ class GaussianProposal:
 
     @property
     def log_det_chol(self) -> float:
+        """``log det L``, the sum of the logs of the Cholesky factor's diagonal: half the log
+        determinant of the covariance."""
         return float(np.sum(np.log(np.diag(self.chol))))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` independent draws from the proposal, drawn with ``rng``, shape (n, d)."""
         return self.mean + rng.standard_normal((n, self.mean.size)) @ self.chol.T
 
     def log_density(self, z: np.ndarray) -> np.ndarray:
+        """The proposal's normalized log density at each row of ``z`` (n, d), shape (n,)."""
         u = np.linalg.solve(self.chol, (np.asarray(z) - self.mean).T).T
         d = self.mean.size
         return -0.5 * np.sum(u * u, axis=1) - 0.5 * d * math.log(2 * math.pi) - self.log_det_chol
@@ -432,13 +438,18 @@ class ReferenceEvidence:
 
     @property
     def log_z(self) -> float | None:
+        """The reference log Z: the bridge estimate's (None where bridge sampling gave none)."""
         return self.bridge.log_z
 
     @property
     def se(self) -> float | None:
+        """The Monte Carlo standard error of ``log_z``: the bridge estimate's."""
         return self.bridge.se
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON form stored in result files: both estimates, ``certified``, ``checked``, the
+        reason and the false-alarm rate, plus ``log_z`` and ``se`` for a reader of the file
+        (:meth:`from_json` ignores those two: they are the bridge's)."""
         return {"bridge": self.bridge.to_json(), "ais": self.ais.to_json(), "certified": self.certified,
                 "checked": self.checked, "reason": self.reason, "false_alarm": self.false_alarm,
                 "log_z": self.log_z, "se": self.se}
@@ -517,8 +528,8 @@ class EvidenceVerdict:
 
     status: indistinguishable / differs for an estimate, consistent bound / violates the
     bound for a lower bound, not applicable (with ``reason``) without a certified
-    reference. difference: value - log Z_ref. detectable: the smallest |difference| the
-    reference resolves at this false-alarm rate (z se_ref)."""
+    reference. difference: ``value - log Z_ref``. detectable: the smallest ``|difference|`` the
+    reference resolves at this false-alarm rate (``z se_ref``)."""
 
     engine_value: float | None
     kind: str
@@ -531,6 +542,7 @@ class EvidenceVerdict:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The verdict as a plain dict of its fields, the JSON form stored in result files."""
         return asdict(self)
 
 
@@ -570,8 +582,8 @@ class LogZDifference:
     """log Z_first - log Z_second (+ a known offset) from two reference log Zs, with the
     Monte Carlo error of the difference.
 
-    status: :data:`PREFERS_FIRST` / :data:`PREFERS_SECOND` where |z| = |difference| / se
-    exceeds z_(1 - alpha/2), :data:`UNRESOLVED` where it does not, not applicable (with
+    status: :data:`PREFERS_FIRST` / :data:`PREFERS_SECOND` where ``|z| = |difference| / se``
+    exceeds ``z_(1 - alpha/2)``, :data:`UNRESOLVED` where it does not, not applicable (with
     ``reason``) where either log Z is missing (difference None) or not certified (the
     difference and its error still given, for the record). certified: both references
     certified (False with an unchecked bridge estimate, which is judged with its caveat, as
@@ -586,6 +598,7 @@ class LogZDifference:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The difference as a plain dict of its fields, the JSON form stored in result files."""
         return asdict(self)
 
 
@@ -595,7 +608,7 @@ def log_z_difference(first: ReferenceEvidence, second: ReferenceEvidence, *, off
     ``offset`` (a constant known exactly, such as a prior's normalizer that one NumPyro
     model omits), se = sqrt(se_first^2 + se_second^2) - the errors of two *independent*
     reference runs (different seeds: runs that share random numbers have correlated
-    errors, which this does not count). Preferred where |d| > z_(1 - alpha/2) se."""
+    errors, which this does not count). Preferred where ``|d| > z_(1 - alpha/2) se``."""
     for ref in (first, second):
         if ref.log_z is None or ref.se is None or not math.isfinite(ref.se):
             return LogZDifference(None, None, None, NOT_APPLICABLE, False, false_alarm,
@@ -654,7 +667,7 @@ def small_problem(n_basis: int, seed: int = 1, n: int = 120) -> tuple[np.ndarray
     """(Phi, y) with ``n_basis`` columns, for a model small enough that its evidence can be
     integrated by quadrature: PCVM on one column has two latents (w >= 0 and the bias b),
     BBLR on two columns its two weights. Labels drawn from a logistic model of slope 2 on
-    Phi @ |N(0, I)| + 0.3."""
+    ``Phi @ |N(0, I)| + 0.3``."""
     rng = np.random.default_rng(seed)
     Phi = rng.standard_normal((n, n_basis))
     f = Phi @ np.abs(rng.standard_normal(n_basis)) + 0.3

@@ -1,11 +1,12 @@
 """How far an approximate posterior is from the NUTS reference.
 
 Four families, all from one call, :func:`posterior_metrics`:
-* per coordinate: standardized mean error |m - m_ref| / sd_ref, sd ratio sd / sd_ref and
+
+* per coordinate: standardized mean error ``|m - m_ref| / sd_ref``, sd ratio ``sd / sd_ref`` and
   the 1-D Wasserstein-1 distance between the approximation's and the reference's draws;
 * joint: KL( N(m, S) || N(m_ref, S_ref) ) between Gaussian fits (S_ref the reference's
   sample covariance);
-* predictive on a test set: mean |p - p_ref|, test log-likelihood, error rate, AUC;
+* predictive on a test set: mean ``|p - p_ref|``, test log-likelihood, error rate, AUC;
 * Pareto k-hat of the approximation used as an importance proposal for the exact
   posterior (Yao, Vehtari, Simpson & Gelman 2018, "Yes, but did it work?").
 
@@ -40,7 +41,7 @@ from ..references import ESS_BULK_MIN, ESS_TAIL_MIN, MAX_DIVERGENCES, RHAT_MAX  
 # --------------------------------------------------------------------------------------
 # Thresholds: the one place where "good enough" is defined.
 # --------------------------------------------------------------------------------------
-#: |m - m_ref| / sd_ref below this is "accurate mean". A certified reference has bulk ESS
+#: ``|m - m_ref| / sd_ref`` below this is "accurate mean". A certified reference has bulk ESS
 #: >= ESS_BULK_MIN (400), so its own mean is uncertain by sd/sqrt(400) = 0.05 sd; 0.1 sd is
 #: twice that (an honest engine is not flagged for the reference's noise) and small
 #: against the posterior spread a user acts on.
@@ -51,7 +52,7 @@ STD_MEAN_ERR_OK = 2.0 / math.sqrt(ESS_BULK_MIN)
 #: approximations of classification posteriors typically miss by more than this.
 SD_RATIO_LOW = 0.9
 SD_RATIO_HIGH = 1.0 / 0.9
-#: mean |p - p_ref| on the test set below this: the approximation's predictions are as
+#: mean ``|p - p_ref|`` on the test set below this: the approximation's predictions are as
 #: good as the exact posterior's for a decision maker (2 percentage points).
 PRED_MAE_OK = 0.02
 #: Pareto k-hat (Vehtari et al. 2024, PSIS): below 0.5 the importance-weighted estimate
@@ -91,6 +92,8 @@ THRESHOLDS: dict[str, Any] = {
     "khat_ok": KHAT_OK,
 }
 
+#: every key of a comparison's metrics (:func:`posterior_metrics`): the classifier's
+#: predictive metrics, the per-coordinate and joint distances, k-hat and the null reasons
 METRIC_KEYS = (
     "pred_mae", "test_error", "test_log_lik", "auc",
     "std_mean_err", "std_mean_err_median", "std_mean_err_max",
@@ -114,11 +117,14 @@ def metric_keys(classifier: bool = True) -> tuple[str, ...]:
 # Building blocks (usable on their own)
 # --------------------------------------------------------------------------------------
 def standardized_mean_error(mean, ref_mean, ref_sd) -> np.ndarray:
-    """|m - m_ref| / sd_ref per coordinate."""
+    """``|m - m_ref| / sd_ref`` per coordinate."""
     return np.abs(np.asarray(mean) - np.asarray(ref_mean)) / np.asarray(ref_sd)
 
 
 def sd_ratio(sd, ref_sd) -> np.ndarray:
+    """``sd / sd_ref`` per coordinate: the approximation's standard deviations over the
+    reference's (1 where they agree; "accurate spread" between ``SD_RATIO_LOW`` and
+    ``SD_RATIO_HIGH``)."""
     return np.asarray(sd) / np.asarray(ref_sd)
 
 
@@ -150,8 +156,9 @@ def pareto_khat(approx, spec, Phi, y, theta: np.ndarray, key=None) -> tuple[floa
     measures. How much proposal mass was wasted is reported separately. A model whose
     sites' own density needs other latents integrated out with no closed form (it has
     ``log_joint``, not ``log_density_sites``) is measured on the joint, when the
-    approximation covers it (:func:`joint_importance_log_weights`). How many draws the
-    shape was fitted from, which sets the threshold it is judged by: :func:`khat_with_draws`.
+    approximation covers it (:func:`~zoo.inference.importance.joint_importance_log_weights`).
+    How many draws the shape was fitted from, which sets the threshold it is judged by:
+    :func:`khat_with_draws`.
     """
     return khat_with_draws(approx, spec, Phi, y, theta, key)[:3]
 
@@ -276,7 +283,7 @@ def held_out_metrics(p, y_test) -> tuple[dict[str, Any], dict[str, str]]:
 
 def predictive_metrics(p, p_ref, y_test) -> tuple[dict[str, Any], dict[str, str]]:
     """({pred_mae, test_error, test_log_lik, auc}, null_reasons): :func:`held_out_metrics`
-    plus pred_mae, the mean |p - p_ref| over the test set.
+    plus pred_mae, the mean ``|p - p_ref|`` over the test set.
 
     p, p_ref: (m,) predictive probabilities of the approximation and the reference;
     y_test: (m,) 0/1.
@@ -491,7 +498,7 @@ def _check_finite(out: dict) -> None:
                 raise FloatingPointError(f"metric {k} is not finite ({x})")
 
 
-#: the reference's P(|w_i| < NEAR_ZERO) is shown beside each pruned weight. On the
+#: the reference's ``P(|w_i| < NEAR_ZERO)`` is shown beside each pruned weight. On the
 #: standardized inputs of the GGSM designs a weight below 0.1 moves the linear predictor
 #: by less than 0.1 per input sd, i.e. a probability by at most phi(0) * 0.1 = 0.04:
 #: "negligible" for a reader, on the scale of the data rather than of the posterior
@@ -501,7 +508,7 @@ NEAR_ZERO = 0.1
 def pruned_weights_vs_reference(approx, ref_post, site: str = "w") -> list[dict[str, Any]] | None:
     """The weights ``approx`` pruned (``approx.info.extra["pruned"]``, indices into site
     ``site``), each with the reference's marginal: mean, sd, 5% and 95% quantiles and
-    P(|w| < NEAR_ZERO). Sorted by that probability, smallest first: the prunings the
+    ``P(|w| < NEAR_ZERO)``. Sorted by that probability, smallest first: the prunings the
     reference doubts most lead. None if the engine pruned nothing (or does not prune).
     """
     pruned = list((approx.info.extra or {}).get("pruned") or [])

@@ -4,6 +4,7 @@ For a model whose posterior need not be log-concave (BBLR's bounded likelihood),
 engine's answer is one local mode and a Laplace Gaussian sits on it; whether that is the
 posterior's main mode, and how much mass lies elsewhere, is what a reader must know before
 trusting either. This module answers it from the reference's own draws:
+
 1. **basins**: from each of ``n_starts`` reference draws (spread over the chains), run a
    local maximization of log p(theta, y) (the damped modified Newton of the generic
    Laplace engine; an end point counts only where -H is positive definite and the Newton

@@ -96,12 +96,12 @@ def likelihood_flat_direction(Phi, y, *, tol: float = 1e-7) -> dict:
 
 
 def tail_index(spec) -> float:
-    """alpha with p(beta_i) ~ |beta_i|^-(1 + alpha) in the tails of the marginal prior.
+    """alpha with ``p(beta_i) ~ |beta_i|^-(1 + alpha)`` in the tails of the marginal prior.
 
-    Gamma mixing: tau / 2 theta ~ BetaPrime(rho, k) has the tail tau^-(1 + k), so
-    P(|beta| > t) = P(tau z^2 > t^2) ~ t^-2k: alpha = 2 k. Inverse-gamma mixing: 1 / tau is
-    2 theta BetaPrime(|rho|, k), whose density near 0 is x^(|rho| - 1), so P(tau > T) ~
-    T^-|rho| and alpha = 2 |rho| (the Student-t degrees of freedom).
+    Gamma mixing: ``tau / 2 theta ~ BetaPrime(rho, k)`` has the tail ``tau^-(1 + k)``, so
+    ``P(|beta| > t) = P(tau z^2 > t^2) ~ t^-2k``: alpha = 2 k. Inverse-gamma mixing: ``1 / tau`` is
+    ``2 theta BetaPrime(|rho|, k)``, whose density near 0 is ``x^(|rho| - 1)``, so ``P(tau > T) ~
+    T^-|rho|`` and ``alpha = 2 |rho|`` (the Student-t degrees of freedom).
     """
     return 2.0 * spec.k if spec.mixing == "gamma" else 2.0 * abs(spec.rho)
 
@@ -149,7 +149,7 @@ def flat_support(Phi, y, *, tol: float = 1e-7) -> np.ndarray:
     one; an all-zero column is the simplest case).
 
     Those directions form a convex cone; per column two bounded linear programs
-    (maximize w_k, then -w_k, over the cone with |w_j| <= 1) decide it, and every solution
+    (maximize w_k, then -w_k, over the cone with ``|w_j| <= 1``) decide it, and every solution
     found flags its whole support at once, so columns outside the flat support cost two
     programs and the others usually none. Returns a boolean vector of length M.
     """

@@ -61,7 +61,8 @@ def _order_statistic_probits(n_draws: int) -> np.ndarray:
 def pit_cdf(x: np.ndarray, n_draws: int, shift: float = 0.0, sd_factor: float = 1.0) -> np.ndarray:
     """P(u <= x) for the randomized PIT u of one quantity whose L posterior draws are off
     by ``shift`` posterior sds and an sd scaled by ``sd_factor`` (the defect
-    :func:`conjugate_normal_ranks` plants), exactly up to quadrature.
+    :func:`~zoo.validation.judge.rank_uniformity.conjugate_normal_ranks` plants), exactly up
+    to quadrature.
 
     With z the truth's standardized place in the exact posterior (N(0, 1)), each draw
     falls below the truth with probability p = Phi((z - shift) / sd_factor), so the rank R
@@ -164,10 +165,14 @@ class RankPower:
     simulations_needed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The power as plain JSON, its fields in their declared order: the form an SBC result
+        and a rank verdict store."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "RankPower":
+        """The power a stored JSON object ``d`` holds (the inverse of :meth:`to_json`);
+        ValueError naming the problem where ``d`` is not one (a field missing, an unknown one)."""
         return record_from_json(cls, d, "SBC power")
 
     def detected_sizes(self) -> tuple[list[str], list[str]]:

@@ -35,7 +35,9 @@ from .rates import wilson_interval
 
 #: family-wise false-alarm rate of the uniformity test for calibrated ranks
 FALSE_ALARM = 0.05
+#: the uniformity test's status where every quantity's ranks stay inside their band
 CALIBRATED = "calibrated"
+#: the uniformity test's status where some quantity's ranks leave their band
 MISCALIBRATED = "miscalibrated"
 
 
@@ -86,10 +88,15 @@ class QuantityUniformity:
     shape: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The line as plain JSON, its fields in their declared order: the form a stored
+        :class:`UniformityTest` holds for each quantity."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "QuantityUniformity":
+        """The line a stored JSON object ``d`` holds (the inverse of :meth:`to_json`; the older
+        layout without the shape reads with those fields None); ValueError naming the problem
+        where ``d`` is not one (a required field missing, an unknown one)."""
         return record_from_json(cls, d, "quantity of a uniformity test")
 
 
@@ -110,10 +117,15 @@ class UniformityTest:
     worst: tuple[QuantityUniformity, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The test as plain JSON, its fields in their declared order and each quantity's line
+        nested as an object: the form an SBC result stores."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "UniformityTest":
+        """The test a stored JSON object ``d`` holds, its lines read back by
+        :meth:`QuantityUniformity.from_json` (the inverse of :meth:`to_json`); ValueError naming
+        the problem where ``d`` or one of its lines is malformed."""
         def lines(v):
             return tuple(QuantityUniformity.from_json(q) for q in v)
         return record_from_json(cls, d, "uniformity test", quantities=lines, worst=lines)
@@ -210,6 +222,7 @@ def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> Fail
 
     Two scores, each in binomial standard errors at this S (not fixed cut-offs: the same
     share is strong evidence at S = 1000 and none at S = 20):
+
     * shift: (below - 1/2) / sqrt(1/4 / S). Truths piled at LOW ranks (most of them below
       the posterior median) mean the posterior sits too high: "posterior shifted up";
       piled at high ranks, "shifted down".
@@ -223,7 +236,7 @@ def failure_shape(lower: float, upper: float, below: float, n_sims: int) -> Fail
       piles truths in ONE tail and empties the other, scores about 0 - reading the two
       outer tenths together, as this module once did, called a shift "too narrow".
 
-    Both scores past :data:`SHAPE_SCORE`: both words ("posterior shifted up and too
+    Both scores past ``SHAPE_SCORE``: both words ("posterior shifted up and too
     narrow"); neither: "no simple shape". Returns the scores and ``shape``."""
     S = int(n_sims)
     shift = (below - 0.5) / np.sqrt(0.25 / S)
@@ -296,10 +309,15 @@ class CoverageView:
     quantities: tuple[QuantityCoverage, ...]
 
     def to_json(self) -> dict[str, Any]:
+        """The view as plain JSON, its fields in their declared order with the quantities and
+        their levels nested as objects: the form an SBC result stores."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "CoverageView":
+        """The view a stored JSON object ``d`` holds, quantities and levels read back as
+        :class:`QuantityCoverage` and :class:`CoverageLevel` (the inverse of :meth:`to_json`);
+        ValueError naming the problem where any part of it is malformed."""
         def quantity(q):
             return record_from_json(QuantityCoverage, q, "quantity of a coverage view", levels=lambda v: tuple(
                 record_from_json(CoverageLevel, c, "level of a coverage view") for c in v))
@@ -311,7 +329,7 @@ def coverage_view(ranks: np.ndarray, n_draws: int, names: list[str], *, false_al
     """Empirical coverage of central posterior intervals against their nominal level.
 
     The truth lies in the central interval of level p exactly when its PIT value u does,
-    i.e. when w = |2u - 1| <= p; so the coverage curve is the ECDF of w, and w is uniform
+    i.e. when ``w = |2u - 1| <= p``; so the coverage curve is the ECDF of w, and w is uniform
     when the ranks are. The same simultaneous band as the uniformity test's (level
     1 - false_alarm / K) therefore holds the whole curve of a calibrated engine; it is a view
     of the simulations, not a second verdict (the verdict stays the uniformity test's,
@@ -357,10 +375,15 @@ class ContractionView:
     truth_spread: str
 
     def to_json(self) -> dict[str, Any]:
+        """The view as plain JSON, its fields in their declared order (the ``z`` and
+        ``contraction`` rows as lists, each quantity as an object): the form an SBC result stores."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "ContractionView":
+        """The view a stored JSON object ``d`` holds, its quantities read back as
+        :class:`QuantityContraction` (the inverse of :meth:`to_json`); ValueError naming the
+        problem where any part of it is malformed."""
         return record_from_json(cls, d, "contraction view", quantities=lambda v: tuple(
             record_from_json(QuantityContraction, q, "quantity of a contraction view") for q in v))
 
@@ -371,7 +394,7 @@ def contraction_view(truth, post_mean, post_sd, names: list[str]) -> Contraction
     contraction = 1 - posterior variance / variance of the truths over the simulations (the
     prior's variance in SBC; the variance under the conditioning posterior in posterior
     SBC). A calibrated engine's z have mean 0 and sd near 1 (exactly 1 for Gaussian
-    posteriors; P(|z| > 2) is then 4.6%); contraction near 0 means the data taught the fit
+    posteriors; ``P(|z| > 2)`` is then 4.6%); contraction near 0 means the data taught the fit
     nothing about a quantity, near 1 that they pinned it down. ``truth``, ``post_mean``,
     ``post_sd``: (simulations, quantities) arrays; None when there are no simulations."""
     truth, mean, sd = (np.asarray(a, dtype=float) for a in (truth, post_mean, post_sd))

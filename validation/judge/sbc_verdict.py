@@ -3,10 +3,11 @@ call - with what the run could have seen (an array layer: ranks in, a verdict ou
 
 The uniformity test (``rank_uniformity.py``) decides "miscalibrated" at its stated
 false-alarm rate at any number of simulations S. Staying inside the bands is called
-"calibrated" only when the run's power (``rank_power.py``) reaches :data:`USELESS`: a run
-too small to have seen a mean one posterior sd off or an sd halved is "too few simulations
-to call". The runners add what only they know (how many fits failed, were redrawn or
-returned point estimates) to the reason this module writes.
+"calibrated" only when the run's power (``rank_power.py``) reaches
+:data:`~zoo.validation.judge.rank_power.USELESS`: a run too small to have seen a mean one
+posterior sd off or an sd halved is "too few simulations to call". The runners add what
+only they know (how many fits failed, were redrawn or returned point estimates) to the
+reason this module writes.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .rank_power import POWER_PROBABILITY, SIMS_GRID, USELESS, RankPower, detect
 from .rank_uniformity import CALIBRATED, FALSE_ALARM, MISCALIBRATED, UniformityTest, describe_failure, uniformity
 
 #: the ranks stayed inside their bands, but the run was too small to have seen a gross
-#: defect (:data:`USELESS`): not a verdict of "calibrated"
+#: defect (:data:`~zoo.validation.judge.rank_power.USELESS`): not a verdict of "calibrated"
 TOO_FEW = "too few simulations to call"
 #: no ranks to judge (point estimates, another model, too few successful fits): the reason says which
 NOT_APPLICABLE = "not applicable"
@@ -40,15 +41,18 @@ class RankVerdict:
     power: RankPower
 
     def to_json(self) -> dict[str, Any]:
+        """The verdict as plain JSON, its fields in their declared order with the uniformity
+        test and the power nested as objects (their own ``to_json`` forms)."""
         return record_json(self)
 
 
 def rank_verdict(ranks, n_draws: int, names: list[str], *, false_alarm: float = FALSE_ALARM,
                  seed: int = 0) -> RankVerdict:
     """The verdict of (S, K) ranks in 0..``n_draws`` (S >= :data:`MIN_RANKED`): ``status``
-    (:data:`CALIBRATED`, :data:`MISCALIBRATED` or :data:`TOO_FEW`), ``reason`` in words,
-    the uniformity test, and the run's power with ``simulations_needed`` (the S a useful run
-    of this L and K needs, where the run was too small; else None). The reason does not end
+    (:data:`~zoo.validation.judge.rank_uniformity.CALIBRATED`,
+    :data:`~zoo.validation.judge.rank_uniformity.MISCALIBRATED` or :data:`TOO_FEW`), ``reason``
+    in words, the uniformity test, and the run's power with ``simulations_needed`` (the S a
+    useful run of this L and K needs, where the run was too small; else None). The reason does not end
     with the power line: the runner appends its own notes first, then ``power.line``."""
     ranks = np.asarray(ranks)
     S = len(ranks)

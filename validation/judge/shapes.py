@@ -2,6 +2,7 @@
 shape while keeping its first two moments exactly.
 
 Two uses, one definition (as ``correlations.py`` is for the correlation defects):
+
 * the simulations that measure the verdicts' false-alarm rate and power
   (``distribution.simulate_verdicts``, ``benchmarks/distribution_verdict.py``): reference
   chains whose marginals are skewed, bounded at 0 or bimodal, built as stationary AR(1)

@@ -2,7 +2,8 @@
 
 The question a user asks is "is this engine's posterior the reference's, as far as the
 reference can tell?". The reference is itself a Monte Carlo estimate, so the answer
-depends on its precision. Per coordinate i of the measured parameters:
+depends on its precision. Per coordinate i of the measured parameters::
+
     t_mean_i = (m_e,i - m_r,i) / se_mean_i,        se_mean_i^2 = MCSE(m_r,i)^2 + MCSE(m_e,i)^2
     t_sd_i   = (s_e,i - s_r,i) / (s_e,i rel_i),    rel_i^2     = RSE(s_r,i)^2 + RSE(s_e,i)^2
 
@@ -13,7 +14,7 @@ Monte Carlo error of its own. For an exact engine each statistic is approximatel
 Student's t with b - chains degrees of freedom (b batches; see
 :func:`moments_and_mcse` for why not b - 1). Across the K = 2d tests (d
 coordinates; fewer where a moment does not exist) the rule is Bonferroni's: the engine
-**differs** when
+**differs** when ::
 
     max_i |t_i| > c_K = the (1 - alpha / (2K)) quantile of t_{b-1},
 
@@ -67,8 +68,11 @@ N_WORST = 3
 #: the coordinates' whole distributions (validation/judge/distribution.py)
 MARGINAL, JOINT, DISTRIBUTION = "marginal", "joint", "distribution"
 SCOPES = (MARGINAL, JOINT, DISTRIBUTION)
+#: a verdict's status where no test exceeds its threshold
 INDISTINGUISHABLE = "indistinguishable"
+#: a verdict's status where a test exceeds its threshold, or the engine is certainly different
 DIFFERS = "differs"
+#: a verdict's status where there is nothing to compare (the reason says why)
 NOT_APPLICABLE = "not applicable"
 
 
@@ -80,8 +84,8 @@ class Verdict:
     ``validation/judge/distribution.py``).
 
     status: :data:`INDISTINGUISHABLE`, :data:`DIFFERS` or :data:`NOT_APPLICABLE`; reason: one
-    sentence saying why (for "not applicable", why there is no verdict). statistic: max |z|
-    over the tests; threshold: c_K; n_tests: K. worst: up to :data:`N_WORST` tests, worst
+    sentence saying why (for "not applicable", why there is no verdict). statistic: ``max |z|``
+    over the tests; threshold: c_K; n_tests: K. worst: up to ``N_WORST`` tests, worst
     first, each {"coordinate", "test", "z", "difference"} (the joint verdict names its
     directions in "coordinate"). point_mass: coordinates where the engine's sd is exactly 0
     (a certain difference, outside the z tests). detectable_mean_shift (in reference sds)
@@ -125,14 +129,18 @@ class Verdict:
 
     @property
     def joint(self) -> bool:
+        """Whether this is a joint verdict (scope :data:`JOINT`: means and sds along directions)."""
         return self.scope == JOINT
 
     @property
     def differs(self) -> bool:
+        """Whether the engine differs from the reference (status :data:`DIFFERS`)."""
         return self.status == DIFFERS
 
     @property
     def applicable(self) -> bool:
+        """Whether there is a verdict at all: False for status :data:`NOT_APPLICABLE`, whose
+        reason says why."""
         return self.status != NOT_APPLICABLE
 
     def to_json(self) -> dict[str, Any]:
@@ -252,7 +260,7 @@ def own_moments(approx, draws: np.ndarray) -> dict[str, Any]:
 
 def resampling_corrected(approx, own: dict[str, Any], n: int) -> dict[str, Any]:
     """:func:`moments_and_mcse` ``own`` of n of an engine's draws, with the errors scaled by
-    sqrt(1 + n / ESS) when they were resampled by importance weights (:func:`own_moments`);
+    sqrt(1 + n / ESS) when they were resampled by importance weights (``own_moments``);
     unchanged otherwise."""
     ess = (getattr(approx.info, "extra", None) or {}).get("psis_ess")
     if not ess:
@@ -264,7 +272,7 @@ def resampling_corrected(approx, own: dict[str, Any], n: int) -> dict[str, Any]:
 def untrusted_resampling(approx) -> str | None:
     """Why draws resampled by importance weights whose Pareto k-hat exceeds its threshold
     min(1 - 1/log10 S, 0.7) get no verdict (None for any other posterior): above it the
-    importance-sampling ESS that :func:`own_moments` takes their Monte Carlo error from is
+    importance-sampling ESS that ``own_moments`` takes their Monte Carlo error from is
     itself unreliable (Vehtari et al. 2024), so no test on them has a known false-alarm rate."""
     extra = getattr(getattr(approx, "info", None), "extra", None) or {}
     if extra.get("psis_trusted") is False:
@@ -298,7 +306,7 @@ def compare_moments(m_e: np.ndarray, s_e: np.ndarray, ref: dict[str, Any], *, ow
     of them (None: closed-form moments, no Monte Carlo error).
 
     Returns tests (tuples test, index, z, difference: the mean's in reference sds, the
-    sd's relative), point_mass (engine sd exactly 0), threshold, statistic (max |z|; NaN
+    sd's relative), point_mass (engine sd exactly 0), threshold, statistic (``max |z|``; NaN
     when some z is not finite), order (of the tests, worst first), se_mean and rel_sd (the
     combined errors), df.
     """
@@ -338,7 +346,7 @@ def verdict(approx, ref_post, *, moments: dict[str, Any] | None = None,
     (None: all). ``reference_moments``: :func:`moments_and_mcse` of the reference, if
     already computed (it is the same for every engine of a comparison).
 
-    Returns a :class:`Verdict`: status, reason, statistic (max |z|), threshold (c_K),
+    Returns a :class:`Verdict`: status, reason, statistic (``max |z|``), threshold (c_K),
     n_tests, worst (up to three coordinates, each with its test, z and the difference in
     reference sds), detectable_mean_shift and detectable_sd_change (what the reference
     could detect), false_alarm, point_mass (the coordinates where the engine's sd is

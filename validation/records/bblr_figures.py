@@ -31,6 +31,9 @@ def mode_analysis(comp) -> dict[str, Any] | None:
 
 
 def comparison_figures(comp, out_dir: str) -> dict[str, tuple[str, str]]:
+    """BBLR's figures for a comparison's report (its record's ``figures``): those of
+    :func:`modes_figure` and :func:`label_noise_figure`, written under ``out_dir``, as
+    ``{name: (png path, caption)}``; empty where neither applies."""
     out = label_noise_figure(comp, out_dir)
     modes = modes_figure(comp, out_dir)
     return {**modes, **out}
@@ -84,6 +87,10 @@ def label_noise_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
 
 
 def modes_figure(comp, out_dir: str) -> dict[str, tuple[str, str]]:
+    """The posterior's local modes as the reference's draws reach them (their basin shares)
+    and SLA's answer among them: writes ``modes.json`` (:func:`mode_analysis`) and
+    ``modes.png`` in ``out_dir`` and returns ``{"modes": (png path, caption)}``, or ``{}``
+    without a reference or without a mode found."""
     analysis = mode_analysis(comp)
     if analysis is None or not analysis["modes"]:
         return {}

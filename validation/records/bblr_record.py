@@ -200,6 +200,7 @@ SLA_RUNS = {"sla": len(LAM_GRID) + 1, "laplace": len(LAM_GRID) + 1,
             "slam": len(LAM_GRID) + len(ETA0_GRID) * len(STEP_GRID) + 1}
 #: cost models (seconds = fixed + coef * work / 1e9), constants fitted to the classifier's
 #: fits of benchmarks/classifier_cost.py (fit_cost.REFERENCE_MACHINE). Work:
+#:
 #: * "sla" (linear engines): SLA runs x N^1.5 M^2 - SLA's coordinate probe evaluates the
 #:   whole objective, O(N M), for each of ~80 steps of each of the M coordinates per pass,
 #:   and on the benchmark's (separable) data the passes and descent steps grew with N too

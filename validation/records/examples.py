@@ -85,11 +85,16 @@ def kidiq_data() -> dict:
     return {"mom_iq": d["mom_iq"], "kid_score": d["kid_score"]}
 
 
+#: Rubin's eight schools, non-centred (:func:`eight_schools` on the eight schools' effects
+#: and standard errors); its reference is NUTS at target acceptance 0.95
 EIGHT_SCHOOLS = Model(eight_schools, {"J": 8, "y": np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
                                       "sigma": np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])},
                       # the funnel: at the default target acceptance NUTS leaves a divergence or two
                       references=({"sampler": "nuts", "target_accept": 0.95},))
+#: the kidiq linear regression under proper priors (:func:`kidiq_linear` on :func:`kidiq_data`)
 KIDIQ_LINEAR = Model(kidiq_linear, kidiq_data())
+#: the hierarchical logistic regression of heart disease (:func:`heart_hierarchical` on
+#: :func:`heart_data`)
 HEART_HIERARCHICAL = Model(heart_hierarchical, heart_data())
 
 #: every shipped model that is not one of the five: name -> a function that builds it (on

@@ -37,10 +37,10 @@ FLOAT64 = 8
 class CostModel:
     """seconds = fixed + coef * work / 1e9 on the reference machine, compilation left out.
 
-    fixed: seconds that do not grow with the problem (set-up).
-    coef: seconds per 1e9 units of ``work`` (the work function is the path's own).
-    factor: the estimate holds to this factor either way (data and machine load included).
-    compile: seconds JAX takes to compile the path's loops on the first fit of a data
+    * fixed: seconds that do not grow with the problem (set-up).
+    * coef: seconds per 1e9 units of ``work`` (the work function is the path's own).
+    * factor: the estimate holds to this factor either way (data and machine load included).
+    * compile: seconds JAX takes to compile the path's loops on the first fit of a data
       shape in a process (the benchmark's median; 0 where the engine's own timing does
       not separate it, so that it is part of ``fixed`` and ``coef``).
     """
@@ -55,6 +55,8 @@ class CostModel:
             raise ValueError(f"a cost model needs fixed >= 0, coef > 0, factor >= 1 and compile >= 0; got {self}")
 
     def seconds(self, work: float) -> float:
+        """The estimated wall time, in seconds on the reference machine, of a fit doing
+        ``work`` units of work: ``fixed + coef * work / 1e9`` (compilation not included)."""
         return self.fixed + self.coef * float(work) / 1e9
 
 
@@ -62,25 +64,25 @@ class CostModel:
 class FitPlan:
     """How one classifier fit will run, known before it starts.
 
-    candidates: the basis functions (design columns) the engine starts from or scores.
-    path: how the engine runs, in a few words ("sequential selection, full scan of every
+    * candidates: the basis functions (design columns) the engine starts from or scores.
+    * path: how the engine runs, in a few words ("sequential selection, full scan of every
       candidate at every step", "all 2000 columns, dense O(N M^2) per sweep").
-    seconds: the estimated wall time on the reference machine, compilation left out, or
+    * seconds: the estimated wall time on the reference machine, compilation left out, or
       None where no honest estimate exists; factor: it holds to this factor either way;
       compile_seconds: what a first fit of this shape in a process adds for compiling.
-    unit: what the engine's progress lines count ("selection step", "sweep", "round"), ""
+    * unit: what the engine's progress lines count ("selection step", "sweep", "round"), ""
       when the engine reports no progress (a loop compiled whole).
-    memory_bytes: the largest arrays the path holds at once (design included).
-    advice: what to do when the fit is too slow or too large for the machine.
-    fit_kwargs: end-to-end options this path needs, merged into the design's (e.g. the
+    * memory_bytes: the largest arrays the path holds at once (design included).
+    * advice: what to do when the fit is too slow or too large for the machine.
+    * fit_kwargs: end-to-end options this path needs, merged into the design's (e.g. the
       selection's working set).
-    design: ``design(basis, X) -> what the engine takes`` instead of ``basis.transform(X)``
+    * design: ``design(basis, X) -> what the engine takes`` instead of ``basis.transform(X)``
       (the kernel columns never formed, for large N); None: the dense design.
-    cost_key, work: which cost model of the record gave ``seconds`` and the work it was
+    * cost_key, work: which cost model of the record gave ``seconds`` and the work it was
       evaluated at (the benchmark fits the models' constants from them); None without one.
-    cap_seconds: the same cost model at the engine's iteration cap, where the typical
+    * cap_seconds: the same cost model at the engine's iteration cap, where the typical
       count of ``work`` may be far off (a loop with a cap and no other bound); None: not said.
-    iterations: the iteration count ``work`` assumes (so that a benchmark can put a fit's
+    * iterations: the iteration count ``work`` assumes (so that a benchmark can put a fit's
       actual count in its place when it fits the constants); None: not a count of iterations.
     """
 

@@ -80,8 +80,8 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
 def moments(spec: GIGLogistic, Phi: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """Which moments of the GIG-logistic posterior of beta exist on these data.
 
-    The marginal prior of each beta_i has the tail |beta|^-(1 + alpha) (alpha = 2 k for
-    gamma mixing, 2 |rho| for inverse-gamma mixing: ``validation/judge/moment_existence.py``). If the
+    The marginal prior of each beta_i has the tail ``|beta|^-(1 + alpha)`` (alpha = 2 k for
+    gamma mixing, ``2 |rho|`` for inverse-gamma mixing: ``validation/judge/moment_existence.py``). If the
     likelihood decays in every direction all moments exist. If the data are separable, the
     posterior of the scale along a separating direction with m features keeps the tail
     r^-(1 + m alpha), so E|beta|^s is finite iff s < m_min alpha, where m_min is the fewest

@@ -5,6 +5,7 @@ hyper-prior constants, another prior on the weights), each with its own referenc
 that every prior's VB and Laplace are judged against their own posterior.
 
 The design is a table:
+
 * ``digits_even_odd`` (the default): the 8 x 8 image itself, pixel rows x pixel columns
   (raw intensities in [0, 1]; the paper's model has no bias term and none is added);
 * any other data set: per-dimension RBFs exp(-delta (x_i - c_j,i)^2) on the training
@@ -113,7 +114,7 @@ def prepare(split, params: dict[str, float], *, progress=None) -> Prepared:
 
 
 def tail_exponents(spec: GridRVM, flat: np.ndarray) -> np.ndarray:
-    """e per weight with P(|w| > r) ~ r^-e in the posterior, for the weights in the flat
+    """e per weight with ``P(|w| > r) ~ r^-e`` in the posterior, for the weights in the flat
     support ``flat`` (a boolean vector, ``moment_existence.flat_support``); inf elsewhere.
 
     The argument (DERIVATIONS.md §5.6; a sketch, as for GGSM and GIG): a weight grows
@@ -164,6 +165,7 @@ def moments(spec: GridRVM, Phi: np.ndarray, y: np.ndarray) -> dict[str, Any] | N
 def classifier_design(X, y01, engine: str, options: dict[str, Any]):
     """The classifier's table and the spec its VB starts from (the default proper prior;
     the engine's name picks the prior: vb p-grid, vb-s-grid, vb-rvm):
+
     * basis="table": X is the table itself, ``table_shape`` = (rows, columns);
     * basis="per-dimension-rbf": the (input dimension x training point) table of
       exp(-delta (x_i - c_j,i)^2), delta default the paper's 5.55;

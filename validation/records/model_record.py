@@ -49,10 +49,11 @@ class ParamDomain:
     """The values one ``--param`` takes: always a finite real number (NaN and the
     infinities never), and within these bounds.
 
-    low, high: the smallest and largest value (None: unbounded); low_open / high_open:
+    * low, high: the smallest and largest value (None: unbounded); low_open / high_open:
       the bound itself is excluded. integer: a whole number. choices: one of these values
       (then the bounds are not used). nonzero: any value but 0 (its sign chooses
       something). why: what the parameter is, in a few words, for the message.
+
     Build them with :func:`positive`, :func:`within`, :func:`one_of`, :func:`whole`,
     :func:`nonzero`.
     """
@@ -139,8 +140,8 @@ class ClassifierParam:
     """A hyper-parameter the model's scikit-learn classifier takes (``SparseBayesClassifier``'s
     keyword of that name; None, its default, leaves the model's own default).
 
-    name: the keyword. doc: what it is, in one line (the classifier's docstring shows it).
-    check: ``check(name, value) -> value`` for a value that is not None: the value the
+    * name: the keyword. doc: what it is, in one line (the classifier's docstring shows it).
+    * check: ``check(name, value) -> value`` for a value that is not None: the value the
       design receives, or ValueError in one line naming the parameter
       (:func:`finite_number`, :func:`positive_number`); None: passed as given (the design
       checks it).
@@ -155,64 +156,65 @@ class ClassifierParam:
 class ModelRecord:
     """One model of the zoo.
 
-    name: the command-line name (``--model``). title: how messages name it.
-    summary: one line for listings. spec_class: the model's spec (``models/``).
-    prepare: ``prepare(split, params, *, progress=None) -> Prepared``: the comparison
+    * name: the command-line name (``--model``). title: how messages name it.
+    * summary: one line for listings. spec_class: the model's spec (``models/``).
+    * prepare: ``prepare(split, params, *, progress=None) -> Prepared``: the comparison
       protocol that turns a data split and ``--param`` values into the frozen spec and
       design matrices every engine and the reference see (``validation/records/``).
-    params: the ``--param`` names ``prepare`` accepts (checked before it is called).
-    param_domains: name -> :class:`ParamDomain`, the values each of ``params`` takes
+    * params: the ``--param`` names ``prepare`` accepts (checked before it is called).
+    * param_domains: name -> :class:`ParamDomain`, the values each of ``params`` takes
       (positive, in (0, 1), 0 or 1, ...); a name without one takes any finite number.
       :meth:`check_params` refuses any other value in one line before any work (data
       loading, cross-validation, a reference), as ``prepare`` would only after them.
-    param_relations: ``relations(params) -> None``: ValueError in one line for values
+    * param_relations: ``relations(params) -> None``: ValueError in one line for values
       that are each in their domain but do not go together (BBLR's a + b <= 1), called by
       :meth:`check_params` after the domains; None: no relations.
-    selection: how ``prepare`` fixes the hyper-parameters, in a few words (CLI help).
-    cv_fits: how many cross-validation fits ``prepare`` reports to a progress bar.
-    default_data: the data set ``zoo compare --model NAME`` uses without ``--data``.
-    raw_inputs: True if the protocol takes the inputs as they are; False: standardized on
+    * selection: how ``prepare`` fixes the hyper-parameters, in a few words (CLI help).
+    * cv_fits: how many cross-validation fits ``prepare`` reports to a progress bar.
+    * default_data: the data set ``zoo compare --model NAME`` uses without ``--data``.
+    * raw_inputs: True if the protocol takes the inputs as they are; False: standardized on
       the training split.
-    engines: every engine of the model (their :class:`EngineEntry`, each naming the
+    * engines: every engine of the model (their :class:`~zoo.inference.contracts.EngineEntry`, each naming the
       model variant it approximates, if any). default_engines: those ``zoo compare`` runs.
-    classifier_engine: the engine the scikit-learn classifier runs when none is named (one
+    * classifier_engine: the engine the scikit-learn classifier runs when none is named (one
       with an end-to-end mode); None: the first such engine.
-    references: the reference samplers tried in order, each as a dict of the
+    * references: the reference samplers tried in order, each as a dict of the
       ``ReferenceConfig`` settings that differ from its defaults (``"sampler"`` included);
       the first that certifies is the reference.
-    samplers: reference samplers of this model's own (beyond NUTS, which every model has),
+    * samplers: reference samplers of this model's own (beyond NUTS, which every model has),
       each a distinct name other than "nuts". The record hands them to whoever runs a
       reference (:meth:`reference_sampler`, :meth:`reference_config`): they are registered
       nowhere.
-    moments: ``moments(spec, Phi, y) -> dict | None``: which posterior moments exist on
+    * moments: ``moments(spec, Phi, y) -> dict | None``: which posterior moments exist on
       these data (None: all of them, nothing to doubt). Metrics built on a moment that
       does not exist are reported as null with its reason.
-    classifier: ``design(X, y01, engine, options) -> (basis, fit_kwargs)`` for the
+    * classifier: ``design(X, y01, engine, options) -> (basis, fit_kwargs)`` for the
       scikit-learn classifier (``options``: its width and basis, and each of
       ``classifier_params`` checked, None where not given), or None when the model has no
       classifier.
-    classifier_params: the classifier's hyper-parameters of this model
+    * classifier_params: the classifier's hyper-parameters of this model
       (:class:`ClassifierParam`: q, gamma, ...); ``SparseBayesClassifier`` takes, checks
       and hands them to ``classifier``, and refuses them for any other model.
-    classifier_plan: ``plan(engine, n_samples, n_features, basis, fit_kwargs, options) ->
+    * classifier_plan: ``plan(engine, n_samples, n_features, basis, fit_kwargs, options) ->
       FitPlan`` (``validation/records/fit_cost.py``): what a classifier fit of this size
       will do and cost - the candidate count, the path it takes (and any options that
       path needs), its memory and a time estimate from the engine's cost model - said
       before the fit runs; None: the classifier says only the design's size.
-    defects: planted defects of this model's own engines (``validation/judge/defects.py``
-      :class:`Defect`, ``engines`` naming this record's engines), run by the defect battery
-      beside the generic ones (``validation/runs/battery.py``).
-    sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
+    * defects: planted defects of this model's own engines
+      (:class:`~zoo.validation.judge.defects.Defect`, ``engines`` naming this record's
+      engines), run by the defect battery beside the generic ones
+      (``validation/runs/battery.py``).
+    * sbc_spec: ``() -> (spec, variants)``: the spec simulation-based calibration draws
       from (its prior must be proper: SBC draws the parameters from it) and the specs of
       the variants engines approximate (``validation/runs/sbc_simulation.py``, ``problem_for``);
       None: the model has no proper prior to simulate from, and SBC says so
       (``no_sbc``: why, in the model's own words; a general default otherwise). A model
       that brings its own data (``own_data``) is simulated on its own data's inputs, its
       observed sites drawn from its prior predictive.
-    own_data: True for a model that brings its own data (a user's NumPyro model,
+    * own_data: True for a model that brings its own data (a user's NumPyro model,
       ``validation/records/user_model.py``): no data set is loaded and ``prepare`` gets no
       split; False: ``prepare`` gets a split of a data set of the zoo's catalog.
-    figures: ``figures(comparison, out_dir) -> {name: (path, caption)}``: figures only this
+    * figures: ``figures(comparison, out_dir) -> {name: (path, caption)}``: figures only this
       model has (gridRVM's row and column relevances), written beside the report's own
       and shown in it; None: none.
     """
@@ -334,9 +336,10 @@ class ModelRecord:
                              f"known: {', '.join(self.sampler_names)}") from None
 
     def reference_config(self, settings: Mapping[str, Any] | None = None, **more) -> ReferenceConfig:
-        """A :class:`ReferenceConfig` of ``settings`` and ``more`` (as in :attr:`references`:
-        the settings that differ from the defaults), its ``"sampler"`` (default NUTS) given
-        by name and handed over as this model's :meth:`reference_sampler`."""
+        """A :class:`~zoo.validation.references.config.ReferenceConfig` of ``settings`` and
+        ``more`` (as in :attr:`references`: the settings that differ from the defaults), its
+        ``"sampler"`` (default NUTS) given by name and handed over as this model's
+        :meth:`reference_sampler`."""
         settings = {**(settings or {}), **more}
         sampler = settings.pop("sampler", NUTS)
         if not isinstance(sampler, ReferenceSampler):

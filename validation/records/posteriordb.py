@@ -144,9 +144,9 @@ def posterior_data(name: str) -> dict:
 
 
 def model(name: str) -> Model:
-    """The shipped posterior as a :class:`Model`: its NumPyro translation on its data, named
-    after it, judged on the sites its reference draws hold, with its reference chain
-    (:data:`REFERENCES`; NUTS with its default settings otherwise)."""
+    """The shipped posterior as a :class:`~zoo.validation.records.user_model.Model`: its
+    NumPyro translation on its data, named after it, judged on the sites its reference
+    draws hold, with its reference chain (:data:`REFERENCES`; NUTS with its default settings otherwise)."""
     _known(name)
     fn, sites = POSTERIORS[name]
     if name in REFERENCES:
@@ -164,7 +164,7 @@ def reference_draws(name: str) -> dict[str, np.ndarray]:
 
 
 def draws_on_sites(draws: dict[str, np.ndarray], sites) -> dict[str, np.ndarray]:
-    """posteriordb's draws by Stan name -> {site: (chains, draws, *shape)} for ``sites``
+    """posteriordb's draws by Stan name -> ``{site: (chains, draws, *shape)}`` for ``sites``
     (Stan's indices start at 1, its arrays are row-major: ``x[2,3]`` is ``x[1, 2]``).
     ValueError naming the first site posteriordb's draws lack."""
     out = {}

@@ -5,12 +5,13 @@ classifier, ``zoo reproduce`` and the benchmarks.
 
 **One way in.** Every model enters as one object named by a ``"module:attr"`` path: a
 :class:`~zoo.validation.records.user_model.Model` (a NumPyro function and its data) or a
-full :class:`ModelRecord` (a model with the classifier parts: a design, hyper-parameters,
-the scikit-learn classifier). The zoo's five are such paths (:data:`BUILT_IN`); an installed
-package declares its own in the entry-point group ``zoo.models`` (:data:`ENTRY_POINT_GROUP`:
-``name = "package.module:attr"``), loaded the first time the table is listed or a name is
-not found in it; a user names one on the command line (``--model module:attr``) or hands
-one to the Python API. :func:`add_model` is the one function all of them go through.
+full :class:`~zoo.validation.records.model_record.ModelRecord` (a model with the classifier
+parts: a design, hyper-parameters, the scikit-learn classifier). The zoo's five are such
+paths (:data:`BUILT_IN`); an installed package declares its own in the entry-point group
+``zoo.models`` (:data:`ENTRY_POINT_GROUP`: ``name = "package.module:attr"``), loaded the
+first time the table is listed or a name is not found in it; a user names one on the command
+line (``--model module:attr``) or hands one to the Python API. :func:`add_model` is the one
+function all of them go through.
 
     from zoo.validation.records import registry
     registry.model_names()                       # ('pcvm', 'ggsm-probit', 'gig-logistic', 'grid-rvm', 'bblr')
@@ -48,7 +49,7 @@ _MODELS: dict[str, ModelRecord] = {}
 
 def register(record: ModelRecord, *, replace_existing: bool = False) -> ModelRecord:
     """Add ``record`` to the zoo; returns it. (Its reference samplers stay in the record:
-    :meth:`ModelRecord.reference_sampler`.)
+    :meth:`~zoo.validation.records.model_record.ModelRecord.reference_sampler`.)
 
     A name already taken is an error unless ``replace_existing``.
     """
@@ -73,7 +74,8 @@ _USER_MODELS: set[str] = set()
 
 
 def record_of(model, *, name: str | None = None) -> ModelRecord:
-    """The record of a model object: a Model's :meth:`~Model.record`, or a ModelRecord as it is;
+    """The record of a model object: a Model's
+    :meth:`~zoo.validation.records.user_model.Model.record`, or a ModelRecord as it is;
     ``name``: the name it takes in the zoo (an entry point's), if not its own. TypeError, one
     line, for anything else."""
     if isinstance(model, Model):

@@ -38,8 +38,8 @@ DEFAULT_ENGINES = ("auto-laplace", "advi-meanfield", "advi-fullrank", "pathfinde
 class Model:
     """A NumPyro function ``fn(**data)`` and its data, as the zoo judges it.
 
-    fn: the NumPyro model; its observed sites are those with ``obs=`` given by the data.
-    data: a mapping of names to arrays and numbers (plain integers are sizes, never traced), or
+    * fn: the NumPyro model; its observed sites are those with ``obs=`` given by the data.
+    * data: a mapping of names to arrays and numbers (plain integers are sizes, never traced), or
       a file (``.npz``, ``.csv``, posteriordb's data JSON). name: how reports and the
       command line name it (default: the function's name). sites: the latent sites judged
       (default: every continuous latent sample site). references: the reference chain, as in

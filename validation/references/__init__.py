@@ -3,9 +3,10 @@
 ``run_reference(spec, Phi, y)`` runs NUTS on ``spec.model`` (4 chains, float64), checks
 convergence with rank-normalized split R-hat and bulk/tail ESS (Vehtari et al. 2021) and
 the divergence count, and returns a :class:`Reference`. The reference is *certified* only
-if every coordinate of every *sampled* site passes :data:`CERTIFICATION` - the measured
-sites and the latent ones the sampler moves (GIG logistic's u and z, the Gibbs samplers'
-auxiliary blocks) - and, for NUTS, the energy (E-BFMI) and tree-depth checks pass. An uncertified
+if every coordinate of every *sampled* site passes
+:data:`~zoo.validation.references.certification.CERTIFICATION` - the measured sites and the
+latent ones the sampler moves (GIG logistic's u and z, the Gibbs samplers' auxiliary
+blocks) - and, for NUTS, the energy (E-BFMI) and tree-depth checks pass. An uncertified
 reference says why in ``failures`` (one sentence per problem) and must not be used as
 truth silently. When the only problem is too few effective draws (no divergences), the
 chains are continued until the number of draws has doubled, up to
@@ -24,14 +25,15 @@ wing's built-in, is known here by name.
 first certified one; the Reference names its sampler in ``provenance["sampler"]``.
 
 A pilot. A NUTS entry of such a list may ask for a pilot (``ReferenceConfig(pilot=True)``):
-before the full run, a short NUTS run (:data:`PILOT`: its warm-up and draws) is checked by
-an explicit rule, :func:`pilot_decision`, for signs that the full run cannot certify -
-divergences, energy or tree-depth failures, chains that disagree, or an effective sample
-size per draw too small to reach the rule's ESS within the run's cap of draws. If it
-predicts failure the full run is skipped and the next sampler is tried at once; the
-pilot's draws stand in the ``tried`` list as an uncertified run whose first failure says
-what the pilot saw. The last sampler of a list always runs in full (a pilot only chooses
-between samplers: a wrong prediction costs time, never the reference).
+before the full run, a short NUTS run (:data:`~zoo.validation.references.certification.PILOT`: its
+warm-up and draws) is checked by an explicit rule, :func:`pilot_decision`, for signs that
+the full run cannot certify - divergences, energy or tree-depth failures, chains that
+disagree, or an effective sample size per draw too small to reach the rule's ESS within
+the run's cap of draws. If it predicts failure the full run is skipped and the next
+sampler is tried at once; the pilot's draws stand in the ``tried`` list as an uncertified
+run whose first failure says what the pilot saw. The last sampler of a list always runs
+in full (a pilot only chooses between samplers: a wrong prediction costs time, never the
+reference).
 
 Results are cached on disk (netCDF draws + provenance JSON, each written atomically)
 under a content hash of the model, its hyper-parameters, the data, the sampler settings,

@@ -6,8 +6,9 @@ An entry is a netCDF file of every sampled site, the sampler statistics, the dat
 sampler's attributes, then a JSON record (the commit mark) holding the SHA-256 of the
 netCDF file's bytes, the digest of those draws and statistics, the timings and the
 provenance, signed as a whole with an HMAC-SHA256 under the user's key
-(:mod:`..base.signing`: ``cache-key`` in :func:`config_dir`, 32 random bytes, owner-only;
-the domain :data:`MAC_DOMAIN`). A digest alone proves nothing against someone who can write
+(:mod:`zoo.validation.base.signing`: ``cache-key`` in
+:func:`~zoo.validation.base.signing.config_dir`, 32 random bytes, owner-only; the domain
+:data:`MAC_DOMAIN`). A digest alone proves nothing against someone who can write
 the cache folder (they can edit the file and recompute it); the signature can be made only
 with the key. A read verifies the record's signature, then the file's bytes against the
 digest it carries, and only then opens the netCDF file: nothing unauthenticated is parsed.
@@ -55,7 +56,7 @@ except ImportError:  # no fcntl (Windows): no run locks an entry either
 #: names the netCDF file and carries the SHA-256 of its bytes, checked before it is opened)
 CACHE_FORMAT = 4
 
-#: the signing domain of a cache entry's record (:mod:`..base.signing`): a record signed as
+#: the signing domain of a cache entry's record (:mod:`zoo.validation.base.signing`): a record signed as
 #: anything else never passes for an entry's
 MAC_DOMAIN = "reference cache entry"
 
@@ -97,6 +98,9 @@ _RECORD_MAX_CHARS = 1_000_000
 
 
 def package_versions() -> dict[str, str]:
+    """The versions of the packages that can change a reference's draws (JAX, NumPyro,
+    ArviZ, NumPy), by name: part of every cache key (:func:`cache_key`) and of a reference's
+    provenance."""
     return {
         "jax": jax.__version__,
         "numpyro": numpyro.__version__,
@@ -317,7 +321,7 @@ def _read_cache(cache_dir, key: str, spec, sites: tuple[Site, ...], config: Refe
 # --------------------------------------------------------------------------------------
 # Clearing the cache: only what the zoo can prove it wrote
 # --------------------------------------------------------------------------------------
-#: the names the zoo gives a reference cache entry's files (:func:`_cache_paths` and the
+#: the names the zoo gives a reference cache entry's files (``_cache_paths`` and the
 #: lock of certified_run.py's ``_entry_lock``): ``<sampler>-<32 hex>.nc``, ``.json`` and ``.lock``
 ENTRY_NAME = re.compile(r"^([a-z][a-z0-9-]*-[0-9a-f]{32})\.(nc|json|lock)$")
 #: the names JAX gives the files of its compilation cache (jax/_src/lru_cache.py):
@@ -356,9 +360,13 @@ class ClearReport:
     errors: list[str] = field(default_factory=list)
 
     def keep(self, why: tuple[str, str, str], path: str) -> None:
+        """Record that ``path`` is kept for the reason ``why`` ((one, several, why): the words
+        :meth:`lines` reports it with)."""
         self.kept.setdefault(why, []).append(path)
 
     def delete(self, path: str) -> None:
+        """Delete the file ``path`` and count it and its bytes; a file already gone is passed
+        over, one that cannot be deleted is recorded in ``errors`` with the reason."""
         try:
             size = os.lstat(path).st_size
             os.remove(path)

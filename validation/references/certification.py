@@ -53,6 +53,7 @@ class Certification:
     min_round_trips: int = 10
 
 
+#: the certification rule every reference is judged by (the defaults of :class:`Certification`)
 CERTIFICATION = Certification()
 
 
@@ -63,8 +64,10 @@ class PilotRule:
     The pilot is NUTS with the full run's chains, seed, target acceptance and tree depth,
     but only ``num_warmup`` warm-up iterations and ``num_samples`` draws per chain (no
     doublings). It predicts failure - and the full run is skipped - when any of these holds
-    (each a check of :data:`CERTIFICATION` that more draws of the same kind cannot mend, or
-    a projection that the run's cap of draws cannot reach it):
+    (each a check of :data:`~zoo.validation.references.certification.CERTIFICATION` that more
+    draws of the same kind cannot mend, or a projection that the run's cap of draws cannot
+    reach it):
+
     * divergences: more than the rule allows among the pilot's draws. A divergence is a
       geometry problem of the posterior at the adapted step size; the full run's longer
       warm-up adapts the same step size to the same geometry;
@@ -87,6 +90,7 @@ class PilotRule:
     ess_margin: float = 2.0
 
 
+#: the pilot's rule a NUTS reference with ``pilot=True`` uses (the defaults of :class:`PilotRule`)
 PILOT = PilotRule()
 
 
@@ -151,7 +155,7 @@ def _check_failures(diag: dict, sites: tuple[Site, ...], divergences: int, rule:
 def certify(idata_or_draws, sites: tuple[Site, ...], divergences, *, rule: Certification = CERTIFICATION):
     """Apply the certification rule to any draws.
 
-    idata_or_draws: InferenceData, or {site: (chains, draws, *shape)}.
+    idata_or_draws: InferenceData, or ``{site: (chains, draws, *shape)}``.
     divergences: a count, or the (chains, draws) boolean ``diverging`` array.
     Returns (certified, failures, diagnostics); diagnostics holds rhat_max, ess_bulk_min,
     ess_tail_min, divergences and per_site {name: {rhat, ess_bulk, ess_tail}} as lists.
@@ -233,9 +237,9 @@ def nuts_energy_checks(stats: dict, max_tree_depth: int, rule: "Certification"):
 
 
 def pilot_config(config: ReferenceConfig, rule: PilotRule | None = None) -> ReferenceConfig:
-    """The pilot run of a NUTS ``config`` (rule: :data:`PILOT` unless given): its chains,
-    seed and kernel settings, the pilot's warm-up and draws, no doublings (a cache entry of
-    its own)."""
+    """The pilot run of a NUTS ``config`` (rule:
+    :data:`~zoo.validation.references.certification.PILOT` unless given): its chains, seed and
+    kernel settings, the pilot's warm-up and draws, no doublings (a cache entry of its own)."""
     rule = PILOT if rule is None else rule
     return replace(config, num_warmup=rule.num_warmup, num_samples=rule.num_samples, max_doublings=0, pilot=False)
 

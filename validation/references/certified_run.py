@@ -199,7 +199,7 @@ def run_reference(spec, Phi, y, *, config: ReferenceConfig = ReferenceConfig(), 
                   progress: bool = False) -> Reference:
     """The reference sampler of ``config`` (NUTS, or the model's own sampler it was given:
     :func:`~zoo.validation.references.nuts.sampler_of`) on ``spec``'s posterior given
-    (Phi, y), certified (or not) by :data:`CERTIFICATION`.
+    (Phi, y), certified (or not) by :data:`~zoo.validation.references.certification.CERTIFICATION`.
 
     Phi: (n, M) design matrix; y: (n,) labels (0/1 or +-1; the model sees 0/1) - or, for a
     general model (``models/general.py``), its data arrays and its observations by site.
@@ -257,6 +257,8 @@ def _sample(spec, Phi, y, config, cache_dir, key, sites, progress) -> Reference:
 #: time left: sampling speed varies (NUTS trees deepen, a busy machine), and a child killed
 #: at the limit loses every draw it made
 DOUBLING_SAFETY = 1.5
+#: seconds added to a doubling's predicted cost times :data:`DOUBLING_SAFETY`, for certifying
+#: the draws and writing the cache entry
 DOUBLING_SLACK_SECONDS = 5.0
 
 
@@ -407,8 +409,9 @@ def first_certified_reference(spec, Phi, y, *, configs, cache_dir=None, progress
     Raises :class:`NoReference` when every sampler ran out of time.
 
     A NUTS config with ``pilot=True`` that is not the last of the list runs its pilot
-    first (:func:`pilot_config`, cached like any run): a pilot that already meets the
-    certification rule is the reference; one that :func:`pilot_decision` says cannot lead
+    first (:func:`~zoo.validation.references.certification.pilot_config`, cached like any run):
+    a pilot that already meets the certification rule is the reference; one that
+    :func:`~zoo.validation.references.certification.pilot_decision` says cannot lead
     to a certified run stands in ``tried`` as uncertified (its ``provenance["pilot"]``
     holds the decision) and the next sampler is tried; otherwise the full run follows,
     the decision in its ``provenance["pilot"]``.

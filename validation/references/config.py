@@ -129,9 +129,10 @@ class ReferenceConfig:
 class Reference:
     """A reference posterior (NUTS or a second sampler) with its certificate and provenance.
 
-    posterior: DrawsPosterior over spec.sites(M), draws (chains, draws, *shape).
+    posterior: DrawsPosterior over spec.sites(M), draws ``(chains, draws, *shape)``.
     idata: ArviZ InferenceData (posterior, sample_stats incl. diverging, constant_data
-    Phi and y). certified: passes :data:`CERTIFICATION`; failures: why not, as sentences.
+    Phi and y). certified: passes :data:`~zoo.validation.references.certification.CERTIFICATION`;
+    failures: why not, as sentences.
     diagnostics: rhat_max, ess_bulk_min, ess_tail_min, divergences, per_site (lists).
     seconds: wall time of the sampling, compilation included (from the original run when
     read from the cache); compile_seconds: the part of it JAX spent tracing and compiling.
@@ -150,6 +151,7 @@ class Reference:
 
     @property
     def sites(self) -> tuple[Site, ...]:
+        """The sites the reference's posterior holds draws of (its ``posterior.sites``)."""
         return self.posterior.sites
 
     @property

@@ -14,9 +14,11 @@ scale, w centred: ``GridRVM.log_joint``), augmented with one Polya-Gamma latent 
 per observation (Polson, Scott & Windle 2013), under which the logistic likelihood is
 Gaussian in w. One sweep, every step an exact draw from a conditional of
 p(w, alpha, beta, omega | y) or a slice update that leaves that conditional invariant:
+
 1. omega_n | w ~ PG(1, phi_n^T w) (``validation/references/polya_gamma.py``);
 2. w | omega, alpha, beta ~ N(m, V), V^-1 = Phi^T diag(omega) Phi + diag(prec),
    m = V Phi^T (y - 1/2). Two exact ways, chosen by the design's shape:
+
    * M <= N: a Cholesky of I + D Phi^T diag(omega) Phi D in the scaled coordinates
      w = D b, D = diag(prec^-1/2) (``pg_gibbs.draw_beta``; well conditioned however
      small or large a precision is);
@@ -24,7 +26,9 @@ p(w, alpha, beta, omega | y) or a slice update that leaves that conditional inva
      an N x N Cholesky only: with S = diag(1 / prec), A = diag(omega)^(1/2) Phi and
      a = diag(omega)^(-1/2) (y - 1/2), draw u ~ N(0, S), delta ~ N(0, I_N), set
      v = A u + delta, solve (A S A^T + I_N) z = a - v, and w = u + S A^T z;
+
 3. the precisions given w:
+
    * p-grid: alpha_i | w, beta ~ Gamma(a0 + M2/2, rate b0 + 1/2 sum_j beta_j w_ij^2), then
      beta_j | w, alpha ~ Gamma(c0 + M1/2, rate d0 + 1/2 sum_i alpha_i w_ij^2);
    * rvm: alpha_k | w ~ Gamma(a0 + 1/2, rate b0 + w_k^2 / 2);
@@ -33,6 +37,7 @@ p(w, alpha, beta, omega | y) or a slice update that leaves that conditional inva
      a0 x - b0 e^x + sum_j [1/2 log(e^x + beta_j) - 1/2 e^x w_ij^2] (the Gamma prior, the
      Gaussian of the row's weights and the Jacobian e^x of the log), then each log beta_j
      likewise given the new alpha;
+
 4. p-grid only, a move along the ridge (a generalized Gibbs step along the group
    (alpha, beta) -> (c alpha, beta / c), Liu & Sabatti 2000): the precisions, hence w's
    prior and the likelihood, do not change, and the conditional of c, with the
@@ -290,6 +295,10 @@ class GridGibbsChains:
         return out
 
     def warmup(self) -> None:
+        """Run the warm-up: ``num_warmup`` sweeps rounded up to whole blocks of :data:`BLOCK`;
+        under the s-grid prior, after every block the slice widths become three sds (per chain,
+        clipped) of each log precision (the other priors have no slice updates to adapt). Its
+        draws are discarded; :meth:`draw` runs it first if needed."""
         blocks = -(-self.num_warmup // BLOCK)
         bar = progress_bar(self.progress, blocks, "grid-Gibbs warm-up")
         for _ in range(blocks):

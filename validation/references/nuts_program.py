@@ -14,18 +14,20 @@ arguments, and one compiled program serves every data set, seed and batch of one
 What is the same as :class:`~zoo.validation.references.nuts.NutsRun` (``MCMC`` with
 ``NUTS``): the model's potential, the kernel (multinomial NUTS, diagonal mass matrix and
 step size adapted by NumPyro's windowed warm-up, target acceptance and tree depth from the
-:class:`ReferenceConfig`), the initialization rule (NumPyro's ``init_to_uniform``: every
-unconstrained coordinate uniform on (-2, 2), redrawn until the potential and its gradient
-are finite), and the draws kept (the constrained sites, via the model's own transforms).
-What differs: the random stream (each chain's key is split here, not as ``MCMC`` splits it)
-and the arithmetic of a vectorized batch (batched matrix products may round differently
-from single ones, and a NUTS trajectory amplifies the last bit). The draws are therefore
+:class:`~zoo.validation.references.config.ReferenceConfig`), the initialization rule
+(NumPyro's ``init_to_uniform``: every unconstrained coordinate uniform on (-2, 2), redrawn
+until the potential and its gradient are finite), and the draws kept (the constrained
+sites, via the model's own transforms). What differs: the random stream (each chain's key
+is split here, not as ``MCMC`` splits it) and the arithmetic of a vectorized batch (batched
+matrix products may round differently from single ones, and a NUTS trajectory amplifies the
+last bit). The draws are therefore
 *equivalent in distribution* to ``MCMC``'s, not identical - tested in
 ``tests/validation/references/test_nuts_program.py`` against ``MCMC`` on one posterior, and by SBC itself.
 
 Under ``vmap`` every lane of a batch runs until the slowest lane's tree is built (a
 ``while_loop`` of a vmapped NUTS step continues while any lane continues), so a batch
-costs its deepest tree at each step; :data:`DEFAULT_BATCH` bounds the waste and the memory.
+costs its deepest tree at each step; the ``batch`` size of :func:`sample_many` bounds the
+waste and the memory.
 """
 from __future__ import annotations
 
@@ -87,9 +89,9 @@ class NutsProgram:
     labels 0/1 - or, for a general model (``models/general.py``), ``Phi`` its data arrays
     shared and ``ys`` its observations by site, each with D data sets in front -, ``keys``
     (D, 2) one PRNG key per data set (its chains' keys are split from
-    it). Returns ``(draws, stats)``: draws {site: (D, chains, num_samples, *shape)} of the
-    ``keep`` sites and every site the model samples (constrained), stats {field: (D, chains,
-    num_samples)} of :data:`STATE_FIELDS` plus ``adapt_state.step_size``, all NumPy.
+    it). Returns ``(draws, stats)``: draws ``{site: (D, chains, num_samples, *shape)}`` of the
+    ``keep`` sites and every site the model samples (constrained), stats ``{field: (D, chains,
+    num_samples)}`` of :data:`STATE_FIELDS` plus ``adapt_state.step_size``, all NumPy.
 
     layout: "vectorized" (every chain of every data set one lane of one vmapped program,
     compiled per batch size), "parallel" (a data set's chains pmapped over the CPU devices,
@@ -188,6 +190,9 @@ class NutsProgram:
         self.sites = tuple(sampled)
 
     def run(self, keys, Phi, ys) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """NUTS on D data sets at once, each from its own key in ``keys`` (D, 2): ``(draws,
+        stats)`` as NumPy arrays with leading axes (D, chains), as the class docstring says.
+        :meth:`run_with_states` also returns the chains' last states, to continue them."""
         draws, stats, _ = self.run_with_states(keys, Phi, ys)
         return draws, stats
 
@@ -272,8 +277,9 @@ def sample_many(spec, Phi, ys, keys, config, *, batch: int | None = None, layout
                 on_batch: Callable[[int, int], None] | None = None) -> list[tuple[dict, dict]]:
     """NUTS on ``spec``'s posterior for each data set ``(Phi, ys[d])`` with key ``keys[d]``,
     ``batch`` data sets per call of the compiled program (None: all at once). Returns one
-    ``(draws, stats)`` per data set, draws {site: (chains, draws, *shape)} and stats
-    {numpyro field: (chains, draws)} as :class:`NutsRun` gives them."""
+    ``(draws, stats)`` per data set, draws ``{site: (chains, draws, *shape)}`` and stats
+    ``{numpyro field: (chains, draws)}`` as :class:`~zoo.validation.references.nuts.NutsRun`
+    gives them."""
     keys = np.asarray(keys)
     if is_classifier(spec):
         Phi = np.asarray(Phi, dtype=float)

@@ -358,7 +358,7 @@ class TemperedChains:
         self.adapt = self.adapt._replace(log_eps=self.adapt.log_eps_bar)
 
     def draw(self, n: int):
-        """(draws, stats) of the next n iterations: draws {site: (C, n, *shape)} of the cold
+        """(draws, stats) of the next n iterations: draws ``{site: (C, n, *shape)}`` of the cold
         copy; stats (C, n): accept, diverging, round_trips, swap_accept (the mean exchange
         probability of the pairs proposed in that iteration)."""
         parts = []

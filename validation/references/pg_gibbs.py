@@ -8,7 +8,7 @@ size to adapt and no divergences; what can go wrong with it is slow mixing, whic
 and ESS measure.
 
 The target is the model's "marginal" parameterization (``models/gig_logistic.py``): the
-hyper-parameter h_i integrated out analytically, so that
+hyper-parameter h_i integrated out analytically, so that ::
 
     u_i ~ LogBetaPrime(|rho|, k),   tau_i = 2 theta e^(u_i)   (gamma mixing; 1 / tau_i for
                                                                  inverse-gamma mixing)
@@ -18,6 +18,7 @@ augmented with one Polya-Gamma latent omega_j per observation (Polson, Scott & W
 2013), under which the logistic likelihood is Gaussian in beta. One sweep, each step an
 exact draw from (or a slice update that leaves invariant) the conditional of the joint
 p(u, beta, omega | y):
+
 1. omega_j | beta ~ PG(1, x_j^T beta) (``validation/references/polya_gamma.py``);
 2. beta | u, omega ~ N(m, V), V^-1 = X^T diag(omega) X + diag(1 / tau), m = V X^T (y - 1/2),
    drawn in the scaled coordinates beta = sqrt(tau) b, where the precision I + D X^T
@@ -28,7 +29,7 @@ p(u, beta, omega | y):
    (gamma mixing; u -> u - 2t for inverse-gamma mixing), with omega integrated out
    (generalized Gibbs, Liu & Sabatti 2000, as the GGSM sampler's scale move). Each
    N(beta_i | 0, tau_i) loses a factor e^t under the move, which the Jacobian e^(d t) of
-   beta -> e^t beta pays back, so the conditional of t is
+   beta -> e^t beta pays back, so the conditional of t is ::
 
        log L(e^t X beta) + sum_i log p(u_i + 2t)     (the logistic likelihood, p = LogBetaPrime),
 
@@ -73,12 +74,19 @@ BLOCK = 100
 
 
 class ChainState(NamedTuple):
+    """The state of the chains between sweeps: ``beta`` and ``u`` ((d,) per chain; ``u_i =
+    log(tau_i / 2 theta)`` under gamma mixing, see :func:`log_tau`) and each chain's PRNG
+    ``key``. :class:`PGGibbsChains` keeps it with the chains in the leading axis."""
+
     beta: jnp.ndarray  # (d,)
     u: jnp.ndarray  # (d,) u_i = log(tau_i / 2 theta) (gamma mixing), see log_tau
     key: jnp.ndarray
 
 
 class Widths(NamedTuple):
+    """The slice updates' widths, per chain: one stepping-out width per u_i (``u``, (d,)) and
+    one for t of the scale move (``log_scale``, a scalar). Adapted during warm-up, then frozen."""
+
     u: jnp.ndarray  # (d,) stepping-out width per u_i
     log_scale: jnp.ndarray  # () width for t of the scale move (step 4)
 
@@ -90,7 +98,7 @@ def log_tau(u, rho, theta):
 
 
 def log_conditional_u(u, beta, rho, k, theta):
-    """log p(u_i | beta_i) up to a constant: LogBetaPrime(|rho|, k) prior of u_i times
+    """log p(u_i | beta_i) up to a constant: ``LogBetaPrime(|rho|, k)`` prior of u_i times
     N(beta_i | 0, tau(u_i)). Elementwise."""
     lt = log_tau(u, rho, theta)
     value = LogBetaPrime(abs(rho), k).log_prob(u) - 0.5 * lt - 0.5 * beta * beta * jnp.exp(-lt)
@@ -243,6 +251,9 @@ class PGGibbsChains:
         return out
 
     def warmup(self) -> None:
+        """Run the warm-up: ``num_warmup`` sweeps rounded up to whole blocks of :data:`BLOCK`,
+        after every block setting the widths to three sds (per chain, clipped) of each u_i and
+        of ``log ||beta||_1``. Its draws are discarded; :meth:`draw` runs it first if needed."""
         blocks = -(-self.num_warmup // BLOCK)
         bar = progress_bar(self.progress, blocks, "PG-Gibbs warm-up")
         for _ in range(blocks):

@@ -14,7 +14,7 @@ s/2)) and the moments E omega = tanh(c/2) / (2c), Var omega = (sinh c - c) / (4 
 cosh^2(c/2)) (1/4 and 1/24 at c = 0); the tests check all three.
 
 The algorithm (Devroye's alternating-series method as the 2013 paper sets it out). With
-z = |c| / 2, 4 omega has the law J*(1, z), whose density is
+``z = |c| / 2``, 4 omega has the law J*(1, z), whose density is
 
     f(x) = cosh(z) exp(-z^2 x / 2) sum_n (-1)^n a_n(x),
     a_n(x) = pi (n + 1/2) (2 / (pi x))^(3/2) exp(-2 (n + 1/2)^2 / x)   for x <= t,

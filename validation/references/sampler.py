@@ -42,7 +42,7 @@ class ReferenceRunner(ABC):
       doubles its draws this way while only R-hat or ESS keep it from certifying).
 
     Both return ``(draws, extra)``: ``draws`` maps every site the sampler moves (the model's
-    measured sites and its own latent blocks) to an array (chains, draws, *shape); ``extra``
+    measured sites and its own latent blocks) to an array ``(chains, draws, *shape)``; ``extra``
     holds per-draw sampler fields (chains, draws, ...) that :meth:`sample_stats` turns into
     ArviZ ``sample_stats``, ``diverging`` among them (all False for a sampler that has no
     divergences). :meth:`sampler_checks` adds the sampler's own certification checks (NUTS:
@@ -115,7 +115,8 @@ class ReferenceSampler:
 
     def code_digest(self) -> str:
         """Digest of the code that defines this sampler (the reference harness,
-        :data:`HARNESS_MODULES`, is left out: it does not change the draws)."""
+        :data:`~zoo.validation.references.sampler.HARNESS_MODULES`, is left out: it does not
+        change the draws)."""
         return code_digest(self.code_modules, exclude=HARNESS_MODULES, objects=(self.runner,))
 
 

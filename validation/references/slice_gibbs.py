@@ -3,8 +3,9 @@
 Why a second sampler. NUTS on ``GGSMProbit`` fails to certify for q <= 1 on the paper's
 Section 6.1 design (issue 3). Two different things go wrong, and this sampler is built for
 both:
-1. *Heavy tail of the overall scale.* Write w = r u with ||u|| = 1. With lambda integrated
-   out the prior is proportional to (b + r^q ||u||_q^q)^-(a + n/q), the volume element
+
+1. *Heavy tail of the overall scale.* Write w = r u with ``||u|| = 1``. With lambda integrated
+   out the prior is proportional to ``(b + r^q ||u||_q^q)^-(a + n/q)``, the volume element
    brings r^(n-1), so the prior of r has the tail r^-(1 + q a). When the training data are
    linearly separable (the Section 6.1 design at N = 200 is: ``moment_existence.linear_separation``), the
    likelihood tends to 1 along every separating direction, so the *posterior* of r keeps
@@ -15,15 +16,16 @@ both:
    slice sampler needs no gradient and is exact for any density, kinks and spikes included.
 
 One sweep, for each chain (all three steps leave the posterior invariant):
+
 * scale move (generalized Gibbs along the group w -> e^t w, Liu & Sabatti 2000): with
-  lambda integrated out, p(w) is proportional to L(w) (b + sum |w_i|^q)^-(a + n/q); the
+  lambda integrated out, p(w) is proportional to ``L(w) (b + sum |w_i|^q)^-(a + n/q)``; the
   conditional of t given the direction is proportional to p(e^t w) e^(n t) (n = the
   dimension of w: the Jacobian of the rescaling; dt is the invariant measure of the group)
   and is sampled exactly by slice sampling;
-* lambda | w ~ InvGamma(a + n/q, b + sum |w_i|^q) exactly (the conjugate update; the test
+* ``lambda | w ~ InvGamma(a + n/q, b + sum |w_i|^q)`` exactly (the conjugate update; the test
   suite checks that log p_model(lambda, w) minus this log density is constant in lambda);
-* w_i | w_-i, lambda for every i by univariate slice sampling with stepping out and
-  shrinkage (Neal 2003) on log Phi-likelihood - |w_i|^q / lambda.
+* ``w_i | w_-i, lambda`` for every i by univariate slice sampling with stepping out and
+  shrinkage (Neal 2003) on ``log Phi-likelihood - |w_i|^q / lambda``.
 
 The scale move targets the w-marginal, so lambda is redrawn right after it and every
 recorded (lambda, w) is a draw of the joint chain. The slice widths (one per weight, one
@@ -80,12 +82,20 @@ class SliceGibbsConfig:
 
 
 class ChainState(NamedTuple):
+    """The state of the chains between sweeps: the weights ``w`` ((n,) per chain), lambda
+    (``lam``, a scalar per chain) and each chain's PRNG ``key``. :class:`SliceGibbsChains`
+    keeps it with the chains in the leading axis."""
+
     w: jnp.ndarray  # (n,)
     lam: jnp.ndarray  # ()
     key: jnp.ndarray
 
 
 class Widths(NamedTuple):
+    """The slice updates' widths, per chain: one stepping-out width per weight (``w``, (n,))
+    and one for t, the log of the scale move's factor (``log_scale``, a scalar). Adapted during
+    warm-up, then frozen."""
+
     w: jnp.ndarray  # (n,) stepping-out width per weight
     log_scale: jnp.ndarray  # () width for t = log of the rescaling factor
 
@@ -108,9 +118,9 @@ def log_joint(w, lam, Phi, y, q, a, b):
 
 def log_rescaling_density(t, eta, sum_q, s, q, a, b, n):
     """Unnormalized log density of t for the move w -> e^t w (lambda integrated out):
-    log p(y, e^t w) + n t, with eta = Phi w and sum_q = sum |w_i|^q of the current w.
+    log p(y, e^t w) + n t, with eta = Phi w and ``sum_q = sum |w_i|^q`` of the current w.
 
-    p(y, w) with lambda integrated out is L(w) (b + sum |w|^q)^-(a + n/q) times a constant
+    p(y, w) with lambda integrated out is ``L(w) (b + sum |w|^q)^-(a + n/q)`` times a constant
     (``GGSMProbit.log_marginal_prior``); n t is the Jacobian of the rescaling.
     """
     value = jnp.sum(log_ndtr(s * jnp.exp(t) * eta)) - (a + n / q) * jnp.log(b + jnp.exp(q * t) * sum_q) + n * t
@@ -248,6 +258,10 @@ class SliceGibbsChains:
         return out
 
     def warmup(self) -> None:
+        """Run the warm-up: ``config.num_warmup`` sweeps rounded up to whole blocks of
+        :data:`BLOCK`, after every block setting the widths to three posterior sds (per chain,
+        clipped) of each weight and of ``log ||w||_1``. Its draws are discarded; :meth:`draw`
+        runs it first if needed."""
         blocks = -(-int(self.config.num_warmup) // BLOCK)
         bar = progress_bar(self.progress, blocks, "slice-Gibbs warm-up")
         for _ in range(blocks):

@@ -64,6 +64,8 @@ def slice_1d(key, x0, logf0, logf, width):
 
 
 def progress_bar(enabled, total, desc):
+    """A tqdm bar of ``total`` blocks labelled ``desc`` where ``enabled``, else a stand-in whose
+    ``update`` and ``close`` do nothing (tqdm is imported only when a bar is shown)."""
     if not enabled:
         class _No:
             def update(self, n=1):

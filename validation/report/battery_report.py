@@ -1,6 +1,7 @@
-"""The report of planted-defect batteries: their detections as a table and a figure, read
-from :class:`BatteryResult` (``validation/runs/battery_result.py``: what ``run_battery`` returns,
-or a stored one read by ``BatteryResult.from_json`` / ``load_batteries``).
+"""The report of planted-defect batteries: their detections as a table and a figure, read from
+:class:`~zoo.validation.runs.battery_result.BatteryResult`
+(``validation/runs/battery_result.py``: what ``run_battery`` returns, or a stored one read by
+``BatteryResult.from_json`` / ``load_batteries``).
 """
 from __future__ import annotations
 

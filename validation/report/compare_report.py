@@ -539,6 +539,10 @@ def _variant_reference_lines(res: ComparisonResult) -> list[str]:
 
 def render_markdown(res: ComparisonResult, files: dict[str, str], out_dir: str,
                     captions: dict[str, str] | None = None, forest_note: str | None = None) -> str:
+    """The text of ``report.md`` for a comparison's result: the problem and how its
+    hyper-parameters were chosen, the reference, the engines' table and notes, the verdicts,
+    the evidence, and the figures and files of ``files`` (linked relative to ``out_dir``,
+    with the model's own figures' ``captions`` and the forest plot's ``forest_note``)."""
     rel = {k: os.path.relpath(v, out_dir) for k, v in files.items()}
     no_reference = res.reference.ran_out_of_time
     lines = [

@@ -1,7 +1,8 @@
 """The report of a reproduction: ``<out>/<entry>/table.md``, the entry's table under a header
 that says how the run was made (settings, cells computed and reused, seconds, device) - written
-from the :class:`ReproductionResult` alone (``validation/runs/reproduction_result.py``), so a
-stored ``table.json`` is reported again without running anything."""
+from the :class:`~zoo.validation.runs.reproduction_result.ReproductionResult` alone
+(``validation/runs/reproduction_result.py``), so a stored ``table.json`` is reported again
+without running anything."""
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """The reports of SBC and posterior SBC: a summary in one line, the rank and coverage figures,
 and the markdown table of ``zoo sbc`` - all read from the summaries the runs return
-(:class:`SBCResult`, ``validation/runs/sbc_result.py``), which they do not change.
+(:class:`~zoo.validation.runs.sbc_result.SBCResult`, ``validation/runs/sbc_result.py``), which
+they do not change.
 """
 from __future__ import annotations
 
@@ -118,13 +119,14 @@ def _shown_quantities(summary: SBCResult, max_quantities: int) -> list[int]:
 
 def sbc_views_figure(summary: SBCResult, *, max_quantities: int = 8):
     """The coverage and contraction views of an SBC run (``coverage_view``,
-    ``contraction_view`` of validation/judge/rank_uniformity.py) for the quantities :func:`sbc_figure` shows; None without ranks.
+    ``contraction_view`` of validation/judge/rank_uniformity.py) for the quantities
+    :func:`sbc_figure` shows; None without ranks.
 
     Left: empirical coverage of central intervals minus their nominal level, against the
     nominal level, inside the simultaneous band of the run's uniformity test (a calibrated
     engine's curves stay inside it with the test's probability); below zero is too narrow
     (under-coverage), above zero too wide. Right: each simulation's posterior contraction
-    against its z-score; a calibrated engine's points spread around z = 0 with |z| > 2
+    against its z-score; a calibrated engine's points spread around z = 0 with ``|z| > 2``
     rare; a cloud off-centre is a bias, one beyond +-2 with high contraction an
     overconfident fit."""
     if summary.ranks is None:

@@ -4,6 +4,7 @@ A detector that never fires proves nothing. Each :class:`Defect` wraps an engine
 fixed-spec fit and returns a fit with the same contract whose answer is wrong in a known,
 controlled way; :func:`run_battery` runs the broken engines (and the intact one) through
 both detectors over simulated data sets and reports how often each detector fires:
+
 * the **verdicts** - marginal, joint (``validation/judge/verdict.py``) and distribution
   (``validation/judge/distribution.py``) - against a reference sampler run on each
   simulated data set; their false-alarm rate is measured by fitting, as the "engine", a

@@ -39,6 +39,8 @@ class BatteryRow:
         return self.detected / self.trials if self.trials else None
 
     def to_json(self) -> dict[str, Any]:
+        """The row as the JSON object a stored battery holds (one of its ``rows``): its
+        fields by name, those that are None left out."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
@@ -66,7 +68,8 @@ class BatteryResult:
         object.__setattr__(self, "rows", tuple(self.rows))
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON object, stamped with :data:`BATTERY_RESULT_FORMAT`."""
+        """A JSON object, stamped with
+        :data:`~zoo.validation.runs.battery_result.BATTERY_RESULT_FORMAT`."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         for optional in ("seconds", "note"):  # absent where not known, as stored before
             if d[optional] is None:

@@ -3,8 +3,9 @@ and data, and returns a table of posterior-accuracy metrics.
 
     results = compare(CompareConfig(model="pcvm", data="ripley", engines=("em", "laplace", "ep")))
 
-``zoo compare`` is a thin shell around :func:`compare` plus :func:`zoo.validation.report.compare_report.write_report`.
-The result is typed (``runs/results.py``: :class:`ComparisonResult`, its engine rows,
+``zoo compare`` is a thin shell around :func:`compare` plus
+:func:`zoo.validation.report.compare_report.write_report`. The result is typed
+(``runs/results.py``: :class:`~zoo.validation.runs.results.ComparisonResult`, its engine rows,
 reference summaries and verdicts); ``to_json()`` gives the results.json layout.
 
 When every reference sampler runs out of its time limit there is no reference: the
@@ -69,6 +70,14 @@ from .results import AgainstVariant, ComparisonResult, EngineRow, ReferenceSumma
 
 @dataclass(frozen=True)
 class CompareConfig:
+    """What one comparison runs: the model (a registered name or a user's
+    :class:`~zoo.validation.records.user_model.Model`), its data set and split, the engines,
+    the ``--param`` values, the reference samplers tried in order, and the settings of the
+    metrics, the evidence verdict and the engine time limit. What is left None is filled in
+    from the model's record when the config is made; a value the run would refuse (an
+    unknown model, a parameter out of its domain, a repeated engine) is a ValueError, in one
+    line, before any work."""
+
     # a model's name, or a user's Model (validation/records/user_model.py)
     model: str | Model = registry.DEFAULT_MODEL
     data: str | None = None  # None: the model's default (its record's default_data)
@@ -144,7 +153,8 @@ def default_references(model: str, samplers: tuple[str, ...] | None = None, *, n
     samplers: keep only these samplers, in this order (e.g. ("slice-gibbs",)); each must be
     one the model can use (NUTS or one of its own); one the model's chain does not list
     starts from ReferenceConfig's defaults. Each config is handed its sampler by the
-    model's record (:meth:`ModelRecord.reference_config`).
+    model's record
+    (:meth:`~zoo.validation.records.model_record.ModelRecord.reference_config`).
     nuts_draws: warm-up and kept draws a chain for NUTS only (batteries and SBC run many
     short NUTS references); a Gibbs sampler keeps its record's length, its draws being
     far more autocorrelated.

@@ -5,6 +5,7 @@ turns what the user named into an :class:`~zoo.inference.contracts.EngineEntry` 
 user's engine goes wherever a registered one goes and is treated alike: the same metrics,
 verdicts, report rows, figures and results.json entry. What differs is only what the zoo
 can promise about code it did not write:
+
 * its signature is checked against the fixed-spec contract
   ``fit(spec, Phi, y, *, config=None) -> Posterior`` before any work starts;
 * every call is checked (:func:`~zoo.inference.contracts.checked_fit`): an exception it
@@ -20,6 +21,7 @@ found there (:func:`import_user_module`): no file of the folder a command runs i
 stand in for a module the zoo or its dependencies import, and a user's module named like
 an importable one (a ``json.py``, a ``numpy.py``) is refused in one line naming both.
 Example, an engine of your own beside EP::
+
     from zoo.validation.runs.compare import CompareConfig, compare
     comparison = compare(CompareConfig(model="pcvm", engines=("ep", my_fit)))
     comparison.result.engines["my_fit"].verdict.reason
@@ -214,7 +216,7 @@ def user_entry(engine, *, label: str | None = None) -> EngineEntry:
 
 
 def resolve_entry(record, engine) -> EngineEntry:
-    """The :class:`EngineEntry` of ``engine`` for the model of ``record``: one of its own
+    """The :class:`~zoo.inference.contracts.EngineEntry` of ``engine`` for the model of ``record``: one of its own
     engines by name, or a user's engine. ValueError (one line listing the model's
     engines) for anything else."""
     if isinstance(engine, str) and record.has_engine(engine):

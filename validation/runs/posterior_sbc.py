@@ -68,6 +68,7 @@ LABEL_STREAM = 2
 POSTERIOR_SBC_FORMAT = 1
 #: predictive quantities: the linear predictor at this many held-out rows
 N_PREDICTIVE_ROWS = 3
+#: the ``kind`` of a posterior SBC run's result (SBC from the prior has None)
 KIND = "posterior SBC"
 
 
@@ -87,6 +88,9 @@ class ConditioningCase:
     label: str = "observed data"
 
     def digest(self) -> str:
+        """A short hex digest (16 characters) of the case: the spec, the data, the held-out rows
+        and the reference's draws; part of the run's key (``run_key``), so that stored
+        simulations are reused only for the same case."""
         h = hashlib.sha256()
         h.update(json.dumps(self.spec.to_dict(), sort_keys=True, default=str).encode())
         for a in (self.Phi, self.y, self.Phi_new, self.reference.posterior.flat_draws()):
@@ -278,7 +282,7 @@ class PosteriorSBCConfig:
     contract) on ``model``, conditioned on ``case`` (None: :func:`default_case` of the
     model, or of the variant the engine fits). settings: as SBC's. n_new_data: rows of the
     new data set (None: the training design again). chunk_size: simulations per task.
-    engine_time_limit: as in :class:`sbc.SBCConfig`."""
+    engine_time_limit: as in :class:`~zoo.validation.runs.sbc.SBCConfig`."""
 
     model: str
     engine: str | Callable
@@ -302,9 +306,10 @@ def run_posterior_sbc(config: PosteriorSBCConfig, *, out_dir=None, cache_dir=Non
     out_dir, executor, progress: as in ``sbc.run_sbc``; cache_dir: where the conditioning
     case's reference is read from or stored.
 
-    Returns an :class:`SBCResult` as ``sbc.run_sbc`` does (so the report's ``summary_line``,
-    ``plot_sbc`` and ``plot_sbc_views``, validation/report/sbc_report.py, read it), with
-    ``kind`` :data:`KIND` and ``conditioning`` set.
+    Returns an :class:`~zoo.validation.runs.sbc_result.SBCResult` as ``sbc.run_sbc`` does
+    (so the report's ``summary_line``, ``plot_sbc`` and ``plot_sbc_views``,
+    validation/report/sbc_report.py, read it), with ``kind`` :data:`KIND` and
+    ``conditioning`` set.
     """
     import tempfile
 

@@ -2,7 +2,8 @@
 grid_references.py, bblr_references.py): which sampler of a model's reference chain certifies, at
 what cost, and how far the engines are from it, one cell per setting.
 
-One cell is a frozen :class:`ReferenceCellConfig` in and a frozen :class:`ReferenceTableCell` out
+One cell is a frozen :class:`ReferenceCellConfig` in and a frozen
+:class:`~zoo.validation.runs.reference_table_result.ReferenceTableCell` out
 (:func:`run_reference_cell`); :func:`run_reference_table` runs a table's configs, writes each
 finished cell to ``<out>/cells/<name>.json`` atomically and signed (``base/signing.py``), and
 skips the cells stored there already, so an interrupted table resumes at the first missing cell;
@@ -230,11 +231,11 @@ def add_cross_check(config: ReferenceCellConfig, cell: ReferenceTableCell, *,
 
 
 def median_agreement(first, second, Phi_test, *, second_run: TriedReference | None = None) -> ReferenceAgreement:
-    """How far two reference runs (``Reference``) of the same model are apart: the largest |z|
-    over all coordinates of the difference of posterior medians, z = (median_a - median_b) /
-    sqrt(mcse_a^2 + mcse_b^2) with ArviZ's Monte Carlo standard error of the median (medians
-    always exist, means may not), and the mean |p_a - p_b| of the test-set predictive
-    probabilities. Two correct samplers give a largest |z| around 2-3 over a few dozen
+    """How far two reference runs (``Reference``) of the same model are apart: the largest ``|z|``
+    over all coordinates of the difference of posterior medians, ``z = (median_a - median_b) /
+    sqrt(mcse_a^2 + mcse_b^2)`` with ArviZ's Monte Carlo standard error of the median (medians
+    always exist, means may not), and the mean ``|p_a - p_b|`` of the test-set predictive
+    probabilities. Two correct samplers give a largest ``|z|`` around 2-3 over a few dozen
     coordinates (about sqrt(2 log d))."""
     import arviz as az  # only here: ArviZ takes a second to import
 

@@ -8,7 +8,7 @@ found (:class:`ModesFound`), where it ran (:class:`Machine`) - and the table of 
 Stored layout. :meth:`ReferenceTableCell.to_json` is stamped ``"format": 1``
 (:data:`REFERENCE_CELL_FORMAT`). Cells written before the tables were typed carry no
 ``"format"``: they are format 0, each benchmark's own untyped dict, and
-:meth:`ReferenceTableCell.from_json` converts them explicitly (:func:`_format_0_cell`, which says
+:meth:`ReferenceTableCell.from_json` converts them explicitly (``_format_0_cell``, which says
 what each old key becomes), so the committed cells rebuild their tables without a rerun.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..base.result_format import check_format, check_parts, frozen, record_field
 from .results import ReferenceSummary
 
 #: the layout of a stored reference-table cell; bump it when a field changes meaning. 0: the
-#: untyped cells written before (no "format"), read by conversion (:func:`_format_0_cell`)
+#: untyped cells written before (no "format"), read by conversion (``_format_0_cell``)
 REFERENCE_CELL_FORMAT = 1
 #: the layout of :meth:`ReferenceTable.to_json`
 REFERENCE_TABLE_FORMAT = 1
@@ -63,10 +63,15 @@ class TriedReference:
                    failures=tuple(summary.failures[:3]))
 
     def to_json(self) -> dict[str, Any]:
+        """The sampler as a stored cell holds it (one of its ``tried``): its fields as a JSON
+        object, in their declared order."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any, what: str = "a tried sampler") -> "TriedReference":
+        """The tried sampler a stored cell's JSON object ``d`` holds; ValueError in one line
+        for one that is not a JSON object, lacks a field or has a part this zoo does not know
+        (``what`` names it in the message)."""
         return cls(**record_fields(cls, d, what, within=_CELL))
 
 
@@ -88,23 +93,32 @@ class ReferenceUsed:
 
     @classmethod
     def of(cls, summary: ReferenceSummary) -> "ReferenceUsed":
+        """What a cell keeps of the reference a comparison used (its
+        :class:`~zoo.validation.runs.results.ReferenceSummary`): the sampler, whether it
+        certified, its worst R-hat and smallest ESS, its seconds and whether it came from the
+        cache."""
         return cls(sampler=summary.sampler_name, certified=bool(summary.certified), rhat_max=summary.rhat_max,
                    ess_bulk_min=summary.ess_bulk_min, ess_tail_min=summary.ess_tail_min, seconds=summary.seconds,
                    warm_seconds=summary.warm_seconds, from_cache=summary.from_cache)
 
     def to_json(self) -> dict[str, Any]:
+        """The reference as a stored cell holds it (its ``reference``): the fields as a JSON
+        object, in their declared order."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "ReferenceUsed":
+        """The reference a stored cell's JSON object holds; ValueError in one line for one that
+        is not a JSON object, lacks a field or has a part this zoo does not know."""
         return cls(**record_fields(cls, d, "the reference", within=_CELL))
 
 
 @dataclass(frozen=True)
 class ReferenceAgreement:
-    """How far two reference samplers of the same model are apart (:func:`median_agreement`):
-    the largest |z| over all coordinates of the difference of posterior medians, how many
-    coordinates, how many with |z| > 3, and the mean |p_a - p_b| of the test-set predictive
+    """How far two reference samplers of the same model are apart
+    (:func:`~zoo.validation.runs.reference_table.median_agreement`): the largest ``|z|`` over
+    all coordinates of the difference of posterior medians, how many coordinates, how many
+    with ``|z| > 3``, and the mean ``|p_a - p_b|`` of the test-set predictive
     probabilities. samplers, certified: the two samplers, in the chain's order, and whether each
     certified. second: the cross-check's own run of the second sampler (None where both runs
     are the cell's ``tried``)."""
@@ -122,10 +136,15 @@ class ReferenceAgreement:
         object.__setattr__(self, "certified", tuple(self.certified))
 
     def to_json(self) -> dict[str, Any]:
+        """The agreement as a stored cell holds it (its ``agreement``): the fields as a JSON
+        object, in their declared order, ``second`` (if any) as a tried sampler's object."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "ReferenceAgreement":
+        """The agreement a stored cell's JSON object holds, its ``second`` read by
+        :meth:`TriedReference.from_json`; ValueError in one line for one that is not a JSON
+        object, lacks a field or has a part this zoo does not know."""
         kw = record_fields(cls, d, "the agreement", within=_CELL)
         if kw.get("second") is not None:
             kw["second"] = TriedReference.from_json(kw["second"], "the agreement's second sampler")
@@ -162,10 +181,14 @@ class EngineNumbers:
         object.__setattr__(self, "null_reasons", frozen(self.null_reasons))
 
     def to_json(self) -> dict[str, Any]:
+        """The engine's numbers as a stored cell holds them (one of its ``engines``): the
+        fields as a JSON object, in their declared order."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "EngineNumbers":
+        """The engine's numbers a stored cell's JSON object holds; ValueError in one line for
+        one that is not a JSON object, lacks ``engine`` or has a part this zoo does not know."""
         return cls(**record_fields(cls, d, "an engine", within=_CELL))
 
 
@@ -188,10 +211,14 @@ class ModesFound:
     point_is_main_mode: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The modes as a stored cell holds them (its ``modes``): the fields as a JSON object,
+        in their declared order."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "ModesFound":
+        """The modes a stored cell's JSON object holds; ValueError in one line for one that is
+        not a JSON object, lacks a field or has a part this zoo does not know."""
         return cls(**record_fields(cls, d, "the modes", within=_CELL))
 
 
@@ -204,10 +231,14 @@ class Machine:
     cpus: int | None
 
     def to_json(self) -> dict[str, Any]:
+        """The machine as a stored cell holds it (its ``machine``): processor, Python version
+        and CPU count as a JSON object."""
         return record_json(self)
 
     @classmethod
     def from_json(cls, d: Any) -> "Machine":
+        """The machine a stored cell's JSON object holds; ValueError in one line for one that
+        is not a JSON object, lacks a field or has a part this zoo does not know."""
         return cls(**record_fields(cls, d, "the machine", within=_CELL))
 
 
@@ -286,7 +317,7 @@ class ReferenceTableCell:
     @classmethod
     def from_json(cls, d: Any) -> "ReferenceTableCell":
         """The cell a stored JSON object holds - of format 1, or of format 0 (no ``"format"``:
-        the untyped cells written before, converted by :func:`_format_0_cell`); ValueError in one
+        the untyped cells written before, converted by ``_format_0_cell``); ValueError in one
         line naming what is wrong (a newer or unknown format, a part this zoo does not know, a
         missing one)."""
         if isinstance(d, Mapping) and "format" not in d:
@@ -464,6 +495,10 @@ class ReferenceTable:
 
     @classmethod
     def from_json(cls, d: Any, *, out_dir: str | None = None) -> "ReferenceTable":
+        """The table a stored JSON object holds (the layout of :meth:`to_json`), each cell read
+        by :meth:`ReferenceTableCell.from_json`; ValueError in one line for a newer or unknown
+        format, a missing or unknown part, or a cell that cannot be read. ``out_dir``: the
+        folder the table is stored in, kept with it (it is not part of the JSON)."""
         check_format(d, "reference table", current=REFERENCE_TABLE_FORMAT,
                      required=("names", "cells", "computed", "cross_checked", "reused"))
         check_parts(d, "reference table", {"names", "cells", "computed", "cross_checked", "reused"})

@@ -64,7 +64,7 @@ class ReproductionResult:
 
     def to_json(self) -> dict[str, Any]:
         """The ``table.json`` layout: the run's parts and the entry's table side by side, stamped
-        with :data:`REPRODUCTION_FORMAT`."""
+        with :data:`~zoo.validation.runs.reproduction_result.REPRODUCTION_FORMAT`."""
         run = {"entry": self.entry, "description": self.description, "settings": self.settings,
                "defaults": self.defaults, "cells_computed": self.cells_computed, "cells_reused": self.cells_reused,
                "wall_seconds_this_run": self.wall_seconds_this_run,

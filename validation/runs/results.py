@@ -65,6 +65,9 @@ class ReferenceSummary:
 
     @classmethod
     def of(cls, ref: Reference) -> "ReferenceSummary":
+        """The summary of a finished reference run: its sampler, certificate and failures, the
+        diagnostics of its certificate, its seconds (in all, warm, compiling), whether it was
+        read from the cache and the sampler's settings from its provenance."""
         d = ref.diagnostics
         return cls(
             sampler_name=ref.sampler, certified=bool(ref.certified), failures=tuple(ref.failures),
@@ -88,6 +91,9 @@ class ReferenceSummary:
                    failures=tuple(str(ReferenceTimeout(s, limit)) for s, limit in timed_out))
 
     def to_json(self) -> dict[str, Any]:
+        """The reference as ``results.json`` stores it (``reference``, each of
+        ``references_tried`` and ``variant_references``): a flat JSON object of its fields,
+        ``time_limit`` only where the sampler had one."""
         out = {"certified": self.certified, "failures": list(self.failures), "rhat_max": self.rhat_max,
                "ess_bulk_min": self.ess_bulk_min, "ess_tail_min": self.ess_tail_min,
                "divergences": self.divergences, "ebfmi_min": self.ebfmi_min,
@@ -100,6 +106,8 @@ class ReferenceSummary:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ReferenceSummary":
+        """The summary a stored ``results.json`` object holds (the layout of :meth:`to_json`);
+        a key that is not a field is a TypeError."""
         return cls(**{**d, "failures": tuple(d.get("failures", ())),
                       "diagnosed_sites": tuple(d.get("diagnosed_sites", ()))})
 
@@ -126,10 +134,15 @@ class AgainstVariant:
     distribution_verdict: Verdict | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The row as ``results.json`` stores it under its engine's ``"vs_<variant>"``: the
+        metrics, ``reference_certified`` and each verdict there is, flat in one JSON object."""
         return {**self.metrics, "reference_certified": self.reference_certified, **_verdicts_json(self)}
 
     @classmethod
     def from_json(cls, variant: str, d: Mapping[str, Any]) -> "AgainstVariant":
+        """The row against ``variant`` a stored ``"vs_<variant>"`` object holds: the metrics
+        among :data:`~zoo.validation.judge.metrics.METRIC_KEYS` that it has, and its verdicts
+        (None for one stored before that verdict existed)."""
         return cls(variant=variant, metrics={k: d[k] for k in METRIC_KEYS if k in d},
                    reference_certified=bool(d["reference_certified"]), **_verdicts_from_json(d))
 
@@ -194,6 +207,9 @@ class EngineRow:
     against_variant: AgainstVariant | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The engine's row as ``results.json`` stores it under ``engines``: its metrics and fit
+        fields flat in one JSON object, then its verdicts, and the row against a variant (if
+        any) under ``"vs_<variant>"``."""
         out = {**self.metrics, **{k: getattr(self, k) for k in _ROW_FIELDS}}
         if self.pruned_vs_reference is not None:
             out["pruned_vs_reference"] = [dict(r) for r in self.pruned_vs_reference]
@@ -204,6 +220,10 @@ class EngineRow:
 
     @classmethod
     def from_json(cls, name: str, d: Mapping[str, Any]) -> "EngineRow":
+        """The row of engine ``name`` a stored ``results.json`` object holds (the layout of
+        :meth:`to_json`): a fit field it lacks is None, a verdict stored before that verdict
+        existed is None, and a ``"vs_<variant>"`` part is read by
+        :meth:`AgainstVariant.from_json`."""
         variants = [k for k in d if k.startswith("vs_")]
         pruned = d.get("pruned_vs_reference")
         return cls(name=name, metrics={k: d[k] for k in METRIC_KEYS if k in d},

@@ -7,6 +7,7 @@ for every parameter and every function of the parameters. An engine whose ranks 
 uniform does not give the posterior of the model it claims to approximate.
 
 The work is in three places, one job each:
+
 * ``sbc_simulation.py``: the problem (a proper prior on a fixed design), the engine
   resolver, and one simulation (prior draw, fit, ranks);
 * this module: a run - many simulations, each stored atomically on its own and reused
@@ -138,7 +139,7 @@ SIMS_PER_ENGINE_BATCH = 64
 
 def sims_per_batch(resolved: ResolvedEngine | None = None) -> int:
     """Simulations per batched task of ``resolved`` on this process's device (see
-    :data:`SIMS_PER_BATCH`); None: a sampler's (NUTS's)."""
+    ``SIMS_PER_BATCH``); None: a sampler's (NUTS's)."""
     if resolved is not None and not resolved.accelerator_pays:
         return SIMS_PER_ENGINE_BATCH
     return SIMS_PER_VECTORIZED_BATCH if default_layout(4) == "vectorized" else SIMS_PER_BATCH
@@ -379,7 +380,7 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
     """The verdict of a run from its simulations (each as ``sbc_simulation`` stores it):
     their counts, and the judge's verdict (``judge/sbc_verdict.py``) on the ranks of those
     that succeeded, with the run's own notes (failed fits) added to its reason before the
-    power line. unseen: what the run ranks nothing for, said in the reason (:func:`_unseen`).
+    power line. unseen: what the run ranks nothing for, said in the reason (``_unseen``).
     ``context``: the other fields of the :class:`SBCResult` (design, spec, key, ...)."""
     ok = [r for r in results if r["status"] == "ok"]
     failed = [r for r in results if r["status"] == "failed"]
@@ -425,8 +426,9 @@ def summarize(results: list[dict[str, Any]], names: list[str], settings: SBCSett
 
 def rank_summary(ranks, names: list[str], n_draws: int, *, settings: SBCSettings | None = None,
                  model: str = "(ranks)", engine: str = "(ranks)") -> SBCResult:
-    """The SBC verdict of ranks computed elsewhere (e.g. by :func:`conjugate_normal_ranks` or a
-    user's own simulation loop): ``ranks`` (simulations, quantities), each the rank of the
+    """The SBC verdict of ranks computed elsewhere (e.g. by
+    :func:`~zoo.validation.judge.rank_uniformity.conjugate_normal_ranks` or a user's own
+    simulation loop): ``ranks`` (simulations, quantities), each the rank of the
     true value among ``n_draws`` posterior draws; ``names`` one per quantity. The result is
     an :class:`SBCResult` as :func:`run_sbc` returns, so the report's ``sbc_figure`` and
     ``summary_line`` (validation/report/sbc_report.py) read it."""

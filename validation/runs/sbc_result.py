@@ -4,9 +4,11 @@ counts in :class:`SBCCounts`; ``to_json`` / ``from_json`` in a versioned layout
 object, or refused with a reason.
 
 The judge's views of the ranks are the judge's own typed records, documented where the judge
-makes them: the uniformity test (:class:`UniformityTest`, ``validation/judge/rank_uniformity.py``),
-what the run could detect (:class:`RankPower`, ``rank_power.py``), coverage
-(:class:`CoverageView`) and contraction (:class:`ContractionView`). Their JSON is the layout
+makes them: the uniformity test (:class:`~zoo.validation.judge.rank_uniformity.UniformityTest`,
+``validation/judge/rank_uniformity.py``), what the run could detect
+(:class:`~zoo.validation.judge.rank_power.RankPower`, ``rank_power.py``), coverage
+(:class:`~zoo.validation.judge.rank_uniformity.CoverageView`) and contraction
+(:class:`~zoo.validation.judge.rank_uniformity.ContractionView`). Their JSON is the layout
 the judge's dicts had before they were typed, key for key, so results stored before read back.
 """
 from __future__ import annotations
@@ -45,7 +47,8 @@ class SBCResult:
     status: ``calibrated``, ``miscalibrated``, ``too few to call`` or ``not applicable``
     (validation/judge/sbc_verdict.py), with ``reason`` in words (ending with what the run could
     detect). kind: None for SBC from the prior, ``"posterior SBC"`` for posterior SBC (then
-    ``conditioning`` says on what). settings: the run's :class:`SBCSettings`. design: the
+    ``conditioning`` says on what). settings: the run's
+    :class:`~zoo.validation.runs.sbc_simulation.SBCSettings`. design: the
     simulated design's sizes and the problem's keywords; spec: the frozen model judged (its
     JSON); variant: the model variant the engine approximates (None: the model itself).
     counts, failure_messages: how the fits went. uniformity, power, coverage, contraction:
@@ -84,7 +87,7 @@ class SBCResult:
             object.__setattr__(self, name, frozen(getattr(self, name)))
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON object, stamped with :data:`SBC_RESULT_FORMAT`."""
+        """A JSON object, stamped with :data:`~zoo.validation.runs.sbc_result.SBC_RESULT_FORMAT`."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["settings"] = asdict(self.settings)
         d["counts"] = None if self.counts is None else asdict(self.counts)

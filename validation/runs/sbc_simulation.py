@@ -1,6 +1,7 @@
 """One SBC simulation, and the problems, engines and settings it runs with.
 
 A simulation:
+
 1. parameters and labels from the NumPyro model itself (``numpyro.infer.Predictive`` on
    ``spec.model(Phi)``, the same code every engine and the reference see), on a fixed
    design ``Phi`` (:class:`SBCProblem`);
@@ -74,6 +75,10 @@ class SBCProblem:
     variants: dict[str, Any] = field(default_factory=dict)
 
     def digest(self) -> str:
+        """A short hex digest (16 characters) of the problem: the spec and the design (a
+        classifier's training and held-out rows; a general model's inputs by name, shape and
+        values). Part of an SBC run's key (:func:`~zoo.validation.runs.sbc.run_key`), so that
+        stored simulations are reused only for the same problem."""
         h = hashlib.sha256()
         h.update(json.dumps(self.spec.to_dict(), sort_keys=True, default=str).encode())
         if isinstance(self.Phi, dict):  # a general model's inputs: each by name, shape and bytes
@@ -95,7 +100,7 @@ class SBCProblem:
 
 
 def rbf_design(n: int = 60, n_basis: int = 6, n_new: int = 3, *, width: float = 1.0, seed: int = 0):
-    """(Phi, Phi_new): Gaussian RBF features exp(-|x - c|^2 / (2 width^2)) of 2-d
+    """(Phi, Phi_new): Gaussian RBF features ``exp(-|x - c|^2 / (2 width^2))`` of 2-d
     standard normal inputs, centred on the first ``n_basis`` training inputs - the shape
     of the kernel designs the models are used with, small enough that a run takes minutes."""
     rng = np.random.default_rng(seed)
@@ -115,10 +120,11 @@ DEFAULT_DESIGN_POINTS = 60
 def problem_for(record, *, n: int | None = None, n_basis: int | None = None, n_new: int | None = None,
                 seed: int | None = None) -> SBCProblem:
     """The SBC problem of a registered model: its record's ``sbc_spec`` (a spec with a
-    proper prior, and its variants) on :func:`rbf_design` of ``n`` points (None:
-    :data:`DEFAULT_DESIGN_POINTS`), ``n_new`` held-out rows (None: 3), ``seed`` (None: 0).
-    n_basis None: the spec's own number of weights where it fixes one (gridRVM's table:
-    ``n_weights``), else :data:`DEFAULT_N_BASIS`; a width the spec cannot take is refused by
+    proper prior, and its variants) on :func:`~zoo.validation.runs.sbc_simulation.rbf_design`
+    of ``n`` points (None: :data:`~zoo.validation.runs.sbc_simulation.DEFAULT_DESIGN_POINTS`),
+    ``n_new`` held-out rows (None: 3), ``seed`` (None: 0). n_basis None: the spec's own
+    number of weights where it fixes one (gridRVM's table: ``n_weights``), else
+    :data:`~zoo.validation.runs.sbc_simulation.DEFAULT_N_BASIS`; a width the spec cannot take is refused by
     the spec. A model with its own data is simulated on its own inputs and takes none of
     these (ValueError naming them): the one check for SBC, the battery and their callers."""
     if record.sbc_spec is None:
@@ -308,7 +314,7 @@ def _find_observed_site(spec, Phi) -> str:
 
 
 def quantity_names(spec, Phi, Phi_new) -> list[str]:
-    """Names of the ranked quantities, in the order of :func:`_quantities`."""
+    """Names of the ranked quantities, in the order of ``_quantities``."""
     names = []
     general = not is_classifier(spec)
     for s in (spec.sites() if general else spec.sites(Phi.shape[1])):

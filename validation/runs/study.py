@@ -93,6 +93,8 @@ class Cell:
 
     @property
     def params(self) -> dict[str, Any]:
+        """The description as a plain dict, its tuples back to lists: what the cell's kind
+        computes from, as the study file gave it."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.spec}
 
     def key(self) -> str:
@@ -105,6 +107,8 @@ class Cell:
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def label(self) -> str:
+        """The cell in a few words, as its kind words it (``compare pcvm ripley split 0``), for
+        progress lines, failures and the report."""
         return STUDY_KINDS[self.kind].label(self.params)
 
 
@@ -134,16 +138,22 @@ class CellResult:
 
     @property
     def kind(self) -> str:
+        """The cell's kind: ``compare``, ``sbc`` or ``defects``."""
         return self.cell.kind
 
     @property
     def params(self) -> dict[str, Any]:
+        """The cell's description as a plain dict (:attr:`Cell.params`)."""
         return self.cell.params
 
     def label(self) -> str:
+        """The cell in a few words (:meth:`Cell.label`)."""
         return self.cell.label()
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON object of the cell's file ``cells/<kind>-<key>.json``: the kind, the
+        description, the key and the seconds, then the result's own JSON under its kind's
+        ``payload`` name (numpy values made plain) or the one-line ``failed`` reason."""
         out = {"kind": self.kind, "cell": self.params, "key": self.key, "seconds": self.seconds}
         if self.failed is not None:
             return {**out, "failed": self.failed}
@@ -272,6 +282,8 @@ class StudyConfig:
         return cls(config.get("name"), {kind: tuple(config[kind]) for kind in STUDY_KINDS if kind in config})
 
     def to_json(self) -> dict[str, Any]:
+        """The study file's own layout as plain JSON (what ``study.json`` records): its
+        ``name`` where it has one, and each kind's list of ``[[kind]]`` tables."""
         return thawed({**({"name": self.name} if self.name is not None else {}), **self.blocks})
 
 
@@ -313,6 +325,9 @@ def expand(config: StudyConfig | Mapping[str, Any]) -> list[Cell]:
 
 
 def cell_path(out_dir, cell: Cell) -> str:
+    """Where ``cell``'s result is stored in the study's folder ``out_dir``:
+    ``cells/<kind>-<key>.json``, its key (:meth:`Cell.key`) a digest of its description and
+    of the code that computes it."""
     return _cell_file(out_dir, cell.kind, cell.key())
 
 
@@ -337,7 +352,7 @@ def failure_line(err: BaseException) -> str:
 
 def run_cell(cell: Cell, out_dir: str, engine_time_limit: float | None = DEFAULT_ENGINE_TIME_LIMIT) -> CellResult:
     """Compute one cell (in a Dask worker) and write its result atomically. Returns it; a
-    cell that raises one of :data:`DETERMINISTIC_ERRORS` is stored and returned as failed
+    cell that raises one of ``DETERMINISTIC_ERRORS`` is stored and returned as failed
     (``failed``: the reason in one line), so that one bad cell does not end the study."""
     import zoo  # noqa: F401  (float64 in a fresh worker)
 
@@ -432,7 +447,7 @@ def cluster_client(*, n_workers: int | None = None, scheduler: str | None = None
 
     client: use this one (the caller owns it). scheduler: connect to an existing cluster.
     Otherwise a LocalCluster of ``n_workers`` single-threaded worker processes (default:
-    the number of cores), each started by :func:`dask_setup`: the workers die with this
+    the number of cores), each started by ``dask_setup``: the workers die with this
     process (``kill -9`` and SIGTERM included), ignore Ctrl-C, and use the JAX compilation
     cache ``jax_cache`` if given. An exception or Ctrl-C inside the block kills the
     workers at once instead of waiting for their cells. scratch: the folder of the workers'

@@ -65,10 +65,14 @@ class StudyKind:
 # Shared checks
 # --------------------------------------------------------------------------------------
 def is_int(v) -> bool:
+    """Whether ``v`` is an integer as a study file means one: an ``int`` that is not a
+    boolean (TOML's ``true`` is not a count)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def unknown_key(key: str, known, where: str) -> str:
+    """The one-line message for an unknown ``key`` of a study file at ``where``: the nearest
+    of the ``known`` keys if one is close (a typo), then all of them."""
     near = difflib.get_close_matches(key, list(known), n=1)
     return (f"{where}: unknown key {key!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
             + f"; known: {', '.join(known)}")

@@ -97,3 +97,19 @@ def test_each_line_s_khat_is_the_zoo_s_psis_with_that_line_s_tail():
         assert khat == pytest.approx(theirs["khat"], abs=1e-12), version
         np.testing.assert_allclose(smoothed[:10], theirs["smoothed_log_weights_head"], atol=1e-10)
     assert psis(lw)[1] == psis(lw, tail_draws=int(np.ceil(tail)))[1]
+
+
+def test_a_zarr_store_reads_back_with_its_groups(tmp_path):
+    pytest.importorskip("zarr")
+    fixture = fixture_draws()
+    idata = adapter.draws_to_idata(fixture["draws"], sites(), constant_data=fixture["constant_data"],
+                                   sample_stats={"diverging": fixture["diverging"]}, attrs=ATTRS)
+    path = str(tmp_path / "posterior.zarr")
+    adapter.to_zarr(idata, path)
+    adapter.to_zarr(idata, path)  # a second write replaces the first
+    back = adapter.from_zarr(path)
+    assert set(adapter.groups(back)) == {"posterior", "sample_stats", "constant_data"}
+    for name, want in fixture["draws"].items():
+        np.testing.assert_array_equal(adapter.idata_to_draws(back, sites())[name], want)
+    assert adapter.posterior_attrs(back)["engine"] == ATTRS["engine"]
+    assert sorted(os.listdir(tmp_path)) == ["posterior.zarr"]  # no temporary folder left behind

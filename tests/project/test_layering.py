@@ -274,3 +274,43 @@ def test_checkers_catch_planted_violations(tmp_path):
     assert ["zoo.validation.base.low", "zoo.validation.judge.verdict", "zoo.validation.runs.compare"] in circles
     late = unexplained_late_imports(tmp_path, folders)
     assert late == ["validation/records/b.py:2 imports zoo.validation.records.a inside a function"]
+
+
+# --------------------------------------------------------------------------------------
+# One door to ArviZ
+# --------------------------------------------------------------------------------------
+#: the one module that may import ArviZ (it speaks ArviZ 0.2x and 1.x: docs/stacks.md)
+ARVIZ_ADAPTER = "zoo.validation.base.arviz_adapter"
+ARVIZ_PACKAGES = ("arviz", "arviz_base", "arviz_stats", "arviz_plots")
+
+
+def arviz_imports(root: pathlib.Path, folders=FOLDERS) -> list[str]:
+    """'path:line imports X' for every import of an ArviZ package (function-level ones
+    included) in a module other than the adapter."""
+    found = []
+    for module, path in modules_of(root, folders).items():
+        if module == ARVIZ_ADAPTER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                if name.split(".")[0] in ARVIZ_PACKAGES:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} imports {name}")
+    return found
+
+
+def test_only_the_adapter_imports_arviz():
+    # nothing else may know which ArviZ line is installed (issue 53): a second door would
+    # speak one line only
+    assert arviz_imports(REPO) == []
+
+
+def test_an_arviz_import_outside_the_adapter_is_seen(tmp_path):
+    folders = _plant(tmp_path, {
+        "validation/base/arviz_adapter.py": "import arviz as az\n",
+        "validation/runs/table.py": "def f():\n    import arviz as az  # planted\n",
+        "inference/k.py": "from arviz_stats.base import array_stats  # planted\n",
+    })
+    assert sorted(arviz_imports(tmp_path, folders)) == [
+        "inference/k.py:1 imports arviz_stats.base", "validation/runs/table.py:2 imports arviz"]

@@ -340,6 +340,15 @@ def ess_bulk(draws) -> float:
         return float(_diagnostic("ess", data, method="bulk")["x"])
 
 
+def mcse_median(draws) -> float:
+    """ArviZ's Monte Carlo standard error of the median of one scalar quantity given as
+    (chains, draws) (the same on both lines)."""
+    data = _chains_draws(draws, "mcse_median")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(_diagnostic("mcse", data, method="median")["x"])
+
+
 def scalar_diagnostics(draws) -> dict[str, float]:
     """R-hat (rank), bulk and tail ESS, and the MCSE of the mean and of the sd of one scalar
     quantity given as (chains, draws): ArviZ's numbers, for checking the zoo's own

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import data as datasets
+from ..base import arviz_adapter as adapter
 from ..base.result_format import frozen, thawed
 from ..base.signing import REFERENCE_TABLE_CELL, read_signed_json, unsigned, write_signed_json
 from ..judge.metrics import posterior_metrics
@@ -237,15 +238,13 @@ def median_agreement(first, second, Phi_test, *, second_run: TriedReference | No
     always exist, means may not), and the mean ``|p_a - p_b|`` of the test-set predictive
     probabilities. Two correct samplers give a largest ``|z|`` around 2-3 over a few dozen
     coordinates (about sqrt(2 log d))."""
-    import arviz as az  # only here: ArviZ takes a second to import
-
     post_a, post_b = first.posterior, second.posterior
     fa, fb = post_a.flat_draws(), post_b.flat_draws()  # (chains * draws, d)
     ca = fa.reshape(post_a.n_chains, post_a.n_draws, -1)
     cb = fb.reshape(post_b.n_chains, post_b.n_draws, -1)
     z = []
     for j in range(fa.shape[1]):
-        se = np.hypot(float(az.mcse(ca[..., j], method="median")), float(az.mcse(cb[..., j], method="median")))
+        se = np.hypot(adapter.mcse_median(ca[..., j]), adapter.mcse_median(cb[..., j]))
         z.append(float((np.median(fa[:, j]) - np.median(fb[:, j])) / se))
     z = np.abs(np.array(z))
     p_a = np.asarray(post_a.predict_proba(Phi_test))

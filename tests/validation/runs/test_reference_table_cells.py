@@ -315,3 +315,28 @@ def test_each_benchmark_rebuilds_its_committed_table_from_its_committed_cells(be
     os.remove(tmp_path / "table.md")
     assert module.main(["--table-only", "--out", str(tmp_path)]) == 2
     assert not (tmp_path / "table.md").exists()
+
+
+def test_median_agreement_of_two_exact_runs_and_of_a_shifted_one():
+    # Two runs of exact iid draws (4 x 1000) of the same 12 independent N(0, 1) coordinates:
+    # each z = (median_a - median_b) / sqrt(mcse_a^2 + mcse_b^2) is about N(0, 1), so the largest
+    # |z| of 12 exceeds 4 with probability about 12 * 6.3e-5 (the seed is fixed). A second run
+    # moved by 0.2 sd in one coordinate: a median's variance is pi / (2 n) for n iid normal draws,
+    # so its z is about 0.2 / sqrt(2 * 1.571 / 4000) ~ 7.1.
+    import numpy as np
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(53)
+
+    def run(shift):
+        draws = rng.standard_normal((4, 1000, 12)) + shift
+        post = SimpleNamespace(n_chains=4, n_draws=1000, flat_draws=lambda: draws.reshape(4000, 12),
+                               predict_proba=lambda Phi: np.full(len(Phi), 0.5))
+        return SimpleNamespace(posterior=post, sampler="nuts", certified=True)
+
+    same = R.median_agreement(run(0.0), run(0.0), np.zeros((3, 12)))
+    assert same.n_coordinates == 12 and same.max_abs_z_median < 4.0 and same.pred_mae_between == 0.0
+    moved = np.zeros(12)
+    moved[5] = 0.2
+    apart = R.median_agreement(run(0.0), run(moved), np.zeros((3, 12)))
+    assert apart.max_abs_z_median > 4.0 and apart.n_abs_z_above_3 >= 1

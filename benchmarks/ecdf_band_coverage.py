@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 import zoo  # noqa: F401
+from zoo.validation.base.atomic import write_text_atomic
 from zoo.validation.judge.ecdf_band import count_band, exact_coverage
 from zoo.validation.judge.rank_uniformity import eval_points
 
@@ -90,8 +91,7 @@ def main() -> int:
                   f"{max(r[5] for r in rows):.2f} s (once per (S, K): it is cached)."]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_text_atomic(OUT, text)
     print(text)
     return 0
 

@@ -21,6 +21,8 @@ import platform
 import re
 import sys
 
+from zoo.validation.base.atomic import write_text_atomic
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOTEBOOKS = os.path.join(os.path.dirname(HERE), "notebooks")
 OUT = os.path.join(HERE, "results", "lesson_numbers.md")
@@ -90,8 +92,7 @@ def main() -> int:
                   f"{sum(r['computed_markdown_decimals'] for r in rows)} decimals written by code."]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_text_atomic(OUT, text)
     print(text)
     return 0
 

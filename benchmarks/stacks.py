@@ -37,6 +37,8 @@ import time
 
 from scipy.stats import fisher_exact
 
+from zoo.validation.base.atomic import write_json_atomic, write_text_atomic
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results", "stacks")
 JOBS = (
@@ -88,9 +90,7 @@ def run(out: str, jobs) -> str:
         record["jobs"][name] = {"args": args, "seconds": seconds, "rc": done.returncode, "kept": kept,
                                 "stderr_tail": done.stderr[-2000:]}
         print(f"{tag_of(versions)} {name}: rc {done.returncode}, {seconds:.0f} s", flush=True)
-    with open(os.path.join(folder, "stack.json"), "w", encoding="utf-8") as fh:
-        json.dump(record, fh, indent=1, sort_keys=True)
-        fh.write("\n")
+    write_json_atomic(record, os.path.join(folder, "stack.json"))
     return folder
 
 
@@ -201,8 +201,7 @@ def side_by_side(out: str) -> str:
     lines += ["", "## study-example", ""] + study_lines(out, tags, problems_all)
     lines += ["", "## Disagreements", ""] + ([f"- {p}" for p in problems_all] or ["None."])
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_text_atomic(os.path.join(out, "table.md"), text)
     return text
 
 

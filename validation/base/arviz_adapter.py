@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import warnings
 from typing import Any
@@ -427,8 +428,6 @@ def to_zarr(idata, path) -> str:
             os.replace(path, os.path.join(old, "store"))
         os.replace(os.path.join(fresh, "store"), path)
     finally:
-        import shutil
-
         shutil.rmtree(fresh, ignore_errors=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

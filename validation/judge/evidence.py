@@ -347,7 +347,7 @@ def annealed_importance_sampling(density: UnconstrainedDensity, chains: np.ndarr
     lz = _log_mean_exp(log_w)
     w = np.exp(log_w - log_w.max())
     rel = float(np.std(w) / (math.sqrt(particles) * np.mean(w)))
-    khat = psis(log_w)[1] if np.ptp(log_w) > 0 else 0.0
+    khat = psis(log_w)[1]  # 0 for equal weights (no tail)
     threshold = khat_threshold(particles)
     details = {"particles": particles, "temperatures": temperatures, "leapfrog_steps": leapfrog_steps,
                "first_step_size": first_step, "last_step_size": float(np.asarray(steps)[-1]),

@@ -47,13 +47,18 @@ from ..models.base import as_jax, is_classifier, problem_shape, problem_sites, u
 from .compile_cache import CompiledPrograms, SameObject
 from .posterior import ApproximationFailed, DrawsPosterior, FitInfo
 
-__all__ = ["KHAT_TRUSTED", "khat_threshold", "psis", "corrected", "corrected_fit", "weighted_draws", "support_mask",
+__all__ = ["KHAT_GOOD", "KHAT_TRUSTED", "khat_threshold", "khat_reading", "psis", "corrected", "corrected_fit", "weighted_draws", "support_mask",
            "inside_support", "log_joint_fn", "importance_log_weights", "joint_importance_log_weights",
            "joint_weights_problem", "on_joint"]
 
 #: the cap of :func:`khat_threshold`: above 0.7 no number of draws makes the estimate
 #: reliable (the PSIS paper's threshold for large S; the metrics' KHAT_OK)
 KHAT_TRUSTED = 0.7
+#: at or below this k-hat the importance-sampling estimate converges at the Monte Carlo rate:
+#: the proposal is close to the target in its tails too (Vehtari et al. 2024)
+KHAT_GOOD = 0.5
+#: the three readings of :func:`khat_reading`, the one scale every table and lesson uses
+KHAT_READINGS = ("good", "usable with care", "unreliable")
 
 
 def khat_threshold(n_draws: int) -> float:
@@ -66,6 +71,20 @@ def khat_threshold(n_draws: int) -> float:
     if n <= 10:
         raise ValueError(f"k-hat needs more than 10 draws to judge; got {n}")
     return min(1.0 - 1.0 / math.log10(n), KHAT_TRUSTED)
+
+
+def khat_reading(khat: float, n_draws: int) -> str:
+    """How to read a Pareto k-hat fitted from ``n_draws`` weights, on the PSIS paper's scale:
+    "good" at or below :data:`KHAT_GOOD`, "usable with care" up to :func:`khat_threshold`
+    (``n_draws``), "unreliable" above it (or when k-hat is NaN: no tail could be fitted).
+    With few draws the threshold is below 0.5 and "usable with care" cannot occur."""
+    k = float(khat)
+    limit = khat_threshold(n_draws)
+    if not math.isfinite(k) or k > limit:
+        return KHAT_READINGS[2]
+    return KHAT_READINGS[0] if k <= KHAT_GOOD else KHAT_READINGS[1]
+
+
 #: fewer than this many tail weights: no generalized Pareto fit (k-hat is then undefined)
 MIN_TAIL = 5
 #: the weak prior on the Pareto shape: 0.5 with the weight of this many tail draws

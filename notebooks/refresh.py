@@ -22,6 +22,12 @@ stale; both use the functions below, so a notebook runs the same way in both:
 A notebook is not stored while a figure lacks an axis label or its code uses a private
 name (:func:`private_names`): the lessons use the package's public API only.
 
+A lesson's prose types no number (see "Numbers in the prose" below): the code that computes a
+value quotes it (``zoo.lessons.quote``), the markdown marks where it stands
+(``VALUE<!--=name-->``), and each run writes the values it quoted into the prose before the
+notebook is stored; a mark the run did not fill stops the refresh. A statement without a
+number is checked by the code that computed it (``zoo.lessons.claim``).
+
 What is stored: every output the kernel produced, the stderr stream included - a student
 who runs a lesson sees its warnings, so the stored copy shows them too - with the
 machine's paths taken out of it (:func:`portable_stderr`); no timing metadata, and a
@@ -190,15 +196,26 @@ def execute(path, *, workdir, cache_dir=None, timeout: int = CELL_TIMEOUT):
     audit = tmp_dir / "figure-audit.jsonl"
     audit.unlink(missing_ok=True)
     nb = nbformat.read(str(path), as_version=4)
+    # one more cell, run last and removed below: what the lesson quoted for its prose
+    nb.cells.append(nbformat.v4.new_code_cell(_COLLECT_QUOTED))
     client = nbclient.NotebookClient(
         nb, timeout=timeout, kernel_name="python3", record_timing=False, coalesce_streams=True,
         resources={"metadata": {"path": str(workdir)}},
     )
     with _environment(kernel_environment(cache_dir, tmp_dir)):
         client.execute()
+    collector = nb.cells.pop()
+    printed = "".join(text_of(o.get("text", "")) for o in collector.outputs if o.get("name") == "stdout")
+    values = json.loads(printed.split(_QUOTED_TAG, 1)[1]) if _QUOTED_TAG in printed else {}
+    nb.metadata["zoo_quote_problems"] = render_quotes(nb, values)
     found = [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
     nb.metadata["zoo_figure_audit"] = [f"In [{f['cell']}]: {p}" for f in found for p in f["problems"]]
     return nb
+
+
+def rendering_problems(nb) -> list[str]:
+    """The quote marks an executed notebook's run could not fill (:func:`render_quotes`)."""
+    return list(nb.metadata.get("zoo_quote_problems", []))
 
 
 def figure_problems(nb) -> list[str]:
@@ -219,6 +236,7 @@ def for_storage(nb):
                     out["text"] = portable_stderr(text_of(out.get("text", "")))
     nb.metadata.pop("widgets", None)
     nb.metadata.pop("zoo_figure_audit", None)
+    nb.metadata.pop("zoo_quote_problems", None)
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     return nb
@@ -356,7 +374,7 @@ def differences(stored_nb, fresh_nb, rtol: float = RTOL) -> list[str]:
     stored, fresh = cell_outputs(stored_nb), cell_outputs(fresh_nb)
     if [c.index for c in stored] != [c.index for c in fresh]:
         return ["the notebook's cells changed while it ran"]
-    found = []
+    found = prose_differences(stored_nb, fresh_nb, rtol)
     for s, f in zip(stored, fresh):
         where = f"code cell {s.index}"
         if f.errors:
@@ -398,7 +416,7 @@ def storage_problems(nb) -> list[str]:
         for text in [c.stdout, c.stderr, *c.texts]:
             if m := _ABSOLUTE_PATH.search(text):
                 problems.append(f"code cell {c.index} prints an absolute path ({text[m.start():m.start() + 40]!r})")
-    return problems
+    return problems + quote_problems(nb)
 
 
 def private_names(nb) -> list[str]:
@@ -432,6 +450,169 @@ def private_names(nb) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------
+# Numbers in the prose
+# --------------------------------------------------------------------------------------
+#: The lessons' prose types no number: a number a sentence states is quoted by the code that
+#: computed it (``zoo.lessons.quote``) and stands in the markdown in front of its mark
+#: ``<!--=name-->``; :func:`render_quotes` writes the values a run quoted in front of their
+#: marks, and the notebook's metadata keeps them (QUOTED_KEY), so that a stored lesson can be
+#: checked without running it (:func:`quote_problems`) and a fresh run compared with it. The
+#: few numbers that are the lesson's own definitions, not results ("a 90% interval"), are listed
+#: in the metadata under TYPED_KEY, each with the reason it is typed.
+QUOTED_KEY = "zoo_quoted"
+TYPED_KEY = "zoo_typed_numbers"
+#: where a quoted value stands in the prose (the same syntax as zoo.lessons.QUOTE_MARK; kept
+#: here too so that reading a stored notebook needs no zoo import)
+QUOTE_MARK = re.compile(r"<!--=([A-Za-z_][A-Za-z0-9_]*)-->")
+#: the code appended to a lesson while it runs (and removed before it is stored): prints what
+#: the lesson quoted, behind a tag
+_QUOTED_TAG = "ZOO-QUOTED-VALUES:"
+_COLLECT_QUOTED = (f"import json, zoo.lessons\nprint({_QUOTED_TAG!r} + json.dumps(zoo.lessons.quoted()))")
+
+#: text that holds numbers without stating a result: left out before numbers are counted
+_NOT_STATED = [
+    re.compile(r"`[^`]*`"),                                     # code spans
+    re.compile(r"\]\([^)]*\)"),                                 # link targets
+    re.compile(r"https?://\S+"),
+    re.compile(r"^#+\s*(Exercise|Solution to exercise)\s+\d+.*$", re.M),
+    re.compile(r"^#+\s*\d+(\.\d+)*\.?", re.M),                  # a numbered heading
+    re.compile(r"\b[a-zA-Z_]+\[\d+(,\s*\d+)*\]"),               # w[8]: a coordinate's name, not a value
+    re.compile(r"\b\d{2}_[a-z_]+(\.ipynb)?"),                   # 07_validation_...: a lesson's file
+    re.compile(r"§\s*\d+(\.\d+)*"),                             # DERIVATIONS.md §1.1: a section
+    re.compile(r"\b(?:[Ss]ections?|[Ee]qs?\.|[Ee]quations?|Fig\.|[Tt]able|[Ss]teps?|[Ll]essons?|[Ee]xercises?|"
+               r"[Ss]olutions?|[Pp]arts?|[Cc]ells?)\s*\(?\d+(\.\d+)*\)?(\s*(,|and|or|to|-|–)\s*\d+(\.\d+)*)*"),
+    re.compile(r"\bet al\.?,?\s*\(?\d{4}[a-z]?\)?"),               # a citation's year
+    re.compile(r"\(\d{4}\)"),
+    re.compile(r"\b(?:Python|ArviZ|JAX|NumPyro|jax|numpyro|arviz)\s*\d+(\.\d+)*(\.x)?"),  # a release
+]
+_MATHS = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.S)
+#: a number as prose states one: a decimal, a percentage, or a whole number (signs included)
+_DECIMAL_OR_PERCENT = re.compile(r"(?<![\w.])[-+−]?\d+(?:\.\d+)?\s?\\?%|(?<![\w.])[-+−]?\d+\.\d+")
+_WHOLE = re.compile(r"(?<![\w.\-])\d+(?![\w.%])")
+
+
+def stated_numbers(markdown: str, quoted: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    r"""The numbers a piece of lesson prose states by hand: (decimals and percentages, whole
+    numbers). Values standing in front of their quote marks (``quoted``: the stored values) are
+    computed, not typed, and are left out, as are code spans, link targets, exercise and
+    numbered headings, coordinate names (``w[8]``), references to lessons, sections, equations
+    and cells, citations' years and releases. Inside maths only decimals and percentages count:
+    a formula's whole numbers (``N(0, 1)``, ``\log_{10}``) are its definition, a decimal there is
+    a value (``\hat R \le 1.01``)."""
+    text = markdown
+    for name, value in (quoted or {}).items():
+        text = text.replace(f"{value}<!--={name}-->", " ")
+    text = QUOTE_MARK.sub(" ", text)
+    maths = _MATHS.findall(text)
+    text = _MATHS.sub(" ", text)
+    for pattern in _NOT_STATED:
+        text = pattern.sub(" ", text)
+    decimals = _DECIMAL_OR_PERCENT.findall(text)
+    for formula in maths:
+        decimals += [d.replace("\\", "") for d in _DECIMAL_OR_PERCENT.findall(formula)]
+    wholes = _WHOLE.findall(_DECIMAL_OR_PERCENT.sub(" ", text))
+    return [d.replace(" ", "") for d in decimals], wholes
+
+
+def typed_numbers(nb) -> list[str]:
+    """Every number the notebook's markdown states by hand and does not list under TYPED_KEY,
+    as "cell i: number" (an empty list: every number in its prose is computed or a definition)."""
+    quoted = dict(nb.metadata.get(QUOTED_KEY, {}))
+    allowed = set(nb.metadata.get(TYPED_KEY, {}))
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            decimals, wholes = stated_numbers(text_of(cell.source), quoted)
+            found += [f"cell {i}: {n}" for n in decimals + wholes if n not in allowed]
+    return found
+
+
+def quote_problems(nb) -> list[str]:
+    """Where a stored notebook's prose and its quoted values disagree: a mark whose value is not
+    kept in the metadata, or whose kept value is not what stands in front of it; a reason-less
+    entry of TYPED_KEY."""
+    quoted = dict(nb.metadata.get(QUOTED_KEY, {}))
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = text_of(cell.source)
+        for m in QUOTE_MARK.finditer(text):
+            name = m.group(1)
+            if name not in quoted:
+                problems.append(f"cell {i}: <!--={name}--> marks a value no run has quoted")
+            elif not text[:m.start()].endswith(quoted[name]):
+                problems.append(f"cell {i}: the prose in front of <!--={name}--> is not its quoted value "
+                                f"{quoted[name]!r}")
+    for number, reason in dict(nb.metadata.get(TYPED_KEY, {})).items():
+        if not str(reason).strip():
+            problems.append(f"the typed number {number!r} is listed without a reason")
+    return problems
+
+
+_GUESSED_NUMBER = re.compile(r"[-+−]?\d[\d.,]*%?$")
+
+
+def render_quotes(nb, values: dict[str, str]) -> list[str]:
+    """Write each quoted value in front of its marks in the notebook's markdown, replacing the
+    value the last run wrote there (kept in the metadata), and keep the new values in the
+    metadata. Returns the problems: a mark whose name the run did not quote, a stored value no
+    longer in front of its mark (the prose was edited around it)."""
+    previous = dict(nb.metadata.get(QUOTED_KEY, {}))
+    problems = []
+    used = {}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = text_of(cell.source)
+        pieces, at = [], 0
+        for m in QUOTE_MARK.finditer(text):
+            name = m.group(1)
+            before = text[at:m.start()]
+            if name not in values:
+                problems.append(f"markdown cell {i}: <!--={name}--> marks a value the lesson never quoted "
+                                "(zoo.lessons.quote)")
+                pieces.append(before + m.group(0))
+            else:
+                old = previous.get(name)
+                if old is None:
+                    # a mark no run has filled yet: the author may have written a guess in front of
+                    # it; a number there is replaced (a word is not: write the mark alone)
+                    guess = _GUESSED_NUMBER.search(before)
+                    old = guess.group(0) if guess else None
+                if old is not None and before.endswith(old):
+                    before = before[:len(before) - len(old)]
+                elif old is not None:
+                    problems.append(f"markdown cell {i}: the prose in front of <!--={name}--> no longer ends with "
+                                    f"its last value {old!r}; write the mark alone and the value is put in front of it")
+                pieces.append(before + values[name] + m.group(0))
+                used[name] = values[name]
+            at = m.end()
+        pieces.append(text[at:])
+        cell.source = "".join(pieces)
+    nb.metadata[QUOTED_KEY] = dict(sorted(used.items()))
+    return problems
+
+
+def prose_differences(stored_nb, fresh_nb, rtol: float = RTOL) -> list[str]:
+    """Where a fresh run's rendered prose differs from the stored prose beyond the tolerance
+    (the numbers a lesson quotes are compared like its printed numbers)."""
+    stored = [c for c in stored_nb.cells if c.cell_type == "markdown"]
+    fresh = [c for c in fresh_nb.cells if c.cell_type == "markdown"]
+    if len(stored) != len(fresh):
+        return ["the notebook's markdown cells changed while it ran"]
+    s_vals, f_vals = dict(stored_nb.metadata.get(QUOTED_KEY, {})), dict(fresh_nb.metadata.get(QUOTED_KEY, {}))
+    found = []
+    for name in sorted(set(s_vals) | set(f_vals)):
+        a, b = s_vals.get(name), f_vals.get(name)
+        if a is None or b is None:
+            found.append(f"the quoted value {name!r} is {'new' if a is None else 'no longer quoted'}")
+        elif (diff := text_difference(a, b, rtol)) is not None:
+            found.append(f"the quoted value {name!r}: {diff}")
+    return found
+
+
+# --------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------
 def refresh(path: Path, *, cache_dir=None, check: bool = False) -> list[str]:
@@ -446,6 +627,10 @@ def refresh(path: Path, *, cache_dir=None, check: bool = False) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="zoo-notebook-") as workdir:
         executed = execute(path, workdir=workdir, cache_dir=cache_dir)
     unlabelled = figure_problems(executed)
+    unrendered = rendering_problems(executed)
+    if unrendered:
+        # prose whose quoted values could not be written is not stored: mend the marks first
+        raise SystemExit(f"{path.name} not stored: " + "; ".join(unrendered))
     fresh = for_storage(executed)
     problems = storage_problems(stored)
     found = differences(stored, fresh) if not problems else [f"was not stored as this script stores it: {problems[0]}"]

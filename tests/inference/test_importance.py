@@ -167,6 +167,17 @@ def test_the_khat_threshold_is_set_by_the_number_of_draws():
         imp.khat_threshold(10)
 
 
+def test_one_khat_scale_reads_good_with_care_unreliable():
+    """The scale every table and lesson uses: good <= 0.5 < usable with care <= khat_threshold(S) <
+    unreliable; with S = 100 the threshold is 0.5 and nothing is 'usable with care'."""
+    assert [imp.khat_reading(k, 4000) for k in (-0.1, 0.5, 0.51, 0.7, 0.71)] == [
+        "good", "good", "usable with care", "usable with care", "unreliable"]
+    assert imp.khat_reading(0.68, 1000) == "unreliable"  # threshold 2/3 at 1000 draws
+    assert imp.khat_reading(0.5, 100) == "good" and imp.khat_reading(0.52, 100) == "unreliable"
+    assert imp.khat_reading(float("nan"), 4000) == "unreliable"
+    assert set(imp.KHAT_READINGS) == {imp.khat_reading(k, 4000) for k in (0.1, 0.6, 0.9)}
+
+
 @pytest.mark.parametrize("n", [150, 4000])
 def test_corrected_draws_are_trusted_by_the_threshold_of_their_sample_size(n):
     """The same Pareto tail of shape 0.62 is trusted from 4000 weighted draws and not from 150

@@ -208,3 +208,90 @@ def test_private_names_are_found():
                                            "y = x.__class__\n_mine = 1")])
     found = refresh.private_names(nbformat.from_dict(nb))
     assert sorted(f.split(": ")[1] for f in found) == ["_private", "_problem", "_suptitle"], found
+
+
+# --------------------------------------------------------------------------------------
+# Numbers in the prose (issue 54): computed and quoted, never typed
+# --------------------------------------------------------------------------------------
+#: lessons whose prose has not yet been rewritten to quote its numbers: each is expected to fail
+#: the check below (strictly: once a lesson passes, it must leave this list)
+PROSE_NOT_YET_QUOTED = {
+    "02_pcvm_laplace_ep_em_vs_nuts.ipynb", "03_ggsm_probit_shape_and_references.ipynb",
+    "04_gig_logistic_vb_spread_and_khat.ipynb", "05_gridrvm_row_column_relevance.ipynb",
+    "06_bblr_bounded_likelihood_and_modes.ipynb", "07_validation_verdict_sbc_defects.ipynb",
+    "08_generic_methods_advi_pathfinder_psis.ipynb", "09_checklist_can_this_posterior_be_trusted.ipynb",
+    "10_your_own_model_written_and_judged.ipynb",
+}
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.name for p in LESSONS])
+def test_lesson_prose_types_no_number(path, request):
+    """Every number a lesson's sentences state is computed in the same run and quoted
+    (zoo.lessons.quote, a mark <!--=name--> in the markdown); the lesson's own definitions are
+    listed with a reason. The stored prose shows the values its metadata keeps (checked by
+    storage_problems above); a re-run that quotes other values is stale (the slow test)."""
+    nbformat = pytest.importorskip("nbformat")
+    if path.name in PROSE_NOT_YET_QUOTED:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 54: prose not yet quoted"))
+    typed = refresh.typed_numbers(nbformat.read(path, as_version=4))
+    assert not typed, (f"{path.name} states {len(typed)} number(s) by hand: " + ", ".join(typed[:20])
+                       + " - quote each from the code that computes it (zoo.lessons.quote)")
+
+
+def test_stated_numbers_finds_results_and_skips_structure():
+    prose = ("Laplace's sds are off by up to +68% (w[8]), see lesson 07 and Exercise 2, `x = 0.5`, "
+             "[link](https://a.b/1.5) (Vehtari et al. 2024). The draws follow $N(0, 1)$ with "
+             "$\\hat R \\le 1.01$ and a $90\\%$ interval; 2 chains of 300 draws.\n### Exercise 3\n## 4. Title")
+    decimals, wholes = refresh.stated_numbers(prose)
+    assert decimals == ["+68%", "1.01", "90%"] and wholes == ["2", "300"], (decimals, wholes)
+    bound = "off by +68%<!--=worst--> and 2<!--=chains--> chains, at <!--=fresh-->"
+    assert refresh.stated_numbers(bound, {"worst": "+68%", "chains": "2"}) == ([], [])
+    # a value in front of its mark that is not the kept one is typed
+    assert refresh.stated_numbers("off by +70%<!--=worst-->", {"worst": "+68%"})[0] == ["+70%"]
+
+
+def _markdown_notebook(*texts, quoted=None, typed=None):
+    nbformat = pytest.importorskip("nbformat")
+    from nbformat.v4 import new_markdown_cell, new_notebook
+
+    nb = nbformat.from_dict(new_notebook(cells=[new_markdown_cell(t) for t in texts]))
+    if quoted is not None:
+        nb.metadata[refresh.QUOTED_KEY] = quoted
+    if typed is not None:
+        nb.metadata[refresh.TYPED_KEY] = typed
+    return nb
+
+
+def test_quotes_are_rendered_replaced_and_checked():
+    nb = _markdown_notebook("Off by <!--=worst--> at a threshold of <!--=c-->.", "a 90% interval")
+    assert refresh.render_quotes(nb, {"worst": "+68%", "c": "4.33", "unused": "1"}) == []
+    assert nb.cells[0].source == "Off by +68%<!--=worst--> at a threshold of 4.33<!--=c-->."
+    assert nb.metadata[refresh.QUOTED_KEY] == {"c": "4.33", "worst": "+68%"}  # only what the prose shows
+    assert refresh.quote_problems(nb) == []
+    # the typed "90%" is caught until it is listed with its reason
+    assert refresh.typed_numbers(nb) == ["cell 1: 90%"]
+    nb.metadata[refresh.TYPED_KEY] = {"90%": "the exercise's choice of interval"}
+    assert refresh.typed_numbers(nb) == []
+    # a new run replaces the values, not the prose around them
+    assert refresh.render_quotes(nb, {"worst": "+78%", "c": "4.33"}) == []
+    assert nb.cells[0].source == "Off by +78%<!--=worst--> at a threshold of 4.33<!--=c-->."
+    # planted: a mark the run never quoted; prose edited around a value
+    assert "never quoted" in refresh.render_quotes(_markdown_notebook("x <!--=gone-->", quoted={}), {})[0]
+    edited = _markdown_notebook("Off by 70%<!--=worst-->", quoted={"worst": "+78%"})
+    assert refresh.quote_problems(edited) and "no longer ends" in refresh.render_quotes(edited, {"worst": "+1%"})[0]
+    assert refresh.quote_problems(_markdown_notebook("x 1<!--=a-->", quoted={})) != []
+    assert refresh.quote_problems(_markdown_notebook("x", typed={"5%": " "})) != []
+
+
+def test_a_moved_quoted_value_is_a_stale_output():
+    stored = _markdown_notebook("sd x1.13<!--=r-->", quoted={"r": "1.13"})
+    close = _markdown_notebook("sd x1.14<!--=r-->", quoted={"r": "1.14"})  # last-digit round-off
+    moved = _markdown_notebook("sd x1.45<!--=r-->", quoted={"r": "1.45"})
+    assert refresh.differences(stored, close) == []
+    assert refresh.differences(stored, moved) and refresh.differences(stored, _markdown_notebook("sd", quoted={}))
+
+
+def test_a_first_run_replaces_a_guessed_number_in_front_of_a_new_mark():
+    nb = _markdown_notebook("k-hat 0.690<!--=k--> from <!--=n--> draws")
+    assert refresh.render_quotes(nb, {"k": "0.691", "n": "1638"}) == []
+    assert nb.cells[0].source == "k-hat 0.691<!--=k--> from 1638<!--=n--> draws"

@@ -28,6 +28,7 @@ from sklearn.metrics import roc_auc_score
 
 # the weights live with the engines that resample by them; importance_log_weights is also
 # this module's for its callers (tests/validation/judge/test_metrics.py)
+from ...inference.importance import KHAT_GOOD as _KHAT_GOOD, KHAT_TRUSTED  # one scale: PSIS's
 from ...inference.importance import (
     density_problem, importance_log_weights, inside_support as _inside, joint_importance_log_weights,
     joint_weights_problem,
@@ -61,8 +62,8 @@ PRED_MAE_OK = 0.02
 #: importance.khat_threshold; 0.7 from S = 2155 on); above it the weights' variance is
 #: effectively infinite, or too large for S draws, and the approximation misses posterior mass.
 #: KHAT_OK is that threshold's cap; a metric row carries its own, for its S (khat_threshold).
-KHAT_GOOD = 0.5
-KHAT_OK = 0.7
+KHAT_GOOD = _KHAT_GOOD
+KHAT_OK = KHAT_TRUSTED
 #: fewer importance draws inside the support than this: k-hat is not estimated (the
 #: Pareto tail would hold only a handful of points)
 MIN_DRAWS_FOR_KHAT = 100

@@ -1,95 +1,138 @@
-"""How many numbers each lesson's prose states by hand, and how many its code writes (issue 54's
-"before" and "after").
+"""How many numbers each lesson's prose states by hand, how many it quotes from its run, and how
+long each lesson takes to run (issue 54's "before" and "after").
 
-    python benchmarks/lesson_numbers.py
+    python benchmarks/lesson_numbers.py                 # counts, now and at the commit before issue 54
+    python benchmarks/lesson_numbers.py --time          # also run every lesson, empty cache then warm
 
-A lesson's prose is its markdown cells; a number there was typed, and re-executing the
-notebook cannot update it. A number in a markdown *output* (a cell that renders text from
-computed values) moves with the run. The count is a heuristic, stated as such: numbers inside
-code spans, maths, links, section, equation and lesson references, numbered headings and the
-"Exercise N" / "Solution to exercise N" headings are left out;
-decimals and percentages are counted apart from whole numbers, because they are what a
-measured value looks like (whole numbers are often counts, indices or lesson numbers).
-Writes results/lesson_numbers.md with the date, command and machine.
+A lesson's prose is its markdown cells. A number there is *quoted* when it stands in front of a
+mark ``<!--=name-->`` whose value the last run wrote (zoo.lessons.quote; notebooks/refresh.py),
+*a definition* when the lesson lists it with a reason (an exercise's own setting), and *typed*
+otherwise: re-executing the notebook cannot update it. The count is notebooks/refresh.py's
+``stated_numbers`` - the same one the tests use - so it is a heuristic stated as such: numbers
+inside code spans, link targets, exercise and numbered headings, coordinate names, references to
+lessons, sections, equations and cells, citations' years, and whole numbers inside maths are
+left out. The "before" columns read the lessons as they were at BEFORE (git), with the same rules.
+
+--time: each lesson is executed as refresh.py executes it, first with an empty reference cache
+(it samples every reference it needs and compiles every program), then again with the cache the
+first run filled; the seconds are wall-clock on this machine, in one run.
+
+Writes results/lesson_numbers.md (and docs/lessons.md's table is this file's) with the date,
+command and machine.
 """
 from __future__ import annotations
 
+import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
-import re
+import subprocess
 import sys
+import tempfile
+import time
 
 from zoo.validation.base.atomic import write_text_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NOTEBOOKS = os.path.join(os.path.dirname(HERE), "notebooks")
+REPO = os.path.dirname(HERE)
+NOTEBOOKS = os.path.join(REPO, "notebooks")
 OUT = os.path.join(HERE, "results", "lesson_numbers.md")
-
-_LEFT_OUT = [
-    re.compile(r"`[^`]*`"),                      # code spans
-    re.compile(r"\$\$.*?\$\$", re.S),            # display maths
-    re.compile(r"\$[^$\n]*\$"),                  # inline maths
-    re.compile(r"\]\([^)]*\)"),                  # link targets
-    re.compile(r"https?://\S+"),
-    re.compile(r"^#+\s*(Exercise|Solution to exercise)\s+\d+.*$", re.M),
-    re.compile(r"\b[a-zA-Z_]+\[\d+\]"),          # w[8]: a coordinate's name, not a value
-    re.compile(r"\b\d{2}_[a-z_]+"),              # 07_validation_...: a file name
-    re.compile(r"§\s*\d+(\.\d+)*"),                # DERIVATIONS.md §1.1: a section
-    re.compile(r"^#+\s*\d+(\.\d+)*", re.M),         # a numbered heading
-    re.compile(r"\b(Sections?|sections?|eqs?\.|Eqs?\.|Fig\.|Table|step|Step|lesson|Lesson)\s*\d+(\.\d+)*"),
-]
-DECIMAL = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+%?|(?<![\w.])[-+−]?\d+%")
-WHOLE = re.compile(r"(?<![\w.\-])\d+(?![\w.%])")
+#: the last commit before issue 54 changed a lesson
+BEFORE = "8a7e1b9"
 
 
-def _text(source) -> str:
-    return "".join(source) if isinstance(source, list) else str(source)
+def _refresh():
+    name = "zoo_notebooks_refresh"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(NOTEBOOKS, "refresh.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def prose_numbers(text: str) -> tuple[list[str], list[str]]:
-    """(decimals and percentages, whole numbers) stated in a piece of markdown prose."""
-    for pattern in _LEFT_OUT:
-        text = pattern.sub(" ", text)
-    decimals = DECIMAL.findall(text)
-    text = DECIMAL.sub(" ", text)
-    return decimals, WHOLE.findall(text)
-
-
-def audit(path: str) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        nb = json.load(fh)
-    typed_dec, typed_whole, computed_md = [], [], 0
+def counts(nb: dict) -> dict:
+    """typed decimals/percentages, typed whole numbers, quoted values shown, definitions listed."""
+    refresh = _refresh()
+    meta = nb.get("metadata", {})
+    quoted = dict(meta.get(refresh.QUOTED_KEY, {}))
+    allowed = set(meta.get(refresh.TYPED_KEY, {}))
+    typed_dec, typed_whole, marks, definitions = [], [], 0, 0
     for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            d, w = prose_numbers(_text(cell["source"]))
-            typed_dec += d
-            typed_whole += w
-        for out in cell.get("outputs", []):
-            if "text/markdown" in out.get("data", {}):
-                computed_md += len(DECIMAL.findall(_text(out["data"]["text/markdown"])))
-    return {"lesson": os.path.basename(path), "typed_decimals": typed_dec, "typed_whole": len(typed_whole),
-            "computed_markdown_decimals": computed_md}
+        if cell["cell_type"] != "markdown":
+            continue
+        text = refresh.text_of(cell["source"])
+        marks += len(refresh.QUOTE_MARK.findall(text))
+        d, w = refresh.stated_numbers(text, quoted)
+        definitions += sum(n in allowed for n in d + w)
+        typed_dec += [n for n in d if n not in allowed]
+        typed_whole += [n for n in w if n not in allowed]
+    return {"typed_decimals": typed_dec, "typed_whole": typed_whole, "quoted": marks, "definitions": definitions}
 
 
-def main() -> int:
+def before(name: str) -> dict | None:
+    try:
+        text = subprocess.run(["git", "-C", REPO, "show", f"{BEFORE}:notebooks/{name}"], capture_output=True,
+                              text=True, check=True).stdout
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    return counts(json.loads(text))
+
+
+def run_times(path: str) -> tuple[float, float]:
+    """Seconds to execute the lesson with an empty cache, then with the cache that run filled."""
+    refresh = _refresh()
+    seconds = []
+    with tempfile.TemporaryDirectory(prefix="zoo-lesson-time-") as work:
+        cache = os.path.join(work, "cache")
+        os.makedirs(cache)
+        for k in range(2):
+            run_dir = os.path.join(work, f"run{k}")
+            os.makedirs(run_dir)
+            t0 = time.perf_counter()
+            refresh.execute(path, workdir=run_dir, cache_dir=cache)
+            seconds.append(time.perf_counter() - t0)
+    return seconds[0], seconds[1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time", action="store_true", help="also execute every lesson, empty cache then warm")
+    args = parser.parse_args(argv)
     lessons = sorted(f for f in os.listdir(NOTEBOOKS) if f.endswith(".ipynb") and f[:2].isdigit())
-    rows = [audit(os.path.join(NOTEBOOKS, f)) for f in lessons]
     started = datetime.datetime.now(datetime.timezone.utc)
-    lines = ["# Numbers in the lessons' prose: typed by hand or computed", "",
-             f"{started:%Y-%m-%d %H:%M} UTC, `python {' '.join(sys.argv)}`, "
-             f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores). A heuristic count "
-             "(benchmarks/lesson_numbers.py says what it leaves out).", "",
-             "| lesson | decimals and % typed in prose | whole numbers typed in prose | decimals in computed "
-             "markdown outputs | the typed decimals |", "|---|---|---|---|---|"]
-    for r in rows:
-        shown = ", ".join(r["typed_decimals"][:12]) + (" ..." if len(r["typed_decimals"]) > 12 else "")
-        lines.append(f"| {r['lesson']} | {len(r['typed_decimals'])} | {r['typed_whole']} | "
-                     f"{r['computed_markdown_decimals']} | {shown} |")
-    lines += ["", f"In all: {sum(len(r['typed_decimals']) for r in rows)} decimals or percentages and "
-                  f"{sum(r['typed_whole'] for r in rows)} whole numbers typed in prose; "
-                  f"{sum(r['computed_markdown_decimals'] for r in rows)} decimals written by code."]
+    head = ("| lesson | typed now (decimals and % / whole) | quoted now | definitions listed | "
+            "typed before (decimals and % / whole) |" + (" run time, empty cache (s) | warm (s) |" if args.time else ""))
+    lines = ["# Numbers in the lessons' prose: typed by hand or quoted from the run", "",
+             f"{started:%Y-%m-%d %H:%M} UTC, `python benchmarks/lesson_numbers.py{' --time' if args.time else ''}`, "
+             f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores); before = the lessons at "
+             f"commit {BEFORE}. The count is notebooks/refresh.py's `stated_numbers` (a heuristic: "
+             "benchmarks/lesson_numbers.py says what it leaves out).", "", head,
+             "|" + "---|" * (head.count("|") - 1)]
+    totals = {"now_dec": 0, "now_whole": 0, "quoted": 0, "before_dec": 0, "before_whole": 0}
+    for name in lessons:
+        with open(os.path.join(NOTEBOOKS, name), encoding="utf-8") as fh:
+            now = counts(json.load(fh))
+        old = before(name)
+        totals["now_dec"] += len(now["typed_decimals"])
+        totals["now_whole"] += len(now["typed_whole"])
+        totals["quoted"] += now["quoted"]
+        old_cell = "not in git" if old is None else f"{len(old['typed_decimals'])} / {len(old['typed_whole'])}"
+        if old is not None:
+            totals["before_dec"] += len(old["typed_decimals"])
+            totals["before_whole"] += len(old["typed_whole"])
+        row = (f"| {name} | {len(now['typed_decimals'])} / {len(now['typed_whole'])} | {now['quoted']} | "
+               f"{now['definitions']} | {old_cell} |")
+        if args.time:
+            cold, warm = run_times(os.path.join(NOTEBOOKS, name))
+            row += f" {cold:.0f} | {warm:.0f} |"
+            print(f"{name}: {cold:.0f} s empty cache, {warm:.0f} s warm", file=sys.stderr)
+        lines.append(row)
+    lines += ["", f"In all: {totals['now_dec']} decimals or percentages and {totals['now_whole']} whole numbers typed "
+                  f"in prose now, {totals['quoted']} values quoted from the run; before: {totals['before_dec']} and "
+                  f"{totals['before_whole']}."]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     write_text_atomic(OUT, text)

@@ -23,14 +23,20 @@ reference is certified". The code that computed it then checks it (:func:`claim`
 no longer supports the sentence stops with the sentence named, and the lesson cannot be stored
 until its prose says what the run shows.
 
+A model lesson writes its model on the page as a plain NumPyro function with standard
+distributions, and :func:`compare_log_densities` checks that it is the zoo's model: the same
+latent sites and the same log joint density at points drawn from the model's prior.
+
 The mark's syntax, ``VALUE<!--=name-->``, is :data:`QUOTE_MARK`; a newly written mark may stand
 alone (``<!--=name-->``): the next refresh writes the value in front of it.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-__all__ = ["QUOTE_MARK", "ClaimNotSupported", "claim", "quote", "quoted", "forget_quotes"]
+__all__ = ["QUOTE_MARK", "ClaimNotSupported", "LogDensityCheck", "claim", "compare_log_densities", "quote", "quoted",
+           "forget_quotes"]
 
 #: where a quoted value stands in a lesson's markdown: ``<!--=name-->`` right after the value
 QUOTE_MARK = re.compile(r"<!--=([A-Za-z_][A-Za-z0-9_]*)-->")
@@ -72,3 +78,82 @@ def claim(holds, says: str) -> None:
     words); raise :class:`ClaimNotSupported` naming it when ``holds`` is false."""
     if not bool(holds):
         raise ClaimNotSupported(f"the lesson says {says!r}, and this run does not show it: rewrite that sentence")
+
+
+@dataclass(frozen=True)
+class LogDensityCheck:
+    """The written model against the zoo's at ``n_points`` parameter values drawn from the zoo
+    model's prior: their log joint densities (``numpyro.infer.util.log_density``, the observed
+    labels included) and the largest difference. ``same``: equal to round-off (``rtol`` of the
+    largest |log density|); ``same_up_to_constant``: the differences all equal - the written
+    model drops a normalizing constant, which changes no posterior."""
+
+    sites: tuple[str, ...]
+    n_points: int
+    max_abs_difference: float
+    difference_spread: float
+    scale: float
+    rtol: float
+
+    @property
+    def same(self) -> bool:
+        return self.max_abs_difference <= self.rtol * max(self.scale, 1.0)
+
+    @property
+    def same_up_to_constant(self) -> bool:
+        return self.difference_spread <= self.rtol * max(self.scale, 1.0)
+
+    @property
+    def line(self) -> str:
+        what = ("the same log density" if self.same else
+                "the same log density up to a constant" if self.same_up_to_constant else "DIFFERENT log densities")
+        return (f"{what} at {self.n_points} draws from the prior: largest |difference| {self.max_abs_difference:.1e} "
+                f"(log densities up to {self.scale:.1f} in size; sites {', '.join(self.sites)})")
+
+
+def compare_log_densities(written, spec, Phi, y, *, n_points: int = 10, seed: int = 0,
+                          rtol: float = 1e-9) -> LogDensityCheck:
+    """Is ``written`` - a NumPyro function ``written(Phi, y=None)`` - the model ``spec.model``
+    of the zoo? Both are traced at ``n_points`` values of the zoo model's latent sites drawn from
+    its prior (given Phi), and their log joint densities with the labels ``y`` observed are
+    compared. A ValueError names the sites when the two models do not sample the same latent
+    sites. ``rtol``: float64 round-off of sums of a few hundred terms, far below any change of a
+    prior or a likelihood."""
+    import jax
+    import numpy as np
+    from numpyro import handlers
+    from numpyro.infer.util import log_density
+
+    from .models.base import as_jax
+
+    Phi, y = as_jax(Phi), as_jax(y)
+
+    def latent(model, key, substitute=None):
+        seeded = handlers.seed(model, key)
+        if substitute is not None:
+            seeded = handlers.substitute(seeded, data=substitute)
+        trace = handlers.trace(seeded).get_trace(Phi, y)
+        return {name: site["value"] for name, site in trace.items()
+                if site["type"] == "sample" and not site["is_observed"]}
+
+    diffs, sizes, names = [], [], None
+    for key in jax.random.split(jax.random.PRNGKey(seed), n_points):
+        params = latent(spec.model, key)
+        try:
+            mine = latent(written, key, substitute=params)
+        except NotImplementedError:
+            # a site the zoo's model lacks, with a distribution that cannot be drawn (a factor's
+            # ImproperUniform): the names differ
+            raise ValueError(f"the written model samples a latent site the zoo's model lacks; the zoo's latent "
+                             f"sites are {sorted(params)}: name them alike") from None
+        if set(mine) != set(params):
+            raise ValueError(f"the written model samples the latent sites {sorted(mine)}, the zoo's "
+                             f"{sorted(params)}: name them alike")
+        names = tuple(sorted(params))
+        ours = float(log_density(spec.model, (Phi, y), {}, params)[0])
+        theirs = float(log_density(written, (Phi, y), {}, params)[0])
+        diffs.append(theirs - ours)
+        sizes += [abs(ours), abs(theirs)]
+    diffs = np.asarray(diffs)
+    return LogDensityCheck(sites=names, n_points=int(n_points), max_abs_difference=float(np.max(np.abs(diffs))),
+                           difference_spread=float(np.ptp(diffs)), scale=float(np.max(sizes)), rtol=float(rtol))

@@ -38,3 +38,47 @@ def test_a_claim_the_run_does_not_support_stops_the_lesson():
     lessons.claim(2 > 1, "two is more than one")
     with pytest.raises(lessons.ClaimNotSupported, match="both engines differ"):
         lessons.claim(False, "both engines differ")
+
+
+def _ggsm_problem():
+    import numpy as np
+
+    from zoo.models.ggsm_probit import GGSMProbit
+
+    rng = np.random.default_rng(0)
+    Phi = rng.standard_normal((30, 4))
+    y = (rng.random(30) < 0.5).astype(float)
+    return GGSMProbit(q=0.8), Phi, y
+
+
+def _written_ggsm(q, a, b, *, b_factor=1.0, constant=0.0, name="w"):
+    """The GGSM probit model as a lesson writes it: standard distributions, the generalized
+    normal prior of the weights written out as a factor."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.scipy.special import gammaln, log_ndtr
+
+    def model(Phi, y=None):
+        lam = numpyro.sample("lam", dist.InverseGamma(a, b * b_factor))
+        w = numpyro.sample(name, dist.ImproperUniform(dist.constraints.real, (), (Phi.shape[1],)))
+        numpyro.factor("prior_w", jnp.sum(jnp.log(q / 2) - jnp.log(lam) / q - gammaln(1 / q) - jnp.abs(w) ** q / lam)
+                       + constant)
+        f = Phi @ w
+        # probit as logits: log Phi(f) - log Phi(-f), exact where Phi(f) itself rounds to 0 or 1
+        numpyro.sample("y", dist.Bernoulli(logits=log_ndtr(f) - log_ndtr(-f)), obs=y)
+
+    return model
+
+
+def test_a_model_written_on_the_page_is_checked_against_the_zoos():
+    spec, Phi, y = _ggsm_problem()
+    same = lessons.compare_log_densities(_written_ggsm(spec.q, spec.a, spec.b), spec, Phi, y)
+    assert same.same and same.sites == ("lam", "w") and "the same log density" in same.line
+    # planted: a prior scale twice the zoo's; a dropped normalizing constant; another site name
+    other = lessons.compare_log_densities(_written_ggsm(spec.q, spec.a, spec.b, b_factor=2.0), spec, Phi, y)
+    assert not other.same and not other.same_up_to_constant and "DIFFERENT" in other.line
+    shifted = lessons.compare_log_densities(_written_ggsm(spec.q, spec.a, spec.b, constant=3.0), spec, Phi, y)
+    assert not shifted.same and shifted.same_up_to_constant
+    with pytest.raises(ValueError, match="latent sites"):
+        lessons.compare_log_densities(_written_ggsm(spec.q, spec.a, spec.b, name="weights"), spec, Phi, y)

@@ -27,7 +27,7 @@ extensions = [
 ]
 
 root_doc = "docs/index"
-include_patterns = ["docs/**", "README.md", "CONTRIBUTING.md", "DERIVATIONS.md", "notebooks/*.ipynb",
+include_patterns = ["docs/**", "README.md", "CONTRIBUTING.md", "DERIVATIONS.md", "notebooks/*.ipynb", "notebooks/solutions/*.ipynb",
                     "benchmarks/README.md", "benchmarks/results/*.md", "benchmarks/results/**/*.md"]
 # the accelerator check's raw reports name figures that were not kept (its README summarizes them)
 exclude_patterns = ["build", "docs/_ext/**", "benchmarks/results/accelerator_check/run*/**"]

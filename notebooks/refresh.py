@@ -558,7 +558,7 @@ def quote_problems(nb) -> list[str]:
     return problems
 
 
-_GUESSED_NUMBER = re.compile(r"[-+−]?\d[\d.,]*%?$")
+_GUESSED_NUMBER = re.compile(r"[-+−]?\d[\d.,]*(?:[eE][-+]?\d+)?%?$")
 
 
 def render_quotes(nb, values: dict[str, str]) -> list[str]:

@@ -85,7 +85,7 @@ class LogDensityCheck:
     """The written model against the zoo's at ``n_points`` parameter values drawn from the zoo
     model's prior: their log joint densities (``numpyro.infer.util.log_density``, the observed
     labels included) and the largest difference. ``same``: equal to round-off (``rtol`` of the
-    largest |log density|); ``same_up_to_constant``: the differences all equal - the written
+    largest absolute log density, ``scale``); ``same_up_to_constant``: the differences all equal - the written
     model drops a normalizing constant, which changes no posterior."""
 
     sites: tuple[str, ...]
@@ -97,14 +97,17 @@ class LogDensityCheck:
 
     @property
     def same(self) -> bool:
+        """The two log densities agree to round-off at every point."""
         return self.max_abs_difference <= self.rtol * max(self.scale, 1.0)
 
     @property
     def same_up_to_constant(self) -> bool:
+        """The two log densities differ by the same amount at every point (a dropped constant)."""
         return self.difference_spread <= self.rtol * max(self.scale, 1.0)
 
     @property
     def line(self) -> str:
+        """One sentence a lesson prints: same, same up to a constant, or different, and by how much."""
         what = ("the same log density" if self.same else
                 "the same log density up to a constant" if self.same_up_to_constant else "DIFFERENT log densities")
         return (f"{what} at {self.n_points} draws from the prior: largest |difference| {self.max_abs_difference:.1e} "

@@ -12,6 +12,7 @@ import numpy as np
 from ..base.figures import ShownFigure
 from ..base.tables import Table
 from ..judge.rates import wilson_interval
+from ..judge.verdict import FALSE_ALARM
 from ..runs.battery import DETECTORS
 from ..runs.battery_result import BatteryResult
 
@@ -62,7 +63,7 @@ def battery_figure(batteries: Mapping[str, BatteryResult], *, detectors=("verdic
             lo, hi = wilson_interval(r.detected, r.trials)
             ax.plot([lo, hi], [i, i], color=colours[r.detector], lw=2)
             ax.plot(r.rate, i, "o", color=colours[r.detector], ms=4)
-        ax.axvline(0.05, color="0.5", ls=":", lw=1)
+        ax.axvline(FALSE_ALARM, color="0.5", ls=":", lw=1)  # the rate an exact engine is flagged at
         ax.set_yticks(range(len(defects)), defects, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(-0.02, 1.02)

@@ -128,7 +128,7 @@ def _check_failures(diag: dict, sites: tuple[Site, ...], divergences: int, rule:
     sentences: list[str] = []
     kinds: set[str] = set()
     checks = (
-        ("rhat", "R-hat", lambda v: not (v <= rule.rhat_max), lambda v: f"{v:.3f} > {rule.rhat_max}"),
+        ("rhat", "R-hat", lambda v: not (v <= rule.rhat_max), lambda v: f"{v:.4f} > {rule.rhat_max}"),
         ("ess_bulk", "bulk ESS", lambda v: not (v >= rule.ess_bulk_min), lambda v: f"{v:.0f} < {rule.ess_bulk_min:.0f}"),
         ("ess_tail", "tail ESS", lambda v: not (v >= rule.ess_tail_min), lambda v: f"{v:.0f} < {rule.ess_tail_min:.0f}"),
     )

@@ -15,7 +15,8 @@ left out. The "before" columns read the lessons as they were at BEFORE (git), wi
 
 --time: each lesson is executed as refresh.py executes it, first with an empty reference cache
 (it samples every reference it needs and compiles every program), then again with the cache the
-first run filled; the seconds are wall-clock on this machine, in one run.
+first run filled; the seconds are wall-clock on this machine, in one run. The warm run's outputs
+and quoted values are compared with the stored lesson as the slow test compares them.
 
 Writes results/lesson_numbers.md (and docs/lessons.md's table is this file's) with the date,
 command and machine.
@@ -81,8 +82,12 @@ def before(name: str) -> dict | None:
     return counts(json.loads(text))
 
 
-def run_times(path: str) -> tuple[float, float]:
-    """Seconds to execute the lesson with an empty cache, then with the cache that run filled."""
+def run_times(path: str) -> tuple[float, float, int]:
+    """Seconds to execute the lesson with an empty cache, then with the cache that run filled, and
+    how many differences the warm run's outputs and quoted values show from the stored notebook
+    (refresh.py's comparison: 0 means the stored lesson is what a run gives)."""
+    import nbformat
+
     refresh = _refresh()
     seconds = []
     with tempfile.TemporaryDirectory(prefix="zoo-lesson-time-") as work:
@@ -92,9 +97,13 @@ def run_times(path: str) -> tuple[float, float]:
             run_dir = os.path.join(work, f"run{k}")
             os.makedirs(run_dir)
             t0 = time.perf_counter()
-            refresh.execute(path, workdir=run_dir, cache_dir=cache)
+            executed = refresh.execute(path, workdir=run_dir, cache_dir=cache)
             seconds.append(time.perf_counter() - t0)
-    return seconds[0], seconds[1]
+    stored = nbformat.read(path, as_version=4)
+    found = refresh.differences(stored, refresh.for_storage(executed)) + refresh.rendering_problems(executed)
+    for line in found:
+        print(f"  {os.path.basename(path)}: {line}", file=sys.stderr)
+    return seconds[0], seconds[1], len(found)
 
 
 def main(argv=None) -> int:
@@ -104,7 +113,8 @@ def main(argv=None) -> int:
     lessons = sorted(f for f in os.listdir(NOTEBOOKS) if f.endswith(".ipynb") and f[:2].isdigit())
     started = datetime.datetime.now(datetime.timezone.utc)
     head = ("| lesson | typed now (decimals and % / whole) | quoted now | definitions listed | "
-            "typed before (decimals and % / whole) |" + (" run time, empty cache (s) | warm (s) |" if args.time else ""))
+            "typed before (decimals and % / whole) |" + (" run time, empty cache (s) | warm (s) | stored outputs "
+                                                      "current |" if args.time else ""))
     lines = ["# Numbers in the lessons' prose: typed by hand or quoted from the run", "",
              f"{started:%Y-%m-%d %H:%M} UTC, `python benchmarks/lesson_numbers.py{' --time' if args.time else ''}`, "
              f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores); before = the lessons at "
@@ -126,8 +136,8 @@ def main(argv=None) -> int:
         row = (f"| {name} | {len(now['typed_decimals'])} / {len(now['typed_whole'])} | {now['quoted']} | "
                f"{now['definitions']} | {old_cell} |")
         if args.time:
-            cold, warm = run_times(os.path.join(NOTEBOOKS, name))
-            row += f" {cold:.0f} | {warm:.0f} |"
+            cold, warm, stale = run_times(os.path.join(NOTEBOOKS, name))
+            row += f" {cold:.0f} | {warm:.0f} | {'yes' if not stale else f'no: {stale} difference(s)'} |"
             print(f"{name}: {cold:.0f} s empty cache, {warm:.0f} s warm", file=sys.stderr)
         lines.append(row)
     lines += ["", f"In all: {totals['now_dec']} decimals or percentages and {totals['now_whole']} whole numbers typed "

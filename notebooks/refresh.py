@@ -92,7 +92,7 @@ FOREIGN_FIGURE_TAG = "figure-drawn-by-another-library"
 #: How a lesson is laid out (tests/lessons/test_notebooks.py checks it). Its first cell names what
 #: the student will learn and what they need first; its exercises are markdown cells headed
 #: "### Exercise N" with open answers; their solutions are kept apart, in
-#: notebooks/solutions/<lesson>_solutions.ipynb, one "### Solution to exercise N" per
+#: notebooks/solutions/<lesson>_solutions.ipynb, one "## Solution to exercise N" per
 #: exercise, executed and stored like the lessons.
 LESSON_OPENING = ("What you will learn", "What you need first")
 EXERCISE_HEADING = "Exercise"
@@ -488,7 +488,7 @@ _NOT_STATED = [
     re.compile(r"\b\d{2}_[a-z_]+(\.ipynb)?"),                   # 07_validation_...: a lesson's file
     re.compile(r"§\s*\d+(\.\d+)*"),                             # DERIVATIONS.md §1.1: a section
     re.compile(r"\b(?:[Ss]ections?|[Ee]qs?\.|[Ee]quations?|Fig\.|[Tt]able|[Ss]teps?|[Ll]essons?|[Ee]xercises?|"
-               r"[Ss]olutions?|[Pp]arts?|[Cc]ells?)\s*\(?\d+(\.\d+)*\)?(\s*(,|and|or|to|-|–)\s*\d+(\.\d+)*)*"),
+               r"[Ss]olutions?|[Pp]arts?|[Cc]ells?|[Aa]lgorithms?|[Uu]pdates?)\s*\(?\d+(\.\d+)*\)?(\s*(,|and|or|to|-|–)\s*\d+(\.\d+)*)*"),
     re.compile(r"\bet al\.?,?\s*\(?\d{4}[a-z]?\)?"),               # a citation's year
     re.compile(r"\(\d{4}\)"),
     re.compile(r"\b(?:Python|ArviZ|JAX|NumPyro|jax|numpyro|arviz)\s*\d+(\.\d+)*(\.x)?"),  # a release
@@ -588,6 +588,11 @@ def render_quotes(nb, values: dict[str, str]) -> list[str]:
                     # it; a number there is replaced (a word is not: write the mark alone)
                     guess = _GUESSED_NUMBER.search(before)
                     old = guess.group(0) if guess else None
+                    if old and old[0] in "-+−" and not values[name].startswith(old[0]):
+                        # "= -1" guessed for a value "1": is the minus the prose's or the guess's?
+                        problems.append(f"markdown cell {i}: the number {old!r} in front of the new mark <!--={name}--> "
+                                        f"has a sign its value {values[name]!r} lacks; write the mark alone")
+                        old = None
                 if old is not None and before.endswith(old):
                     before = before[:len(before) - len(old)]
                 elif old is not None:

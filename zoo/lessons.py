@@ -107,11 +107,15 @@ class LogDensityCheck:
 
     @property
     def line(self) -> str:
-        """One sentence a lesson prints: same, same up to a constant, or different, and by how much."""
-        what = ("the same log density" if self.same else
-                "the same log density up to a constant" if self.same_up_to_constant else "DIFFERENT log densities")
-        return (f"{what} at {self.n_points} draws from the prior: largest |difference| {self.max_abs_difference:.1e} "
-                f"(log densities up to {self.scale:.1f} in size; sites {', '.join(self.sites)})")
+        """One sentence a lesson prints: same, same up to a constant, or different, and by how much.
+        Equal densities are reported against the tolerance, not by their round-off difference (which
+        moves with the machine's floating-point order of operations)."""
+        where = f"at {self.n_points} draws from the prior (sites {', '.join(self.sites)})"
+        if self.same:
+            return f"the same log density {where}: every difference within {self.rtol:g} of their size"
+        if self.same_up_to_constant:
+            return f"the same log density up to a constant {where}: every difference {self.max_abs_difference:.3g}"
+        return f"DIFFERENT log densities {where}: differences up to {self.max_abs_difference:.3g}"
 
 
 def compare_log_densities(written, spec, Phi, y, *, n_points: int = 10, seed: int = 0,

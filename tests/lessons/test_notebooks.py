@@ -213,24 +213,13 @@ def test_private_names_are_found():
 # --------------------------------------------------------------------------------------
 # Numbers in the prose (issue 54): computed and quoted, never typed
 # --------------------------------------------------------------------------------------
-#: lessons whose prose has not yet been rewritten to quote its numbers: each is expected to fail
-#: the check below (strictly: once a lesson passes, it must leave this list)
-PROSE_NOT_YET_QUOTED = {
-    "02_pcvm_laplace_ep_em_vs_nuts.ipynb", "03_ggsm_probit_shape_and_references.ipynb",
-    "04_gig_logistic_vb_spread_and_khat.ipynb", "05_gridrvm_row_column_relevance.ipynb",
-    "06_bblr_bounded_likelihood_and_modes.ipynb", "09_checklist_can_this_posterior_be_trusted.ipynb",
-}
-
-
 @pytest.mark.parametrize("path", LESSONS, ids=[p.name for p in LESSONS])
-def test_lesson_prose_types_no_number(path, request):
+def test_lesson_prose_types_no_number(path):
     """Every number a lesson's sentences state is computed in the same run and quoted
     (zoo.lessons.quote, a mark <!--=name--> in the markdown); the lesson's own definitions are
     listed with a reason. The stored prose shows the values its metadata keeps (checked by
     storage_problems above); a re-run that quotes other values is stale (the slow test)."""
     nbformat = pytest.importorskip("nbformat")
-    if path.name in PROSE_NOT_YET_QUOTED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 54: prose not yet quoted"))
     typed = refresh.typed_numbers(nbformat.read(path, as_version=4))
     assert not typed, (f"{path.name} states {len(typed)} number(s) by hand: " + ", ".join(typed[:20])
                        + " - quote each from the code that computes it (zoo.lessons.quote)")
@@ -293,3 +282,6 @@ def test_a_first_run_replaces_a_guessed_number_in_front_of_a_new_mark():
     nb = _markdown_notebook("k-hat 0.690<!--=k--> from <!--=n--> draws, step -2.8e-14<!--=e-->")
     assert refresh.render_quotes(nb, {"k": "0.691", "n": "1638", "e": "-3.1e-14"}) == []
     assert nb.cells[0].source == "k-hat 0.691<!--=k--> from 1638<!--=n--> draws, step -3.1e-14<!--=e-->"
+    # a guessed sign the value lacks is not silently dropped
+    signed = _markdown_notebook("the power $-qa$ = -1<!--=p-->")
+    assert "has a sign" in refresh.render_quotes(signed, {"p": "1"})[0]

@@ -35,6 +35,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import jax
+import numpy as np
+from numpyro import handlers
+from numpyro.infer.util import log_density
+
+from .models.base import as_jax
+
 __all__ = ["QUOTE_MARK", "ClaimNotSupported", "LogDensityCheck", "claim", "compare_log_densities", "quote", "quoted",
            "forget_quotes"]
 
@@ -126,13 +133,6 @@ def compare_log_densities(written, spec, Phi, y, *, n_points: int = 10, seed: in
     compared. A ValueError names the sites when the two models do not sample the same latent
     sites. ``rtol``: float64 round-off of sums of a few hundred terms, far below any change of a
     prior or a likelihood."""
-    import jax
-    import numpy as np
-    from numpyro import handlers
-    from numpyro.infer.util import log_density
-
-    from .models.base import as_jax
-
     Phi, y = as_jax(Phi), as_jax(y)
 
     def latent(model, key, substitute=None):

@@ -158,6 +158,8 @@ def kernel_environment(cache_dir, tmp_dir) -> dict[str, str]:
         "TMPDIR": str(tmp_dir),
         "TQDM_DISABLE": "1",
         "PYTHONHASHSEED": "0",
+        # a sentence of the prose the run does not support stops the run (zoo.lessons.claim)
+        "ZOO_STRICT_CLAIMS": "1",
         # IPython's folder of this run: its startup file installs the figure audit
         "IPYTHONDIR": str(Path(tmp_dir) / "ipython"),
         "ZOO_FIGURE_AUDIT": str(Path(tmp_dir) / "figure-audit.jsonl"),

@@ -34,10 +34,33 @@ def test_the_mark_syntax_is_the_one_refresh_reads():
     assert module.QUOTE_MARK.pattern == lessons.QUOTE_MARK.pattern
 
 
-def test_a_claim_the_run_does_not_support_stops_the_lesson():
+def test_a_claim_the_run_does_not_support_stops_the_lesson_while_it_is_stored(monkeypatch):
+    monkeypatch.setenv(lessons.STRICT_CLAIMS_ENV, "1")
     lessons.claim(2 > 1, "two is more than one")
     with pytest.raises(lessons.ClaimNotSupported, match="both engines differ"):
         lessons.claim(False, "both engines differ")
+
+
+def test_in_a_students_run_an_unsupported_claim_warns_and_the_lesson_runs_on(monkeypatch):
+    monkeypatch.delenv(lessons.STRICT_CLAIMS_ENV, raising=False)
+    with pytest.warns(lessons.ClaimWarning, match="both engines differ"):
+        lessons.claim(False, "both engines differ")
+
+
+def test_refresh_runs_lessons_with_strict_claims(tmp_path):
+    import sys
+
+    module = sys.modules.get("zoo_notebooks_refresh")
+    if module is None:
+        import importlib.util
+
+        from repository import REPO
+
+        spec = importlib.util.spec_from_file_location("zoo_notebooks_refresh", REPO / "notebooks" / "refresh.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["zoo_notebooks_refresh"] = module
+        spec.loader.exec_module(module)
+    assert module.kernel_environment(tmp_path, tmp_path)[lessons.STRICT_CLAIMS_ENV] == "1"
 
 
 def _ggsm_problem():

@@ -44,7 +44,8 @@ OUT = os.path.join(HERE, "results", "lesson_numbers.md")
 BEFORE = "8a7e1b9"
 
 
-def _refresh():
+def refresh_module():
+    """notebooks/refresh.py, loaded from its file once per process (lessons_on_stack.py uses it too)."""
     name = "zoo_notebooks_refresh"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, os.path.join(NOTEBOOKS, "refresh.py"))
@@ -56,21 +57,16 @@ def _refresh():
 
 def counts(nb: dict) -> dict:
     """typed decimals/percentages, typed whole numbers, quoted values shown, definitions listed."""
-    refresh = _refresh()
-    meta = nb.get("metadata", {})
-    quoted = dict(meta.get(refresh.QUOTED_KEY, {}))
-    allowed = set(meta.get(refresh.TYPED_KEY, {}))
-    typed_dec, typed_whole, marks, definitions = [], [], 0, 0
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        text = refresh.text_of(cell["source"])
-        marks += len(refresh.QUOTE_MARK.findall(text))
-        d, w = refresh.stated_numbers(text, quoted)
-        definitions += sum(n in allowed for n in d + w)
-        typed_dec += [n for n in d if n not in allowed]
-        typed_whole += [n for n in w if n not in allowed]
-    return {"typed_decimals": typed_dec, "typed_whole": typed_whole, "quoted": marks, "definitions": definitions}
+    import nbformat
+
+    refresh = refresh_module()
+    nb = nbformat.from_dict(nb)
+    allowed = set(nb.metadata.get(refresh.TYPED_KEY, {}))
+    stated = refresh.prose_numbers(nb)
+    marks = sum(len(refresh.QUOTE_MARK.findall(refresh.text_of(c.source))) for c in nb.cells if c.cell_type == "markdown")
+    return {"typed_decimals": [n for _, d, _ in stated for n in d if n not in allowed],
+            "typed_whole": [n for _, _, w in stated for n in w if n not in allowed],
+            "quoted": marks, "definitions": sum(n in allowed for _, d, w in stated for n in d + w)}
 
 
 def before(name: str) -> dict | None:
@@ -88,7 +84,7 @@ def run_times(path: str) -> tuple[float, float, int]:
     (refresh.py's comparison: 0 means the stored lesson is what a run gives)."""
     import nbformat
 
-    refresh = _refresh()
+    refresh = refresh_module()
     seconds = []
     with tempfile.TemporaryDirectory(prefix="zoo-lesson-time-") as work:
         cache = os.path.join(work, "cache")

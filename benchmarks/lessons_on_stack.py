@@ -15,7 +15,6 @@ machine and stack.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import os
 import platform
 import re
@@ -23,20 +22,10 @@ import sys
 import tempfile
 import time
 
+from lesson_numbers import NOTEBOOKS, refresh_module  # the script beside this one (benchmarks/ is on sys.path)
 from zoo.validation.base.atomic import write_text_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NOTEBOOKS = os.path.join(os.path.dirname(HERE), "notebooks")
-
-
-def _refresh():
-    name = "zoo_notebooks_refresh"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(NOTEBOOKS, "refresh.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def _last_error_line(err: Exception) -> str:
@@ -50,7 +39,7 @@ def main(argv=None) -> int:
     import jax
     import nbformat
 
-    refresh = _refresh()
+    refresh = refresh_module()
     names = (argv if argv is not None else sys.argv[1:]) or sorted(
         f for f in os.listdir(NOTEBOOKS) if f.endswith(".ipynb") and f[:2].isdigit())
     started = datetime.datetime.now(datetime.timezone.utc)

@@ -58,6 +58,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the mark a quoted value stands in front of, and the switch that makes a lesson's claims strict:
+# one definition, the one the lessons' own calls use
+from zoo.lessons import QUOTE_MARK, STRICT_CLAIMS_ENV
+
 NOTEBOOK_DIR = Path(__file__).resolve().parent
 #: seconds per cell: far above any cell's run time, so only a hung cell fails
 CELL_TIMEOUT = 600
@@ -159,7 +163,7 @@ def kernel_environment(cache_dir, tmp_dir) -> dict[str, str]:
         "TQDM_DISABLE": "1",
         "PYTHONHASHSEED": "0",
         # a sentence of the prose the run does not support stops the run (zoo.lessons.claim)
-        "ZOO_STRICT_CLAIMS": "1",
+        STRICT_CLAIMS_ENV: "1",
         # IPython's folder of this run: its startup file installs the figure audit
         "IPYTHONDIR": str(Path(tmp_dir) / "ipython"),
         "ZOO_FIGURE_AUDIT": str(Path(tmp_dir) / "figure-audit.jsonl"),
@@ -471,9 +475,6 @@ def private_names(nb) -> list[str]:
 #: in the metadata under TYPED_KEY, each with the reason it is typed.
 QUOTED_KEY = "zoo_quoted"
 TYPED_KEY = "zoo_typed_numbers"
-#: where a quoted value stands in the prose (the same syntax as zoo.lessons.QUOTE_MARK; kept
-#: here too so that reading a stored notebook needs no zoo import)
-QUOTE_MARK = re.compile(r"<!--=([A-Za-z_][A-Za-z0-9_]*)-->")
 #: the code appended to a lesson while it runs (and removed before it is stored): prints what
 #: the lesson quoted, behind a tag
 _QUOTED_TAG = "ZOO-QUOTED-VALUES:"
@@ -524,17 +525,20 @@ def stated_numbers(markdown: str, quoted: dict[str, str] | None = None) -> tuple
     return [d.replace(" ", "") for d in decimals], wholes
 
 
+def prose_numbers(nb) -> list[tuple[int, list[str], list[str]]]:
+    """Per markdown cell, (its index, the decimals and percentages, the whole numbers) its prose
+    states outside the quote marks (:func:`stated_numbers`, with the notebook's kept values)."""
+    quoted = dict(nb.metadata.get(QUOTED_KEY, {}))
+    return [(i, *stated_numbers(text_of(cell.source), quoted))
+            for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown"]
+
+
 def typed_numbers(nb) -> list[str]:
     """Every number the notebook's markdown states by hand and does not list under TYPED_KEY,
     as "cell i: number" (an empty list: every number in its prose is computed or a definition)."""
-    quoted = dict(nb.metadata.get(QUOTED_KEY, {}))
     allowed = set(nb.metadata.get(TYPED_KEY, {}))
-    found = []
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            decimals, wholes = stated_numbers(text_of(cell.source), quoted)
-            found += [f"cell {i}: {n}" for n in decimals + wholes if n not in allowed]
-    return found
+    return [f"cell {i}: {n}" for i, decimals, wholes in prose_numbers(nb) for n in decimals + wholes
+            if n not in allowed]
 
 
 def quote_problems(nb) -> list[str]:

@@ -1,6 +1,7 @@
 """zoo.lessons: the values a lesson's prose quotes (notebooks/refresh.py writes them into the prose)."""
 import pytest
 
+from repository import notebook_refresh
 from zoo import lessons
 
 
@@ -17,21 +18,8 @@ def test_quote_records_text_and_refuses_what_prose_cannot_show():
     assert lessons.quoted() == {}
 
 
-def test_the_mark_syntax_is_the_one_refresh_reads():
-    import importlib.util
-
-    from repository import REPO
-
-    import sys
-
-    name = "zoo_notebooks_refresh"  # the name tests/lessons/test_notebooks.py loads it under
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "notebooks" / "refresh.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # its dataclasses look their module up while it executes
-        spec.loader.exec_module(module)
-    module = sys.modules[name]
-    assert module.QUOTE_MARK.pattern == lessons.QUOTE_MARK.pattern
+def test_refresh_reads_the_lessons_own_mark():
+    assert notebook_refresh().QUOTE_MARK is lessons.QUOTE_MARK
 
 
 def test_a_claim_the_run_does_not_support_stops_the_lesson_while_it_is_stored(monkeypatch):
@@ -48,18 +36,7 @@ def test_in_a_students_run_an_unsupported_claim_warns_and_the_lesson_runs_on(mon
 
 
 def test_refresh_runs_lessons_with_strict_claims(tmp_path):
-    import sys
-
-    module = sys.modules.get("zoo_notebooks_refresh")
-    if module is None:
-        import importlib.util
-
-        from repository import REPO
-
-        spec = importlib.util.spec_from_file_location("zoo_notebooks_refresh", REPO / "notebooks" / "refresh.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["zoo_notebooks_refresh"] = module
-        spec.loader.exec_module(module)
+    module = notebook_refresh()
     assert module.kernel_environment(tmp_path, tmp_path)[lessons.STRICT_CLAIMS_ENV] == "1"
 
 

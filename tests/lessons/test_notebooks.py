@@ -18,29 +18,16 @@ pytest's tmp_path.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-from repository import REPO
+from repository import REPO, notebook_refresh
 
 NOTEBOOK_DIR = REPO / "notebooks"
 
 
-def _refresh_module():
-    """notebooks/refresh.py (not a package module: loaded from its file)."""
-    name = "zoo_notebooks_refresh"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, NOTEBOOK_DIR / "refresh.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while it executes
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-refresh = _refresh_module()
+refresh = notebook_refresh()
 #: the lessons, then the solutions of their exercises
 NOTEBOOKS = refresh.notebooks()
 LESSONS = [p for p in NOTEBOOKS if p.parent == NOTEBOOK_DIR]
